@@ -1,0 +1,15 @@
+"""tpubench: measure one PyTorch workload on TPU, GPU, Trainium, JAX and CPU, then price it per token."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "load_results"]
+
+
+def load_results(paths, *, warn=None):
+    """Load result files or folders into a tidy pandas DataFrame, one row per run point.
+
+    Imported lazily so that `import tpubench` stays cheap (no pandas, torch or jax).
+    """
+    from tpubench.results import load_results as _load
+
+    return _load(paths, warn=warn)

@@ -1,0 +1,297 @@
+"""One backend for every torch device: cpu, cuda, tpu (TorchTPU), neuron (TorchNeuron), xla, mps.
+
+Device-specific code is kept to what truly differs: how to detect the device, the fence, the
+torch.compile backend name, memory reporting and compile counting. Everything else goes through
+`torch.accelerator.*`, because TorchTPU makes `torch.tpu.synchronize()` raise on torch >= 2.11.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import resource
+from typing import Any
+
+from tpubench.backends import Availability
+
+# Which package provides each out-of-tree device, and how to get it.
+_PACKAGES = {
+    "tpu": ("torch_tpu", "pip install 'tpubench[tpu]' (torch-tpu, with libtpu, on a TPU VM)"),
+    "neuron": ("torch_neuronx", "pip install 'tpubench[neuron]' --extra-index-url https://pip.repos.neuron.amazonaws.com"),
+    "xla": ("torch_xla", "pip install 'tpubench[xla]' (torch_xla matching your torch)"),
+}
+_COMPILE_BACKENDS = {"cpu": "inductor", "cuda": "inductor", "mps": "inductor", "tpu": "tpu",
+                     "neuron": "neuron", "xla": "openxla"}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
+# device gets bit-identical weights and numerics fingerprints are comparable across devices.
+_HOST_INIT_LIMIT_BYTES = 2 << 30
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class TorchBackend:
+    name = "torch"
+
+    def __init__(self, device: str):
+        self.device = device
+
+    # ------------------------------------------------------------------ detection
+    def availability(self) -> Availability:
+        ok, detail = self._detect()
+        return Availability("torch", self.device, ok, detail)
+
+    def _detect(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("torch") is None:
+            return False, "torch is not installed: pip install tpubench"
+        pkg = _PACKAGES.get(self.device)
+        if pkg and importlib.util.find_spec(pkg[0]) is None:
+            return False, f"package {pkg[0]} is missing: {pkg[1]}"
+        import torch
+
+        if self.device == "cpu":
+            return True, f"{cpu_model_name()}, {torch.get_num_threads()} threads"
+        if self.device == "mps":
+            ok = torch.backends.mps.is_available()
+            return ok, "Apple GPU" if ok else "no Apple GPU (MPS) on this machine"
+        if self.device == "xla":
+            try:
+                import torch_xla
+                import torch_xla.runtime as xr
+
+                return True, f"{xr.device_type()} via torch_xla {torch_xla.__version__}"
+            except Exception as exc:  # torch_xla raises many kinds when no PJRT device is present
+                return False, f"torch_xla found no device ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+        acc = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+        if acc is None or acc.type != self.device:
+            found = f"; this machine's accelerator is {acc.type}" if acc is not None else ""
+            if self.device == "cuda":
+                built = torch.version.cuda or "none (a CPU-only torch wheel)"
+                return False, f"no CUDA device (torch {torch.__version__}, CUDA build: {built}){found}"
+            return False, f"{pkg[0] if pkg else 'torch'} is installed but no {self.device} device is present{found}"
+        n = torch.accelerator.device_count()
+        return True, f"{self.accelerator_name()} x{n}"
+
+    def accelerator_name(self) -> str:
+        import torch
+
+        if self.device == "cpu":
+            return cpu_model_name()
+        mod = getattr(torch, self.device, None)
+        try:
+            return str(mod.get_device_name(0))
+        except Exception:  # not every out-of-tree device module offers get_device_name
+            return self.device.upper()
+
+    def torch_device(self):
+        import torch
+
+        if self.device == "xla":
+            import torch_xla
+
+            return torch_xla.device()
+        return torch.device(self.device)
+
+    # ------------------------------------------------------------------ provenance
+    def environment(self) -> dict[str, Any]:
+        import torch
+
+        env: dict[str, Any] = {
+            "torch": torch.__version__,
+            "accelerator_name": self.accelerator_name(),
+            "accelerator_count": 1 if self.device == "cpu" else torch.accelerator.device_count() if self.device != "xla" else 1,
+            # Per-chip figures divide by the chips used; a CPU run is priced per vCPU (thread).
+            "chips": torch.get_num_threads() if self.device == "cpu" else 1,
+            "torch_threads": torch.get_num_threads(),
+        }
+        if self.device == "cuda":
+            env["cuda"] = torch.version.cuda
+            props = torch.cuda.get_device_properties(0)
+            env["device_memory_bytes"] = int(props.total_memory)
+            env["driver"] = _nvidia_driver()
+        for dist in ("torch-tpu", "torch-neuronx", "torch-xla", "libtpu"):
+            version = _dist_version(dist)
+            if version:
+                env[dist.replace("-", "_")] = version
+        return env
+
+    # ------------------------------------------------------------------ memory estimate
+    def estimate_memory(self, point) -> tuple[int, int | None]:
+        from tpubench.models.torch_models import estimate_bytes
+
+        needed = estimate_bytes(point)
+        return needed, self.available_memory()
+
+    def available_memory(self) -> int | None:
+        if self.device == "cpu":
+            import psutil
+
+            return int(psutil.virtual_memory().available)
+        if self.device in ("xla", "mps"):
+            return None
+        import torch
+
+        try:
+            free, _total = torch.accelerator.get_memory_info(0)
+            return int(free)
+        except Exception:  # not every device reports it; then the estimate is only shown
+            return None
+
+    # ------------------------------------------------------------------ session
+    def build(self, point) -> "TorchModel":
+        """Build (and move) the model once; sweep points that differ only in shapes reuse it."""
+        from tpubench.models.torch_models import build_model, weight_bytes
+
+        dev = self.torch_device()
+        on_host = self.device == "cpu" or weight_bytes(point) <= _HOST_INIT_LIMIT_BYTES
+        model = build_model(point, init_device="cpu" if on_host else dev)
+        if on_host and self.device != "cpu":
+            model = model.to(dev)
+        return TorchModel(model, dev, identical_weights=on_host)
+
+    def session(self, built: "TorchModel", point, prompt) -> "TorchSession":
+        import torch
+
+        ids = torch.as_tensor(prompt, dtype=torch.long, device=built.device)
+        return TorchSession(self, built, point, ids)
+
+
+class TorchModel:
+    def __init__(self, model, device, *, identical_weights: bool):
+        self.model = model
+        self.device = device
+        # True when weights came from the seed on the host, so they match on every device.
+        self.identical_weights = identical_weights
+
+
+class TorchSession:
+    """The model, a static KV cache and pre-built position tensors for one run point."""
+
+    def __init__(self, backend: TorchBackend, built: TorchModel, point, prompt_ids):
+        import torch
+        from transformers import StaticCache
+
+        model = built.model
+        self.device = backend.device
+        self.model = model
+        self.identical_weights = built.identical_weights
+        self.prompt_ids = prompt_ids
+        dev = prompt_ids.device
+        length = point.input_length + point.output_length
+        self.cache = StaticCache(config=model.config, max_cache_len=length)
+        # Positions are made before timing so no host-to-device copy sits inside a timed step.
+        self.prefill_positions = torch.arange(point.input_length, device=dev)
+        self.decode_positions = [torch.tensor([point.input_length + s], device=dev) for s in range(point.output_length)]
+        self.forward = model.forward
+        if point.execution_mode == "compile":
+            options = dict(point.compile_options)
+            compile_backend = options.pop("backend", _COMPILE_BACKENDS[self.device])
+            self.forward = torch.compile(model.forward, backend=compile_backend, **options)
+        self.last_logits = None
+        self._inference = torch.inference_mode()
+
+    def __enter__(self):
+        self._inference.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._inference.__exit__(*exc)
+
+    def reset(self) -> None:
+        self.cache.reset()
+
+    def prefill(self):
+        out = self.forward(input_ids=self.prompt_ids, cache=self.cache, cache_position=self.prefill_positions,
+                           logits_to_keep=1, use_cache=True)
+        self.last_logits = out.logits[:, -1]
+        return self.last_logits.argmax(-1)
+
+    def decode(self, tokens, step: int):
+        out = self.forward(input_ids=tokens[:, None], cache=self.cache, cache_position=self.decode_positions[step],
+                           logits_to_keep=1, use_cache=True)
+        self.last_logits = out.logits[:, -1]
+        return self.last_logits.argmax(-1)
+
+    def fence(self) -> None:
+        if self.device == "cpu":
+            return  # eager CPU kernels (intra-op threads included) finish before the call returns
+        if self.device == "xla":
+            import torch_xla
+
+            torch_xla.sync(wait=True)
+            return
+        import torch
+
+        torch.accelerator.synchronize()
+
+    def tokens_to_host(self, tokens) -> list[list[int]]:
+        import torch
+
+        return torch.stack(tokens, dim=1).cpu().tolist()
+
+    def logits_to_host(self, logits):
+        return logits.float().cpu().numpy()
+
+    def compile_count(self) -> int:
+        import torch._dynamo.utils as dynamo_utils
+
+        count = int(dynamo_utils.counters["stats"].get("unique_graphs", 0))
+        if self.device == "xla":
+            import torch_xla.debug.metrics as met
+
+            data = met.metric_data("CompileTime")
+            count += int(data[0]) if data else 0
+        return count
+
+    def reset_peak_memory(self) -> None:
+        if self.device not in ("cpu", "xla"):
+            import torch
+
+            torch.accelerator.memory.reset_peak_memory_stats()
+
+    def peak_memory_bytes(self) -> int | None:
+        if self.device == "cpu":
+            # Linux reports ru_maxrss in KiB: the process's resident peak since it started.
+            return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        if self.device == "xla":
+            return None
+        import torch
+
+        return int(torch.accelerator.memory.max_memory_allocated())
+
+    def on_requested_device(self) -> bool:
+        """False when parameters silently stayed on the CPU (a CPU fallback)."""
+        param = next(self.model.parameters())
+        return self.device == "cpu" or param.device.type != "cpu"
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _nvidia_driver() -> str | None:
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None

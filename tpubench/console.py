@@ -1,0 +1,99 @@
+"""Terminal rendering for `tpubench run`: progress bars and the final table. Units chosen here."""
+
+from __future__ import annotations
+
+import math
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tpubench.runner import PointOutcome
+
+
+def ms(seconds) -> str:
+    return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.1f}"
+
+
+def human_bytes(n) -> str:
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+class RichReporter:
+    """Progress over the sweep's points, and within each through load / compile / warm-up / measure."""
+
+    def __init__(self, console):
+        self.console = console
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, transient=False)
+        self.points_task = None
+        self.phase_task = None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def note(self, message):
+        self.console.print(message)
+
+    def sweep_started(self, points):
+        self.points_task = self.progress.add_task("points", total=len(points))
+        self.phase_task = self.progress.add_task("", total=1, visible=False)
+
+    def point_started(self, index, point):
+        self.progress.update(self.points_task, description=f"point {index + 1}: {point.label()}")
+
+    def phase(self, name, done, total):
+        self.progress.update(self.phase_task, description=f"  {name}", completed=done, total=max(total, 1),
+                             visible=True)
+
+    def point_finished(self, index, outcome: PointOutcome):
+        self.progress.advance(self.points_task)
+        if outcome.skipped:
+            self.console.print(f"skipped {outcome.point.label()}: already measured (--resume)")
+        elif outcome.result.status == "failed":
+            self.console.print(f"[red]failed[/red] {outcome.point.label()}: {outcome.result.error}")
+
+
+def render_run_table(console, outcomes: list[PointOutcome]) -> None:
+    table = Table(title="tpubench run", title_justify="left")
+    for col in ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)", "prefill tok/s",
+                "peak mem", "compile s", "valid"):
+        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    written = []
+    for o in outcomes:
+        if o.result is None:
+            continue
+        r, m = o.result, o.result.metrics
+        written.append(str(o.path))
+        if r.status == "failed":
+            table.add_row(o.point.label(), "-", "-", "-", "-", "-", "-", "[red]failed[/red]")
+            continue
+        tput = m.get("output_tokens_per_s", math.nan)
+        half = (m.get("output_tokens_per_s_ci95_high", math.nan) - tput)
+        table.add_row(
+            o.point.label(),
+            f"{ms(m.get('ttft_p50_s'))} / {ms(m.get('ttft_p99_s'))}",
+            f"{ms(m.get('tpot_p50_s'))} / {ms(m.get('tpot_p99_s'))}",
+            f"{tput:,.1f} ± {half:,.1f}" if math.isfinite(half) else f"{tput:,.1f}",
+            f"{m.get('prefill_tokens_per_s', math.nan):,.0f}",
+            human_bytes(m.get("peak_memory_bytes")),
+            f"{r.timing.get('compile_s', math.nan):.2f}",
+            "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + "; ".join(r.validity.reasons) + "[/yellow]",
+        )
+    console.print(table)
+    for o in outcomes:
+        if o.result is not None and o.result.warnings and o.result.status == "ok":
+            for w in o.result.warnings:
+                console.print(f"[yellow]warning[/yellow] {o.point.label()}: {w}")
+    if written:
+        folder = {str(__import__("pathlib").Path(p).parent) for p in written}
+        console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")

@@ -1,0 +1,23 @@
+"""The one error type the CLI turns into a single line and exit code 2."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input from the user: a file, a field, a device or a package.
+
+    `where` names the file (and line, when known) and `field` the dotted path inside it, so the
+    message reads like `workloads/x.yaml:12: model.dtype: ...`.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None, field: str | None = None):
+        self.message = message
+        self.where = where
+        self.field = field
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        parts = [p for p in (self.where, self.field) if p]
+        prefix = ": ".join(parts)
+        text = " ".join(self.message.split())
+        return f"{prefix}: {text}" if prefix else text

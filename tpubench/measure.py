@@ -1,0 +1,42 @@
+"""How long to keep measuring, and reading the clock honestly.
+
+Every clock read follows the backend's fence: without it an accelerator's queued kernels would
+be timed as zero and the next step would be charged for them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Sequence
+
+from tpubench.stats import relative_ci_half_width
+
+
+def fenced_clock(fence: Callable[[], None]) -> Callable[[], float]:
+    """A clock that waits for all queued device work before it reads perf_counter."""
+    perf_counter = time.perf_counter
+
+    def now() -> float:
+        fence()
+        return perf_counter()
+
+    return now
+
+
+def keep_measuring(iterations: int, elapsed_s: float, headline: Sequence[float], *, min_iterations: int,
+                   min_seconds: float, max_seconds: float, target_ci: float | None) -> bool:
+    """Repeat until min iterations AND min seconds are met, then (optionally) until the 95% CI
+    half-width of the headline metric is within `target_ci` of its mean, never past max_seconds."""
+    if iterations < min_iterations or elapsed_s < min_seconds:
+        return elapsed_s < max_seconds or iterations < 2
+    if target_ci is None:
+        return False
+    if elapsed_s >= max_seconds:
+        return False
+    return relative_ci_half_width(headline) > target_ci
+
+
+def achieved_ci(headline: Sequence[float]) -> float:
+    value = relative_ci_half_width(headline)
+    return value if math.isfinite(value) else math.nan

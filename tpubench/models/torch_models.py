@@ -1,0 +1,93 @@
+"""Building a transformers model for a run point: random weights from the config, or pretrained."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from tpubench.errors import UserError
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def hf_config(point):
+    """The transformers config object for the point's family and resolved config values."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        config_class = CONFIG_MAPPING[point.family]
+    except KeyError:
+        raise UserError(f"unknown model family '{point.family}' (not a transformers model_type)",
+                        field="model.family") from None
+    try:
+        return config_class(**point.model_config)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"transformers rejected the config: {exc}", field="model.config") from None
+
+
+@functools.lru_cache(maxsize=32)
+def _parameter_count(family: str, config_json: str) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM, CONFIG_MAPPING
+
+    config = CONFIG_MAPPING[family](**json.loads(config_json))
+    # The meta device allocates nothing: an exact count for any architecture, even 30B, in seconds.
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def parameter_count(point) -> int:
+    hf_config(point)  # turn a bad family or config into a UserError first
+    return _parameter_count(point.family, json.dumps(point.model_config, sort_keys=True))
+
+
+def weight_bytes(point) -> int:
+    return parameter_count(point) * DTYPE_BYTES[point.dtype]
+
+
+def estimate_bytes(point) -> int:
+    """Weights + static KV cache + a margin for activations and last-position logits.
+
+    A rough upper estimate, used only to refuse runs that cannot fit before spending minutes
+    building them.
+    """
+    config = hf_config(point)
+    text = getattr(config, "text_config", None) or config
+    layers = getattr(text, "num_hidden_layers", 0)
+    kv_heads = getattr(text, "num_key_value_heads", None) or getattr(text, "num_attention_heads", 1)
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    b, length = point.batch_size, point.input_length + point.output_length
+    elt = DTYPE_BYTES[point.dtype]
+    kv = 2 * layers * kv_heads * head_dim * b * length * elt
+    hidden = getattr(text, "hidden_size", 0)
+    inter = max(getattr(text, "intermediate_size", 0) or 0, (getattr(text, "moe_intermediate_size", 0) or 0)
+                * (getattr(text, "num_experts_per_tok", 0) or getattr(text, "top_k_experts", 0) or 1))
+    activations = 4 * b * point.input_length * (hidden + inter) * elt
+    logits = b * getattr(text, "vocab_size", 0) * 4 * 2
+    return int(weight_bytes(point) + kv + activations + logits)
+
+
+def build_model(point, init_device):
+    """The model in eval mode with the point's dtype and experts implementation."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = getattr(torch, point.dtype)
+    if point.weights == "pretrained":
+        if not point.hub_id:
+            raise UserError("weights: pretrained needs model.hub_id", field="model.hub_id")
+        model = AutoModelForCausalLM.from_pretrained(point.hub_id, dtype=dtype,
+                                                     trust_remote_code=point.trust_remote_code)
+        model = model.to(init_device)
+    else:
+        config = hf_config(point)
+        torch.manual_seed(point.measurement.get("seed", 0))
+        with torch.device(init_device):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    if point.experts_implementation:
+        if not getattr(model, "_can_set_experts_implementation", lambda: False)():
+            raise UserError(f"{point.family} has no switchable experts implementation",
+                            field="model.experts_implementation")
+        model.set_experts_implementation(point.experts_implementation)
+    return model.eval()

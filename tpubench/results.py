@@ -1,0 +1,185 @@
+"""Result files: the RunResult schema, atomic never-overwriting writes, and loading to a DataFrame.
+
+A result file is self-describing: the resolved run point, the environment, raw samples, metrics
+(names carry units: `_s`, `_bytes`, `_per_s`), the numerics fingerprint and validity. That alone
+is enough to price it later, on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SCHEMA_VERSION = 1
+
+
+class Validity(BaseModel):
+    valid: bool = True
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    status: Literal["ok", "failed"] = "ok"
+    error: str | None = None
+    workload_file: str = ""
+    point: dict[str, Any]                  # RunPoint.to_dict()
+    point_key: str                          # RunPoint.key(): what --resume matches on
+    environment_key: str = ""               # hash of backend + device + versions (for --resume)
+    backend: str                            # "torch" | "jax"
+    device: str                             # "cpu" | "cuda" | "tpu" | "neuron" | "xla" | "mps" | jax platform
+    environment: dict[str, Any] = Field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    timing: dict[str, float] = Field(default_factory=dict)     # load_s, compile_s, warmup_s, measure_s
+    compile: dict[str, Any] = Field(default_factory=dict)      # per-shape compile seconds, recompiles
+    samples: dict[str, list[float]] = Field(default_factory=dict)
+    metrics: dict[str, float | int | None] = Field(default_factory=dict)
+    numerics: dict[str, Any] = Field(default_factory=dict)
+    validity: Validity = Field(default_factory=Validity)
+    warnings: list[str] = Field(default_factory=list)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80] or "run"
+
+
+def result_filename(result: RunResult) -> str:
+    p = result.point
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    parts = [p.get("workload", "run"), p.get("scale", ""), result.device,
+             f"b{p.get('batch_size')}-i{p.get('input_length')}-o{p.get('output_length')}", stamp]
+    return _slug("_".join(str(x) for x in parts if x)) + ".json"
+
+
+def write_result(result: RunResult, out_dir: str | Path) -> Path:
+    """Write atomically (temp file + fsync + rename) under a name that is never reused."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = result.model_dump_json(indent=1)
+    name = result_filename(result)
+    target = out / name
+    n = 1
+    while target.exists():
+        target = out / f"{name[:-5]}-{n}.json"
+        n += 1
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=out)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # os.link fails if target appeared meanwhile, so a concurrent writer never clobbers a file.
+        os.link(tmp, target)
+    finally:
+        os.unlink(tmp)
+    return target
+
+
+def iter_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*.json") if not f.name.startswith(".tmp-")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"{p}: no such file or folder")
+    return files
+
+
+def read_result(path: str | Path) -> RunResult:
+    with open(path, encoding="utf-8") as fh:
+        return RunResult.model_validate(json.load(fh))
+
+
+def read_results(paths, *, warn: Callable[[str], None] | None = None) -> list[tuple[Path, RunResult]]:
+    """Every readable result under `paths`; a corrupt or foreign file is skipped with a warning naming it."""
+    warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
+    out = []
+    for f in iter_result_files(paths):
+        try:
+            out.append((f, read_result(f)))
+        except (OSError, ValueError, ValidationError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            warn(f"skipping {f}: not a readable tpubench result ({first})")
+    return out
+
+
+# Columns every row has, in this order; metric columns follow, sorted.
+BASE_COLUMNS = [
+    "file", "schema_version", "status", "valid", "invalid_reasons", "error", "workload", "scale",
+    "family", "dtype", "experts_implementation", "execution_mode", "batch_size", "input_length",
+    "output_length", "backend", "device", "accelerator", "chips", "host", "torch_version",
+    "transformers_version", "jax_version", "tpubench_version", "git_revision", "started_at",
+    "point_key", "warnings",
+]
+
+
+def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
+    """One tidy row: identifying columns, then every metric as its own column."""
+    p, env = result.point, result.environment
+    row: dict[str, Any] = {
+        "file": file,
+        "schema_version": result.schema_version,
+        "status": result.status,
+        "valid": bool(result.validity.valid) and result.status == "ok",
+        "invalid_reasons": "; ".join(result.validity.reasons),
+        "error": result.error,
+        "workload": p.get("workload"),
+        "scale": p.get("scale"),
+        "family": p.get("family"),
+        "dtype": p.get("dtype"),
+        "experts_implementation": p.get("experts_implementation"),
+        "execution_mode": p.get("execution_mode"),
+        "batch_size": p.get("batch_size"),
+        "input_length": p.get("input_length"),
+        "output_length": p.get("output_length"),
+        "backend": result.backend,
+        "device": result.device,
+        "accelerator": env.get("accelerator_name"),
+        "chips": env.get("chips", 1),
+        "host": env.get("hostname"),
+        "torch_version": env.get("torch"),
+        "transformers_version": env.get("transformers"),
+        "jax_version": env.get("jax"),
+        "tpubench_version": env.get("tpubench"),
+        "git_revision": env.get("git_revision"),
+        "started_at": result.started_at,
+        "point_key": result.point_key,
+        "warnings": "; ".join(result.warnings),
+    }
+    for key, value in result.timing.items():
+        row[key] = value
+    for key, value in result.metrics.items():
+        row[key] = math.nan if value is None else value
+    return row
+
+
+def load_results(paths, *, warn: Callable[[str], None] | None = None):
+    """A tidy pandas DataFrame, one row per run point (failed points included, status='failed')."""
+    import pandas as pd
+
+    rows = [flatten(r, str(f)) for f, r in read_results(paths, warn=warn)]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=BASE_COLUMNS)
+    extra = sorted(c for c in df.columns if c not in BASE_COLUMNS)
+    return df[[c for c in BASE_COLUMNS if c in df.columns] + extra]

@@ -1,0 +1,182 @@
+"""Scenario `generate`: offline batched prefill + decode with a static KV cache.
+
+Every sequence in the batch gets exactly `output_length` tokens (EOS is ignored, shapes are
+static), so every backend does the same work. Per-token timestamps, each read after a fence,
+give TTFT, TPOT, ITL and E2E exactly as DESIGN.md section 7 defines them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from tpubench.measure import fenced_clock, keep_measuring
+from tpubench.stats import summarize
+
+FINGERPRINT_SAMPLES = 512
+FINGERPRINT_TOP = 16
+
+
+def make_prompt(seed: int, batch: int, length: int, vocab: int) -> np.ndarray:
+    """The same token ids on every backend: numpy's generator, not a framework's."""
+    return np.random.default_rng(seed).integers(0, vocab, size=(batch, length), dtype=np.int64)
+
+
+@dataclass
+class Iteration:
+    stamps_s: list[float]            # time of each output token after submit; stamps_s[0] = TTFT
+    tokens: list = field(repr=False)  # device tensors, one [B] per step
+
+
+def run_iteration(session, output_length: int, *, capture_first_logits: bool = False):
+    """One batch from submit to last token. Returns the Iteration and (optionally) step-1 logits."""
+    session.reset()
+    now = fenced_clock(session.fence)
+    t0 = now()
+    token = session.prefill()
+    stamps = [now() - t0]
+    first_logits = session.last_logits if capture_first_logits else None
+    tokens = [token]
+    for step in range(output_length - 1):
+        token = session.decode(token, step)
+        stamps.append(now() - t0)
+        tokens.append(token)
+    return Iteration(stamps, tokens), first_logits
+
+
+def iteration_metrics(stamps: list[float], batch: int, input_length: int) -> dict[str, float]:
+    """Per-iteration figures from one batch's token timestamps (seconds)."""
+    ttft, e2e, out = stamps[0], stamps[-1], len(stamps)
+    decode_s = e2e - ttft
+    return {
+        "ttft_s": ttft,
+        "e2e_s": e2e,
+        "tpot_s": decode_s / (out - 1) if out > 1 else float("nan"),
+        "output_tokens_per_s": batch * out / e2e,
+        "prefill_tokens_per_s": batch * input_length / ttft,
+        "decode_tokens_per_s": batch * (out - 1) / decode_s if out > 1 and decode_s > 0 else float("nan"),
+    }
+
+
+@dataclass
+class GenerateMeasurement:
+    samples: dict[str, list[float]]
+    warmup_samples: dict[str, list[float]]
+    timing: dict[str, float]
+    compile: dict
+    numerics: dict
+    generated_tokens: int
+    expected_tokens: int
+    peak_memory_bytes: int | None
+    measure_iterations: int
+
+
+def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None] = lambda *a: None
+                     ) -> GenerateMeasurement:
+    """First call (compile) apart, then warm-up, then the timed loop; raw samples kept."""
+    m = point.measurement
+    b, i, o = point.batch_size, point.input_length, point.output_length
+
+    on_phase("compile", 0, 1)
+    compiled_before = session.compile_count()
+    session.reset_peak_memory()
+    first, first_logits = run_iteration(session, o, capture_first_logits=True)
+    numerics = fingerprint(session, first, first_logits)
+    generated = sum(int(np.prod(np.shape(t))) for t in first.tokens) if first.tokens else 0
+    graphs_first = session.compile_count() - compiled_before
+    on_phase("compile", 1, 1)
+
+    warm = []
+    t_warm = time.perf_counter()
+    for k in range(m["warmup"]):
+        on_phase("warm-up", k, m["warmup"])
+        warm.append(run_iteration(session, o)[0].stamps_s)
+    warmup_s = time.perf_counter() - t_warm
+
+    compiled_timed_before = session.compile_count()
+    per_iter: dict[str, list[float]] = {}
+    itl: list[float] = []
+    start = time.perf_counter()
+    n = 0
+    while True:
+        it, _ = run_iteration(session, o)
+        n += 1
+        if len(it.tokens) != o or int(np.prod(np.shape(it.tokens[-1]))) != b:
+            raise AssertionError(f"generated {len(it.tokens)} steps of {np.shape(it.tokens[-1])}, expected {o} x {b}")
+        for k, v in iteration_metrics(it.stamps_s, b, i).items():
+            per_iter.setdefault(k, []).append(v)
+        itl.extend(np.diff(it.stamps_s).tolist())
+        elapsed = time.perf_counter() - start
+        on_phase("measure", min(n, m["min_iterations"]), m["min_iterations"])
+        if not keep_measuring(n, elapsed, per_iter["output_tokens_per_s"], min_iterations=m["min_iterations"],
+                              min_seconds=m["min_seconds"], max_seconds=m["max_seconds"],
+                              target_ci=m.get("target_ci")):
+            break
+    measure_s = time.perf_counter() - start
+    recompiles = session.compile_count() - compiled_timed_before
+
+    steady_ttft = float(np.median(per_iter["ttft_s"]))
+    steady_step = float(np.median(itl)) if itl else 0.0
+    first_prefill = first.stamps_s[0]
+    first_decode = first.stamps_s[1] - first.stamps_s[0] if o > 1 else 0.0
+    # The first call per shape pays for compilation (or lazy initialisation in eager mode);
+    # what it took beyond a steady call is charged to compile time.
+    compile_info = {
+        "mode": point.execution_mode,
+        "graphs_compiled_first_call": graphs_first,
+        "recompiles_timed": recompiles,
+        "prefill_first_call_s": first_prefill,
+        "decode_first_call_s": first_decode,
+        "prefill_compile_s": max(0.0, first_prefill - steady_ttft),
+        "decode_compile_s": max(0.0, first_decode - steady_step),
+    }
+    timing = {
+        "compile_s": compile_info["prefill_compile_s"] + compile_info["decode_compile_s"],
+        "first_iteration_s": first.stamps_s[-1],
+        "warmup_s": warmup_s,
+        "measure_s": measure_s,
+    }
+    samples = {**per_iter, "itl_s": itl}
+    warmup_samples = {"e2e_s": [s[-1] for s in warm], "ttft_s": [s[0] for s in warm]}
+    return GenerateMeasurement(samples, warmup_samples, timing, compile_info, numerics, generated, b * o,
+                               session.peak_memory_bytes(), n)
+
+
+def fingerprint(session, first: Iteration, first_logits) -> dict:
+    """Sequence 0 of the fixed prompt: greedy tokens and a summary of the first-step logits."""
+    logits = np.asarray(session.logits_to_host(first_logits), dtype=np.float32)[0]
+    vocab = logits.shape[-1]
+    idx = np.unique(np.linspace(0, vocab - 1, num=min(FINGERPRINT_SAMPLES, vocab)).astype(int))
+    top = np.argsort(-logits, kind="stable")[:FINGERPRINT_TOP]
+    tokens = session.tokens_to_host(first.tokens)
+    return {
+        "greedy_tokens": [int(t) for t in tokens[0]],
+        "logits_sample_ids": idx.tolist(),
+        "logits_sample": [float(x) for x in logits[idx]],
+        "top_ids": [int(t) for t in top],
+        "top_values": [float(x) for x in logits[top]],
+        "logits_mean": float(logits.mean()),
+        "logits_std": float(logits.std()),
+        "weights_identical_across_devices": bool(session.identical_weights),
+    }
+
+
+def summarize_samples(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Flat metrics: ttft_p50_s, tpot_ci95_low_s, output_tokens_per_s (mean), ..._cv, ..."""
+    out: dict[str, float] = {}
+    for name, values in samples.items():
+        s = summarize(values)
+        base, unit = (name[:-2], "_s") if name.endswith("_s") and not name.endswith("_per_s") else (name, "")
+        for stat, v in s.items():
+            if stat == "n":
+                continue
+            if stat == "mean" and unit == "":
+                out[base] = v                       # output_tokens_per_s is the mean rate
+            elif stat == "cv":
+                out[f"{base}_cv"] = v               # unitless
+            else:
+                out[f"{base}_{stat}{unit}"] = v
+    return out

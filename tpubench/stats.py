@@ -1,0 +1,126 @@
+"""Summary statistics, confidence intervals and outlier detection: pure functions over samples.
+
+Everything here takes plain sequences of floats (seconds, tokens/s, ...) and returns plain
+dicts or floats, so it is tested on hand-computed cases and shared by every backend.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+PERCENTILES = (50, 90, 95, 99)
+
+# Two-sided 95% Student-t critical values t(0.975, df) for df = 1..30.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)
+_Z975 = 1.959963984540054
+
+
+def t_critical_95(df: int) -> float:
+    """t(0.975, df); a table up to 30, then the Cornish-Fisher expansion (error < 1e-4)."""
+    if df < 1:
+        return math.nan
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = _Z975
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
+def mean_ci95(samples: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and the 95% confidence interval of the mean (Student t). NaN bounds under 2 samples."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    m = float(x.mean())
+    if x.size < 2:
+        return m, math.nan, math.nan
+    half = t_critical_95(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return m, m - half, m + half
+
+
+def relative_ci_half_width(samples: Sequence[float]) -> float:
+    """Half-width of the 95% CI of the mean divided by the mean (inf when undefined)."""
+    m, lo, hi = mean_ci95(samples)
+    if not math.isfinite(lo) or m == 0:
+        return math.inf
+    return (hi - lo) / 2 / abs(m)
+
+
+def summarize(samples: Sequence[float]) -> dict[str, float]:
+    """mean, stdev (n-1), cv, min, max, p50/p90/p95/p99 (linear interpolation), ci95 bounds, n."""
+    x = np.asarray(samples, dtype=float)
+    n = int(x.size)
+    if n == 0:
+        keys = ["mean", "stdev", "cv", "min", "max", *(f"p{p}" for p in PERCENTILES), "ci95_low", "ci95_high"]
+        return {**{k: math.nan for k in keys}, "n": 0}
+    m, lo, hi = mean_ci95(x)
+    sd = float(x.std(ddof=1)) if n > 1 else 0.0
+    out = {
+        "mean": m,
+        "stdev": sd,
+        "cv": sd / m if m else math.nan,
+        "min": float(x.min()),
+        "max": float(x.max()),
+    }
+    for p, v in zip(PERCENTILES, np.percentile(x, PERCENTILES)):
+        out[f"p{p}"] = float(v)
+    out["ci95_low"] = lo
+    out["ci95_high"] = hi
+    out["n"] = n
+    return out
+
+
+def mad_outliers(samples: Sequence[float], threshold: float = 3.5) -> list[int]:
+    """Indices whose modified z-score 0.6745*(x - median)/MAD exceeds `threshold` (Iglewicz-Hoaglin)."""
+    x = np.asarray(samples, dtype=float)
+    if x.size < 3:
+        return []
+    med = np.median(x)
+    mad = np.median(np.abs(x - med))
+    if mad == 0:
+        # More than half the samples are identical: fall back to the mean absolute deviation.
+        meanad = np.mean(np.abs(x - med))
+        if meanad == 0:
+            return []
+        z = (x - med) / (1.253314 * meanad)
+    else:
+        z = 0.6745 * (x - med) / mad
+    return [int(i) for i in np.flatnonzero(np.abs(z) > threshold)]
+
+
+def drift(samples: Sequence[float]) -> float:
+    """Relative change of the mean between the first and last third of the run (thermal drift)."""
+    x = np.asarray(samples, dtype=float)
+    if x.size < 6:
+        return 0.0
+    third = x.size // 3
+    first, last = x[:third].mean(), x[-third:].mean()
+    return float((last - first) / first) if first else 0.0
+
+
+def ratio_with_uncertainty(a_mean: float, a_half: float, b_mean: float, b_half: float) -> tuple[float, float]:
+    """a/b and its 95% half-width, propagating independent relative errors in quadrature."""
+    if b_mean == 0:
+        return math.nan, math.nan
+    r = a_mean / b_mean
+    rel = math.sqrt((a_half / a_mean) ** 2 + (b_half / b_mean) ** 2) if a_mean else math.nan
+    return r, abs(r) * rel
+
+
+def verdict(ratio: float, half_width: float, higher_is_better: bool = True,
+            words: tuple[str, str] = ("faster", "slower")) -> str:
+    """'faster' / 'slower' / 'tie within noise' for a ratio a/b whose 95% interval is ratio ± half."""
+    if not math.isfinite(ratio):
+        return "unknown"
+    lo, hi = ratio - (half_width if math.isfinite(half_width) else 0), ratio + (half_width if math.isfinite(half_width) else 0)
+    if lo <= 1.0 <= hi:
+        return "tie within noise"
+    better = (lo > 1.0) == higher_is_better
+    return words[0] if better else words[1]

@@ -1,0 +1,299 @@
+"""Workload files: the pydantic schema, YAML loading with file:line errors, and sweep expansion.
+
+A workload names a model architecture (written out in full in the file, so no Hub access is
+needed), named smaller scales of the same architecture, a scenario and how to measure it. Any
+field typed `Axis[...]` may be a list: the cartesian product of all such lists is the sweep.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+
+from tpubench.errors import UserError
+
+Dtype = Literal["float32", "bfloat16", "float16"]
+ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm"]
+ExecutionMode = Literal["eager", "compile"]
+FULL_SCALE = "full"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+class ModelSpec(_Strict):
+    family: str = Field(description="transformers model_type, e.g. qwen3_moe, qwen3, gemma4_text")
+    hub_id: str | None = None
+    dtype: Union[Dtype, list[Dtype]] = "bfloat16"
+    weights: Literal["random", "pretrained"] = "random"
+    experts_implementation: Union[ExpertsImpl, list[ExpertsImpl], None] = None
+    trust_remote_code: bool = False
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("dtype", "experts_implementation")
+    @classmethod
+    def _non_empty(cls, v):
+        if isinstance(v, list) and not v:
+            raise ValueError("an empty list sweeps over nothing")
+        return v
+
+
+class GenerateScenario(_Strict):
+    kind: Literal["generate"] = "generate"
+    batch_size: Union[PositiveInt, list[PositiveInt]]
+    input_length: Union[PositiveInt, list[PositiveInt]]
+    output_length: Union[PositiveInt, list[PositiveInt]]
+
+    @field_validator("batch_size", "input_length", "output_length")
+    @classmethod
+    def _non_empty(cls, v):
+        if isinstance(v, list) and not v:
+            raise ValueError("an empty list sweeps over nothing")
+        return v
+
+
+class ScenarioOverride(_Strict):
+    batch_size: Union[PositiveInt, list[PositiveInt], None] = None
+    input_length: Union[PositiveInt, list[PositiveInt], None] = None
+    output_length: Union[PositiveInt, list[PositiveInt], None] = None
+
+
+class ScaleSpec(_Strict):
+    description: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    dtype: Union[Dtype, list[Dtype], None] = None
+    scenario: ScenarioOverride | None = None
+
+
+class Execution(_Strict):
+    mode: Union[ExecutionMode, list[ExecutionMode]] = "eager"
+    # Passed to torch.compile (mode, fullgraph, dynamic, options) or ignored by jax.jit.
+    compile_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Measurement(_Strict):
+    warmup: int = Field(2, ge=0)
+    min_iterations: PositiveInt = 5
+    min_seconds: float = Field(1.0, ge=0)
+    max_seconds: float = Field(300.0, gt=0)
+    target_ci: float | None = Field(None, gt=0, lt=1)
+    max_cv: float = Field(0.10, gt=0)
+    seed: int = 0
+
+
+class Workload(_Strict):
+    name: str
+    description: str = ""
+    model: ModelSpec
+    scales: dict[str, ScaleSpec] = Field(default_factory=dict)
+    scenario: GenerateScenario
+    execution: Execution = Execution()
+    measurement: Measurement = Measurement()
+
+    @field_validator("scales")
+    @classmethod
+    def _no_full(cls, v):
+        if FULL_SCALE in v:
+            raise ValueError(f"'{FULL_SCALE}' is the architecture under model.config; name scales otherwise")
+        return v
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One fully resolved point of a sweep: every value scalar, every default filled in."""
+
+    workload: str
+    scale: str
+    family: str
+    hub_id: str | None
+    weights: str
+    trust_remote_code: bool
+    dtype: str
+    experts_implementation: str | None
+    model_config: dict = field(hash=False)
+    batch_size: int = 1
+    input_length: int = 1
+    output_length: int = 1
+    execution_mode: str = "eager"
+    compile_options: dict = field(default_factory=dict, hash=False)
+    measurement: dict = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunPoint":
+        return cls(**data)
+
+    def key(self) -> str:
+        """A stable hash of everything that defines what is measured (for --resume)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        parts = [f"b{self.batch_size}", f"in{self.input_length}", f"out{self.output_length}",
+                 self.dtype, self.execution_mode]
+        if self.experts_implementation:
+            parts.append(self.experts_implementation)
+        return " ".join(parts)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read and validate a workload file; every problem is a UserError naming file:line and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError("no such workload file", where=str(path))
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UserError(f"YAML syntax error: {problem}", where=where) from None
+    if data is None:
+        raise UserError("the file is empty; expected a mapping with name, model and scenario", where=str(path))
+    if not isinstance(data, dict):
+        raise UserError(f"expected a mapping at the top level, found {type(data).__name__}", where=str(path))
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = _line_of(root, loc)
+        where = f"{path}:{line}" if line else str(path)
+        raise UserError(_explain(err, loc), where=where, field=_dotted(loc) or None) from None
+
+
+def _dotted(loc: tuple) -> str:
+    # pydantic puts union member names ("list[...]", "int") into loc; they mean nothing to a user.
+    keep = [str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in _TYPE_NAMES))]
+    return ".".join(keep)
+
+
+_TYPE_NAMES = {"int", "str", "float", "bool", "literal", "none", "dict", "list", "function-after", "constrained-int"}
+
+
+def _explain(err: dict, loc: tuple) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        allowed = _allowed_keys(loc[:-1])
+        guess = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"; did you mean '{guess[0]}'?" if guess else f"; allowed: {', '.join(sorted(allowed))}"
+        return f"unknown key '{key}'{hint}"
+    if kind == "missing":
+        return "required field is missing"
+    msg = err["msg"]
+    if "input" in err and kind not in ("missing",):
+        msg = f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model: type[BaseModel] | None = Workload
+    for part in loc:
+        if model is None:
+            return []
+        if part in model.model_fields:
+            ann = model.model_fields[part].annotation
+            model = _model_in(ann)
+        elif model is Workload and loc and loc[0] == "scales":
+            model = ScaleSpec
+        else:
+            model = _model_in(None)
+    return list(model.model_fields) if model else []
+
+
+def _model_in(ann) -> type[BaseModel] | None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found:
+            return found
+    return None
+
+
+def _line_of(node, loc: tuple) -> int | None:
+    """The 1-based line of the deepest YAML node that `loc` reaches."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for key_node, value_node in node.value:
+                if key_node.value == str(part):
+                    line = key_node.start_mark.line + 1
+                    nxt = value_node
+                    break
+            if nxt is None:
+                return line
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
+def scale_names(workload: Workload) -> list[str]:
+    return [FULL_SCALE, *workload.scales]
+
+
+def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "") -> list[RunPoint]:
+    """Resolve a scale and expand every list-valued axis into run points (cartesian product)."""
+    if scale != FULL_SCALE and scale not in workload.scales:
+        known = ", ".join(scale_names(workload))
+        raise UserError(f"unknown scale '{scale}' (this workload has: {known})", where=source or None, field="scales")
+    spec = workload.scales.get(scale, ScaleSpec())
+    config = {**workload.model.config, **spec.config}
+    dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
+    scen = workload.scenario
+    over = spec.scenario or ScenarioOverride()
+    axes = {
+        "dtype": _as_list(dtypes),
+        "experts_implementation": _as_list(workload.model.experts_implementation),
+        "batch_size": _as_list(over.batch_size or scen.batch_size),
+        "input_length": _as_list(over.input_length or scen.input_length),
+        "output_length": _as_list(over.output_length or scen.output_length),
+        "execution_mode": _as_list(workload.execution.mode),
+    }
+    points = []
+    for combo in itertools.product(*axes.values()):
+        values = dict(zip(axes, combo))
+        points.append(
+            RunPoint(
+                workload=workload.name,
+                scale=scale,
+                family=workload.model.family,
+                hub_id=workload.model.hub_id,
+                weights=workload.model.weights,
+                trust_remote_code=workload.model.trust_remote_code,
+                model_config=config,
+                compile_options=dict(workload.execution.compile_options),
+                measurement=workload.measurement.model_dump(),
+                **values,
+            )
+        )
+    return points
