@@ -1,0 +1,28 @@
+import os
+from pathlib import Path
+
+import pytest
+
+# Deterministic and quiet: one thread, no tokenizers parallelism, no Hub access.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def tiny_workload() -> Path:
+    return FIXTURES / "tiny_moe.yaml"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -1,0 +1,116 @@
+"""End to end: `tpubench run` on a tiny random model, the result files, and load_results."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tpubench import load_results
+from tpubench.cli import main
+from tpubench.results import read_result
+
+
+def cli(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["tpubench", *args])
+    with pytest.raises(SystemExit) as info:
+        main()
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def run_ok(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["tpubench", *args])
+    main()
+    return capsys.readouterr().out
+
+
+def test_run_tiny_scale_end_to_end(tmp_path, tiny_workload, monkeypatch, capsys):
+    out = run_ok(monkeypatch, capsys, "run", str(tiny_workload), "--out", str(tmp_path), "--no-price")
+    assert "No accelerator present: running the 'small' scale" in out
+    assert "TTFT" in out and "wrote 1 result file" in out
+    (path,) = list(tmp_path.glob("*.json"))
+    r = read_result(path)
+    assert r.status == "ok" and r.device == "cpu" and r.backend == "torch"
+    assert r.point["scale"] == "small" and r.point["batch_size"] == 1
+    m = r.metrics
+    # DESIGN.md section 7 relations hold on every iteration
+    for ttft, e2e, tpot in zip(r.samples["ttft_s"], r.samples["e2e_s"], r.samples["tpot_s"]):
+        assert 0 < ttft < e2e
+        assert tpot == pytest.approx((e2e - ttft) / (4 - 1))
+    assert len(r.samples["itl_s"]) == 3 * len(r.samples["e2e_s"])
+    assert m["output_tokens_per_s"] == pytest.approx(sum(1 * 4 / e for e in r.samples["e2e_s"]) / len(r.samples["e2e_s"]))
+    assert m["ttft_p50_s"] <= m["ttft_p99_s"]
+    assert m["output_tokens_per_s_ci95_low"] <= m["output_tokens_per_s"] <= m["output_tokens_per_s_ci95_high"]
+    assert m["generated_tokens"] == 4 and m["iterations"] >= 3
+    assert m["peak_memory_bytes"] > 0
+    assert r.timing["load_s"] > 0 and "compile_s" in r.timing and "warmup_s" in r.timing
+    assert len(r.numerics["greedy_tokens"]) == 4 and len(r.numerics["top_ids"]) == 16
+    env = r.environment
+    for key in ("tpubench", "torch", "transformers", "python", "os", "cpu_model", "accelerator_name", "chips"):
+        assert env.get(key), key
+    # same workload and seed: the fingerprint is reproducible
+    run_ok(monkeypatch, capsys, "run", str(tiny_workload), "--out", str(tmp_path), "--no-price")
+    a, b = (read_result(p) for p in sorted(tmp_path.glob("*.json")))
+    assert a.numerics["greedy_tokens"] == b.numerics["greedy_tokens"]
+    assert a.numerics["logits_sample"] == pytest.approx(b.numerics["logits_sample"], abs=1e-6)
+
+    df = load_results(tmp_path)
+    assert len(df) == 2
+    assert {"ttft_p50_s", "tpot_p99_s", "output_tokens_per_s", "accelerator", "chips", "valid"} <= set(df.columns)
+
+
+def test_full_scale_sweep_and_never_overwrite(tmp_path, tiny_workload, monkeypatch, capsys):
+    run_ok(monkeypatch, capsys, "run", str(tiny_workload), "--scale", "full", "--out", str(tmp_path), "--no-price")
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 2
+    assert sorted(read_result(f).point["batch_size"] for f in files) == [1, 2]
+
+
+def test_load_results_skips_corrupt_file(tmp_path, tiny_workload, monkeypatch, capsys):
+    run_ok(monkeypatch, capsys, "run", str(tiny_workload), "--out", str(tmp_path), "--no-price")
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "foreign.json").write_text(json.dumps({"hello": 1}))
+    seen = []
+    df = load_results(tmp_path, warn=seen.append)
+    assert len(df) == 1
+    assert len(seen) == 2 and any("broken.json" in s for s in seen) and any("foreign.json" in s for s in seen)
+
+
+def test_bad_inputs_exit_2_one_line(tmp_path, tiny_workload, monkeypatch, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(tiny_workload.read_text().replace("dtype: float32", "dtype: float33"))
+    code, out, err = cli(monkeypatch, capsys, "run", str(bad))
+    assert code == 2 and "model.dtype" in err and "Traceback" not in err + out
+    code, _, err = cli(monkeypatch, capsys, "run", str(tiny_workload), "--device", "tpu")
+    assert code == 2 and "torch:tpu is not available here" in err and "torch_tpu" in err
+    code, _, err = cli(monkeypatch, capsys, "run", str(tiny_workload), "--device", "cuda")
+    assert code == 2 and "no CUDA device" in err
+    code, _, err = cli(monkeypatch, capsys, "run", str(tiny_workload), "--device", "gpu0")
+    assert code == 2 and "unknown device 'gpu0'" in err
+    code, _, err = cli(monkeypatch, capsys, "run", str(tiny_workload), "--scale", "huge")
+    assert code == 2 and "unknown scale 'huge'" in err
+    code, _, err = cli(monkeypatch, capsys, "validate", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "no such workload file" in err
+
+
+def test_model_too_big_is_refused(tmp_path, tiny_workload, monkeypatch, capsys):
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(tiny_workload.read_text().replace("vocab_size: 64", "vocab_size: 40000000000"))
+    code, out, err = cli(monkeypatch, capsys, "run", str(huge), "--scale", "full", "--out", str(tmp_path / "r"))
+    assert code == 2 and "does not fit" in err and "GiB" in err
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("*.json"))
+
+
+def test_validate_and_backends(tiny_workload, monkeypatch, capsys):
+    out = run_ok(monkeypatch, capsys, "validate", str(tiny_workload))
+    assert "ok" in out and "full: 2 points" in out and "small: 1 point" in out
+    out = run_ok(monkeypatch, capsys, "backends")
+    assert "cpu" in out and "cuda" in out and "tpu" in out and "neuron" in out and "jax" in out
+
+
+def test_cli_start_up_imports_no_torch_or_jax():
+    code = ("import sys; import tpubench.cli; "
+            "bad = [m for m in ('torch', 'jax', 'transformers', 'pandas') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

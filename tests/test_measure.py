@@ -1,0 +1,130 @@
+"""The measurement loop against a mock session on a fake clock: exact, deterministic figures."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tpubench import measure
+from tpubench.scenarios import generate
+from tpubench.workload import RunPoint
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class FakeSession:
+    """Prefill takes 0.1 s (1.0 s on the first call: 'compilation'), each decode step 0.01 s."""
+
+    identical_weights = True
+
+    def __init__(self, clock, batch, vocab=10, first_call_s=1.0):
+        self.clock, self.batch, self.vocab = clock, batch, vocab
+        self.calls = 0
+        self.first_call_s = first_call_s
+        self.last_logits = None
+        self.fences = 0
+
+    def reset(self):
+        pass
+
+    def prefill(self):
+        self.calls += 1
+        self.clock.t += self.first_call_s if self.calls == 1 else 0.1
+        self.last_logits = np.tile(np.arange(self.vocab, dtype=np.float32), (self.batch, 1))
+        return np.full(self.batch, 9)
+
+    def decode(self, tokens, step):
+        self.clock.t += 0.01
+        return np.full(self.batch, step % self.vocab)
+
+    def fence(self):
+        self.fences += 1
+
+    def compile_count(self):
+        return 1 if self.calls else 0
+
+    def peak_memory_bytes(self):
+        return 123
+
+    def reset_peak_memory(self):
+        pass
+
+    def tokens_to_host(self, tokens):
+        return np.stack(tokens, axis=1).tolist()
+
+    def logits_to_host(self, logits):
+        return logits
+
+
+def point(**measurement):
+    m = dict(warmup=1, min_iterations=4, min_seconds=0.0, max_seconds=100.0, target_ci=None, max_cv=0.1, seed=0)
+    m.update(measurement)
+    return RunPoint(workload="w", scale="full", family="f", hub_id=None, weights="random", trust_remote_code=False,
+                    dtype="float32", experts_implementation=None, model_config={}, batch_size=2, input_length=8,
+                    output_length=5, measurement=m)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = FakeClock()
+    monkeypatch.setattr(measure.time, "perf_counter", c)
+    monkeypatch.setattr(generate.time, "perf_counter", c)
+    return c
+
+
+def test_generate_metrics_exact(clock):
+    session = FakeSession(clock, batch=2)
+    m = generate.measure_generate(session, point())
+    # steady state: TTFT 0.1 s; 4 decode steps of 0.01 s -> E2E 0.14 s, TPOT 0.01 s
+    assert m.measure_iterations == 4
+    assert m.samples["ttft_s"] == pytest.approx([0.1] * 4)
+    assert m.samples["e2e_s"] == pytest.approx([0.14] * 4)
+    assert m.samples["tpot_s"] == pytest.approx([0.01] * 4)
+    assert m.samples["itl_s"] == pytest.approx([0.01] * 16)
+    # B*O / E2E = 2*5/0.14; B*I / TTFT = 16/0.1; B*(O-1)/(E2E-TTFT) = 8/0.04
+    assert m.samples["output_tokens_per_s"] == pytest.approx([10 / 0.14] * 4)
+    assert m.samples["prefill_tokens_per_s"] == pytest.approx([160.0] * 4)
+    assert m.samples["decode_tokens_per_s"] == pytest.approx([200.0] * 4)
+    # the first call's extra 0.9 s is compile time, kept out of steady state
+    assert m.compile["prefill_compile_s"] == pytest.approx(0.9)
+    assert m.timing["compile_s"] == pytest.approx(0.9)
+    assert m.compile["recompiles_timed"] == 0
+    assert m.generated_tokens == m.expected_tokens == 10
+    assert m.numerics["greedy_tokens"] == [9, 0, 1, 2, 3]
+    assert m.numerics["top_ids"][0] == 9 and m.numerics["top_values"][0] == 9.0
+    # a fence before every clock read: (1 + O) reads per iteration, 1 + 1 + 4 iterations
+    assert session.fences == 6 * (1 + 5)
+
+
+def test_summarize_samples_names_carry_units(clock):
+    m = generate.measure_generate(FakeSession(clock, batch=2), point())
+    flat = generate.summarize_samples(m.samples)
+    assert flat["ttft_p50_s"] == pytest.approx(0.1)
+    assert flat["tpot_p99_s"] == pytest.approx(0.01)
+    assert flat["output_tokens_per_s"] == pytest.approx(10 / 0.14)
+    assert "output_tokens_per_s_ci95_low" in flat and "ttft_cv" in flat and "e2e_mean_s" in flat
+    assert not any(k.endswith("_s_s") for k in flat)
+
+
+def test_min_seconds_extends_iterations(clock):
+    m = generate.measure_generate(FakeSession(clock, batch=2), point(min_iterations=2, min_seconds=1.0))
+    # 0.14 s per iteration: 1.0 s needs 8 iterations (7 * 0.14 = 0.98 < 1.0)
+    assert m.measure_iterations == 8
+
+
+def test_keep_measuring_rules():
+    kw = dict(min_iterations=3, min_seconds=1.0, max_seconds=10.0, target_ci=None)
+    assert measure.keep_measuring(2, 5.0, [1, 1], **kw)          # too few iterations
+    assert measure.keep_measuring(5, 0.5, [1] * 5, **kw)         # too short
+    assert not measure.keep_measuring(3, 1.0, [1] * 3, **kw)     # both met
+    assert not measure.keep_measuring(2, 11.0, [1, 1], **kw)     # max_seconds caps everything
+    ci = dict(kw, target_ci=0.02)
+    assert measure.keep_measuring(3, 1.0, [1.0, 1.5, 0.5], **ci)  # CI far too wide
+    assert not measure.keep_measuring(3, 1.0, [1.0, 1.001, 0.999], **ci)
+    assert not measure.keep_measuring(3, 10.0, [1.0, 1.5, 0.5], **ci)  # gave up at max_seconds
