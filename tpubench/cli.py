@@ -36,6 +36,7 @@ def run(
                                         help="'full' or a scale named in the file (default: small on CPU, full on an accelerator)."),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="Folder for result files."),
     resume: bool = typer.Option(False, "--resume", help="Skip points already measured in --out for this environment."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume, measure failed points again."),
     price: bool = typer.Option(True, "--price/--no-price", help="Print what the run costs per token."),
 ):
     """Measure every point of a workload's sweep and write one result file per point."""
@@ -45,7 +46,7 @@ def run(
     console = _console()
     with RichReporter(console) as reporter:
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
-                             resume=resume, reporter=reporter)
+                             resume=resume, retry_failed=retry_failed, reporter=reporter)
     render_run_table(console, outcomes)
     if price:
         from tpubench.console import render_run_cost

@@ -72,7 +72,7 @@ def choose_scale(workload, requested: str | None, on_accelerator: bool) -> tuple
 
 def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str | None = None,
               scale: str | None = None, out_dir: str | Path = "results", resume: bool = False,
-              reporter: Reporter | None = None) -> list[PointOutcome]:
+              retry_failed: bool = False, reporter: Reporter | None = None) -> list[PointOutcome]:
     reporter = reporter or SilentReporter()
     workload = load_workload(workload_path)
     device = device or default_device(backend)
@@ -86,7 +86,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     env = {**host_environment(), **be.environment()}
     env_key = environment_key(be.name, be.device, env)
     fits = _check_memory(be, points, str(workload_path))
-    done = _already_measured(out_dir, env_key) if resume else set()
+    done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
 
     reporter.sweep_started(points)
     outcomes: list[PointOutcome] = []
@@ -200,11 +200,12 @@ def _check_memory(be, points: list[RunPoint], source: str) -> dict[str, str]:
     return too_big
 
 
-def _already_measured(out_dir, env_key: str) -> set[str]:
+def _already_measured(out_dir, env_key: str, retry_failed: bool) -> set[str]:
+    """Points with a result for this environment; failed ones too unless they are to be retried."""
     if not Path(out_dir).is_dir():
         return set()
     return {r.point_key for _, r in read_results(out_dir, warn=lambda m: None)
-            if r.status == "ok" and r.environment_key == env_key}
+            if r.environment_key == env_key and (r.status == "ok" or not retry_failed)}
 
 
 def _describe(exc: BaseException) -> str:
