@@ -1,0 +1,199 @@
+"""The JAX backend: the workload's compact JAX twin on JAX's default platform (cpu, gpu or tpu).
+
+It loads exactly the weights of the torch model built from the same workload and seed, compiles
+prefill and decode ahead of time (`jit(...).lower(...).compile()`) so compile time is measured
+apart, and fences with `block_until_ready()`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import resource
+import time
+from typing import Any
+
+from tpubench.backends import Availability
+from tpubench.errors import UserError
+
+_JAX_PLATFORMS = ("cpu", "gpu", "tpu")
+_compiles = {"count": 0}
+_listening = {"on": False}
+
+
+def _count_compiles() -> None:
+    """Count every XLA compilation in this process (recompiles in the timed phase make it invalid)."""
+    if _listening["on"]:
+        return
+    import jax
+
+    def listener(event: str, duration: float, **kwargs) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            _compiles["count"] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    _listening["on"] = True
+
+
+class JaxBackend:
+    name = "jax"
+
+    def __init__(self, device: str | None = None):
+        if device is not None and device not in _JAX_PLATFORMS:
+            raise UserError(f"unknown JAX platform '{device}' (choose from {', '.join(_JAX_PLATFORMS)})",
+                            field="--device")
+        self.requested = device
+        self.device = device or "default"
+
+    def platform(self) -> str:
+        import jax
+
+        return jax.default_backend()
+
+    def availability(self) -> Availability:
+        if importlib.util.find_spec("jax") is None:
+            return Availability("jax", self.device, False, "package jax is missing: pip install 'tpubench[jax]'")
+        import jax
+
+        platform = jax.default_backend()
+        if self.requested and self.requested != platform:
+            return Availability("jax", self.requested, False,
+                                f"JAX's default platform here is {platform}, not {self.requested}")
+        self.device = platform
+        dev = jax.devices()[0]
+        return Availability("jax", platform, True, f"{dev.device_kind} x{len(jax.devices())} (jax {jax.__version__})")
+
+    def environment(self) -> dict[str, Any]:
+        import jax
+
+        from tpubench.backends.torch import cpu_model_name
+
+        dev = jax.devices()[0]
+        on_cpu = jax.default_backend() == "cpu"
+        return {
+            "jax": jax.__version__,
+            "jax_platform": jax.default_backend(),
+            "accelerator_name": cpu_model_name() if on_cpu else dev.device_kind,
+            "accelerator_count": len(jax.devices()),
+            # XLA's CPU client uses every core it may run on; a CPU run is priced per vCPU.
+            "chips": len(os.sched_getaffinity(0)) if on_cpu else 1,
+        }
+
+    def estimate_memory(self, point) -> tuple[int, int | None]:
+        from tpubench.models.torch_models import estimate_bytes, weight_bytes
+
+        # The torch model is built on the host first, then converted: host memory holds both.
+        import psutil
+
+        return estimate_bytes(point) + weight_bytes(point), int(psutil.virtual_memory().available)
+
+    def build(self, point):
+        import jax
+
+        from tpubench.models import jax_twin
+        from tpubench.models.torch_models import build_model
+
+        _count_compiles()
+        torch_model = build_model(point, init_device="cpu")
+        try:
+            config = jax_twin.TwinConfig.from_hf(torch_model.config)
+        except NotImplementedError as exc:
+            raise UserError(f"the JAX twin cannot run this model: {exc}", field="model.family") from None
+        params = jax.device_put(jax_twin.params_from_torch(torch_model, config=config))
+        del torch_model
+        jax.block_until_ready(params)
+        return config, params
+
+    def session(self, built, point, prompt) -> "JaxSession":
+        return JaxSession(self, built, point, prompt)
+
+
+class JaxSession:
+    identical_weights = True   # converted from the torch model built from the same seed
+
+    def __init__(self, backend: JaxBackend, built, point, prompt):
+        import jax
+        import jax.numpy as jnp
+
+        from tpubench.models import jax_twin
+
+        self.device = backend.device
+        self.config, self.params = built
+        config = self.config
+        b, i, o = point.batch_size, point.input_length, point.output_length
+        dtype = jnp.dtype(point.dtype)
+        self.ids = jax.device_put(jnp.asarray(prompt, jnp.int32))
+        self.positions = [jax.device_put(jnp.int32(i + s)) for s in range(o)]
+        self._new_cache = jax.jit(lambda: jax_twin.init_cache(config, b, i + o, dtype))
+
+        def prefill(params, ids, cache):
+            logits, cache = jax_twin.prefill(params, config, ids, cache)
+            return jnp.argmax(logits, -1).astype(jnp.int32), logits, cache
+
+        def decode(params, token, position, cache):
+            logits, cache = jax_twin.decode_step(params, config, token, position, cache)
+            return jnp.argmax(logits, -1).astype(jnp.int32), logits, cache
+
+        self.cache = self._new_cache()
+        token = jnp.zeros((b,), jnp.int32)
+        # Ahead-of-time: compile time is measured here, apart from every timed call.
+        t = time.perf_counter()
+        self._prefill = jax.jit(prefill, donate_argnums=(2,)).lower(self.params, self.ids, self.cache).compile()
+        t_mid = time.perf_counter()
+        self._decode = jax.jit(decode, donate_argnums=(3,)).lower(self.params, token, self.positions[0],
+                                                                  self.cache).compile()
+        self.aot_compile = {"prefill_compile_s": t_mid - t, "decode_compile_s": time.perf_counter() - t_mid}
+        self.last_logits = None
+        self._last = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def reset(self) -> None:
+        # The cache is donated to each step, so a fresh zeroed one is made (outside the timed span).
+        self.cache = self._new_cache()
+
+    def prefill(self):
+        token, self.last_logits, self.cache = self._prefill(self.params, self.ids, self.cache)
+        self._last = token
+        return token
+
+    def decode(self, tokens, step: int):
+        token, self.last_logits, self.cache = self._decode(self.params, tokens, self.positions[step], self.cache)
+        self._last = token
+        return token
+
+    def fence(self) -> None:
+        import jax
+
+        jax.block_until_ready((self._last, self.cache))
+
+    def compile_count(self) -> int:
+        return _compiles["count"]
+
+    def reset_peak_memory(self) -> None:
+        pass  # XLA offers no reset; peak_bytes_in_use is the process's peak
+
+    def peak_memory_bytes(self) -> int | None:
+        import jax
+
+        stats = jax.devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            return int(stats["peak_bytes_in_use"])
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+    def tokens_to_host(self, tokens) -> list[list[int]]:
+        import numpy as np
+
+        return np.stack([np.asarray(t) for t in tokens], axis=1).tolist()
+
+    def logits_to_host(self, logits):
+        import numpy as np
+
+        return np.asarray(logits, dtype=np.float32)
+
+    def on_requested_device(self) -> bool:
+        return True
