@@ -20,7 +20,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    # Piped output gets a wide page: tables stay readable in logs and CI.
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
 # ----------------------------------------------------------------------------- run
@@ -83,11 +84,66 @@ def backends():
     _console().print(table)
 
 
+def _read(paths: List[Path]):
+    from tpubench.results import read_results
+
+    console = _console(stderr=True)
+    try:
+        results = read_results(paths, warn=lambda msg: console.print(f"[yellow]warning:[/yellow] {msg}"))
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    return results
+
+
+@app.command()
+def compare(
+    a: Path = typer.Argument(..., help="Baseline: a result file or a folder."),
+    b: Path = typer.Argument(..., help="Candidate: a result file or a folder."),
+    numerics: bool = typer.Option(False, "--numerics", help="Only the numerics parity; exit 1 if any pair disagrees."),
+    fail_if_slower: Optional[float] = typer.Option(None, "--fail-if-slower", metavar="PCT",
+                                                   help="Exit 1 if B's output tokens/s is more than PCT% below A's, beyond noise."),
+):
+    """Compare two runs (or folders of runs): ratios with uncertainty, verdicts, numerics parity."""
+    from tpubench.compare import compare_results, slower_than
+    from tpubench.console import render_comparisons
+
+    comparisons, unmatched = compare_results(_read([a]), _read([b]))
+    if not comparisons:
+        raise UserError(f"no matching successful runs between {a} and {b}")
+    console = _console()
+    render_comparisons(console, comparisons, unmatched, numerics_only=numerics)
+    if numerics and any(c.numerics.verdict == "disagree" for c in comparisons):
+        raise typer.Exit(1)
+    if fail_if_slower is not None:
+        tripped = slower_than(comparisons, fail_if_slower)
+        for c in tripped:
+            h = c.headline()
+            console.print(f"[red]slower[/red] {c.label}: output tokens/s x{h.ratio:.3f} ± {h.half_width:.3f} "
+                          f"(limit -{fail_if_slower:g}%)")
+        if tripped:
+            raise typer.Exit(1)
+
+
+@app.command()
+def export(
+    paths: List[Path] = typer.Argument(..., help="Result files or folders."),
+    to: str = typer.Option("csv", "--to", help="csv or parquet."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (default: results.<format>)."),
+):
+    """Write the tidy table (one row per run point, stable columns) for spreadsheets and notebooks."""
+    from tpubench.export import export_table
+    from tpubench.results import load_results
+
+    df = load_results(paths, warn=lambda msg: _console(stderr=True).print(f"[yellow]warning:[/yellow] {msg}"))
+    target = export_table(df, to, out or Path(f"results.{to}"))
+    _console().print(f"wrote {len(df)} row(s) to {target}")
+
+
 def main() -> None:
     import click
 
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns typer.Exit's code instead of raising it
     except UserError as exc:
         _console(stderr=True).print(f"[red]error:[/red] {exc.one_line()}", soft_wrap=True)
         sys.exit(2)
@@ -99,6 +155,8 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -97,3 +97,20 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
     if written:
         folder = {str(__import__("pathlib").Path(p).parent) for p in written}
         console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
+
+
+def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_only: bool = False) -> None:
+    for c in comparisons:
+        console.print(f"[bold]{c.label}[/bold]")
+        if not numerics_only:
+            table = Table("metric", "A", "B", "B/A (95% CI)", "verdict")
+            for m in c.metrics:
+                timed = m.metric.endswith("_s") and not m.metric.endswith("_per_s")
+                fmt = (lambda v: f"{v * 1e3:,.2f} ms") if timed else (lambda v: f"{v:,.1f}")
+                table.add_row(m.metric, fmt(m.a), fmt(m.b), f"{m.ratio:.3f} ± {m.half_width:.3f}", m.verdict)
+            console.print(table)
+        n = c.numerics
+        colour = {"agree": "green", "disagree": "red"}.get(n.verdict, "yellow")
+        console.print(f"numerics: [{colour}]{n.verdict}[/{colour}] ({n.detail})")
+    for f in unmatched:
+        console.print(f"[yellow]unmatched[/yellow] {f}")

@@ -1,0 +1,126 @@
+"""Synthetic tpubench results for tests and benchmarks (a plain module: import it, no fixtures).
+
+`make_result(...)` builds a RunResult whose metrics are mutually consistent, derived from a few
+knobs (batch, lengths, mean TTFT and E2E, a relative CI half-width), so a test can compute the
+expected cost by hand:
+
+    TPOT = (E2E - TTFT) / (O - 1)          output tokens/s = B * O / E2E
+    every 95% CI = mean * (1 -/+ rel_half_width)
+
+`write_results(dir, [dict(...), ...])` writes one file per spec and returns the paths.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any, Iterable
+
+from tpubench.results import RunResult, write_result
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
+
+
+def latency_summary(mean: float, rel_half_width: float, p99: float | None = None) -> dict[str, float]:
+    """mean, stdev, cv, min, max, p50..p99 and the 95% CI of one latency, all in seconds."""
+    if not math.isfinite(mean):
+        return {k: math.nan for k in ("mean", "stdev", "cv", "min", "max", "p50", "p90", "p95", "p99",
+                                      "ci95_low", "ci95_high")}
+    r = rel_half_width
+    p99 = mean * (1 + 3 * r) if p99 is None else p99
+    stdev = mean * r
+    return {
+        "mean": mean, "stdev": stdev, "cv": stdev / mean if mean else math.nan,
+        "min": mean * (1 - 2 * r), "max": max(p99, mean) * 1.05,
+        "p50": mean, "p90": mean * (1 + 1.5 * r), "p95": mean * (1 + 2 * r), "p99": p99,
+        "ci95_low": mean * (1 - r), "ci95_high": mean * (1 + r),
+    }
+
+
+def synthetic_metrics(*, batch_size: int, input_length: int, output_length: int, ttft_s: float,
+                      e2e_s: float, rel_half_width: float = 0.02, iterations: int = 10,
+                      ttft_p99_s: float | None = None, tpot_p99_s: float | None = None,
+                      peak_memory_bytes: int = 40 * 2**30) -> dict[str, float]:
+    b, i, o = batch_size, input_length, output_length
+    tpot = (e2e_s - ttft_s) / (o - 1) if o > 1 else math.nan
+    metrics: dict[str, float] = {}
+    p99s = {"ttft": ttft_p99_s, "tpot": tpot_p99_s, "itl": tpot_p99_s, "e2e": None}
+    means = {"ttft": ttft_s, "tpot": tpot, "itl": tpot, "e2e": e2e_s}
+    for name in LATENCY_METRICS:
+        for stat, value in latency_summary(means[name], rel_half_width, p99s[name]).items():
+            metrics[f"{name}_{stat}_s"] = value
+    tps = b * o / e2e_s
+    metrics.update({
+        "output_tokens_per_s": tps,
+        "output_tokens_per_s_stdev": tps * rel_half_width,
+        "output_tokens_per_s_cv": rel_half_width,
+        "output_tokens_per_s_ci95_low": tps * (1 - rel_half_width),
+        "output_tokens_per_s_ci95_high": tps * (1 + rel_half_width),
+        "output_tokens_per_s_p50": tps,
+        "prefill_tokens_per_s": b * i / ttft_s,
+        "decode_tokens_per_s": b * (o - 1) / (e2e_s - ttft_s) if o > 1 else math.nan,
+        "peak_memory_bytes": peak_memory_bytes,
+        "iterations": iterations,
+    })
+    return metrics
+
+
+def synthetic_samples(metrics: dict[str, float], iterations: int, itl_count: int, seed: int) -> dict[str, list[float]]:
+    """Raw per-iteration samples scattered around the means (only for realistic file sizes)."""
+    rng = random.Random(seed)
+    out = {}
+    for name in ("ttft", "tpot", "e2e"):
+        mean, sd = metrics[f"{name}_mean_s"], metrics[f"{name}_stdev_s"]
+        out[f"{name}_s"] = [max(0.0, rng.gauss(mean, sd)) for _ in range(iterations)] if math.isfinite(mean) else []
+    mean, sd = metrics["itl_mean_s"], metrics["itl_stdev_s"]
+    out["itl_s"] = [max(0.0, rng.gauss(mean, sd)) for _ in range(itl_count)] if math.isfinite(mean) else []
+    return out
+
+
+def make_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str = "cuda", chips: int = 1,
+                backend: str = "torch", workload: str = "synthetic", scale: str = "full",
+                family: str = "qwen3_moe", dtype: str = "bfloat16", execution_mode: str = "eager",
+                experts_implementation: str | None = None,
+                batch_size: int = 8, input_length: int = 1024, output_length: int = 128,
+                ttft_s: float = 0.2, e2e_s: float = 2.0, rel_half_width: float = 0.02,
+                iterations: int = 10, ttft_p99_s: float | None = None, tpot_p99_s: float | None = None,
+                valid: bool = True, invalid_reasons: Iterable[str] = (), status: str = "ok",
+                error: str | None = None, samples: bool = False, itl_samples: int = 64, seed: int = 0,
+                host: str = "synthetic-host", torch_version: str | None = "2.11.0",
+                transformers_version: str | None = "5.0.0", jax_version: str | None = None,
+                started_at: str = "2026-12-01T00:00:00+00:00") -> RunResult:
+    """A RunResult with consistent metrics; a failed one (status='failed') carries no metrics."""
+    point = {
+        "workload": workload, "scale": scale, "family": family, "hub_id": None, "weights": "random",
+        "trust_remote_code": False, "dtype": dtype, "experts_implementation": experts_implementation,
+        "model_config": {}, "batch_size": batch_size, "input_length": input_length,
+        "output_length": output_length, "execution_mode": execution_mode, "compile_options": {},
+        "measurement": {},
+    }
+    environment = {
+        "accelerator_name": accelerator, "chips": chips, "hostname": host, "torch": torch_version,
+        "transformers": transformers_version, "jax": jax_version, "tpubench": "0.1.0",
+        "git_revision": "synthetic",
+    }
+    metrics: dict[str, Any] = {}
+    sample_lists: dict[str, list[float]] = {}
+    if status == "ok":
+        metrics = synthetic_metrics(batch_size=batch_size, input_length=input_length,
+                                    output_length=output_length, ttft_s=ttft_s, e2e_s=e2e_s,
+                                    rel_half_width=rel_half_width, iterations=iterations,
+                                    ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s)
+        if samples:
+            sample_lists = synthetic_samples(metrics, iterations, itl_samples, seed)
+    key = f"{workload}-{scale}-{accelerator}-{chips}-b{batch_size}-i{input_length}-o{output_length}-{seed}"
+    return RunResult(
+        status=status, error=error, workload_file=f"workloads/{workload}.yaml", point=point,
+        point_key=key, backend=backend, device=device, environment=environment,
+        started_at=started_at, finished_at=started_at, samples=sample_lists, metrics=metrics,
+        validity={"valid": valid and status == "ok", "reasons": list(invalid_reasons)},
+    )
+
+
+def write_results(out_dir: str | Path, specs: Iterable[dict[str, Any]]) -> list[Path]:
+    """One result file per spec (keyword arguments of `make_result`)."""
+    return [write_result(make_result(**spec), out_dir) for spec in specs]

@@ -1,0 +1,100 @@
+"""compare verdicts on synthetic pairs, numerics parity verdicts, and the export round-trip."""
+
+import sys
+
+import pandas as pd
+import pytest
+
+from helpers_synthetic import make_result, write_results
+from tpubench.cli import main
+from tpubench.compare import compare_metrics, compare_results, slower_than
+from tpubench.numerics import compare_numerics
+from tpubench.results import EXPORT_COLUMNS, load_results
+
+
+def fingerprint(logits, tokens, std=1.0, identical=True):
+    return {"greedy_tokens": tokens, "logits_sample_ids": list(range(len(logits))), "logits_sample": logits,
+            "top_ids": [0], "top_values": [logits[0]], "logits_mean": 0.0, "logits_std": std,
+            "weights_identical_across_devices": identical}
+
+
+def with_numerics(r, **kw):
+    r.numerics = fingerprint(**kw)
+    return r
+
+
+def pair(e2e_a, e2e_b, rel=0.02):
+    return make_result(e2e_s=e2e_a, rel_half_width=rel).metrics, make_result(e2e_s=e2e_b, rel_half_width=rel).metrics
+
+
+def verdicts(a, b):
+    return {m.metric: m.verdict for m in compare_metrics(a, b)}
+
+
+def test_clearly_faster_slower_and_tie():
+    # E2E 2.0 s -> 1.0 s: output tokens/s doubles, ratio 2 ± 2*sqrt(2)*0.02 = 2 ± 0.057
+    faster = verdicts(*pair(2.0, 1.0))
+    assert faster["output_tokens_per_s"] == "faster" and faster["e2e_mean_s"] == "faster"
+    slower = verdicts(*pair(1.0, 2.0))
+    assert slower["output_tokens_per_s"] == "slower" and slower["e2e_mean_s"] == "slower"
+    # 1% apart with 5% CIs on each side: tie
+    tie = verdicts(*pair(2.0, 1.98, rel=0.05))
+    assert tie["output_tokens_per_s"] == "tie within noise"
+    (m,) = [m for m in compare_metrics(*pair(2.0, 1.0)) if m.metric == "output_tokens_per_s"]
+    assert m.ratio == pytest.approx(2.0) and m.half_width == pytest.approx(2 * (2 * 0.02**2) ** 0.5)
+
+
+def test_numerics_agree_disagree_not_comparable():
+    base = [1.0, -2.0, 0.5, 3.0]
+    a = with_numerics(make_result(dtype="float32"), logits=base, tokens=[1, 2, 3])
+    b = with_numerics(make_result(dtype="float32"), logits=[x + 1e-5 for x in base], tokens=[1, 2, 3])
+    assert compare_numerics(a, b).verdict == "agree"
+    perturbed = with_numerics(make_result(dtype="float32"), logits=[x + 0.01 for x in base], tokens=[1, 2, 3])
+    p = compare_numerics(a, perturbed)
+    assert p.verdict == "disagree" and p.max_abs_delta == pytest.approx(0.01)
+    other_tokens = with_numerics(make_result(dtype="float32"), logits=base, tokens=[1, 2, 4])
+    assert compare_numerics(a, other_tokens).verdict == "disagree"
+    # bf16: within 0.25 * logits std and same first token -> agree, even if later tokens split
+    h = with_numerics(make_result(dtype="bfloat16"), logits=[x + 0.2 for x in base], tokens=[1, 5, 6], std=1.0)
+    assert compare_numerics(a, h).verdict == "agree"
+    h_far = with_numerics(make_result(dtype="bfloat16"), logits=[x + 0.3 for x in base], tokens=[1, 5, 6], std=1.0)
+    assert compare_numerics(a, h_far).verdict == "disagree"
+    other_shape = with_numerics(make_result(dtype="float32", batch_size=2), logits=base, tokens=[1, 2, 3])
+    assert compare_numerics(a, other_shape).verdict == "not comparable"
+    device_init = with_numerics(make_result(dtype="float32"), logits=base, tokens=[1, 2, 3], identical=False)
+    assert compare_numerics(a, device_init).verdict == "not comparable"
+
+
+def test_folders_match_by_point_and_fail_if_slower(tmp_path, monkeypatch, capsys):
+    write_results(tmp_path / "a", [dict(batch_size=1, e2e_s=2.0), dict(batch_size=8, e2e_s=2.0)])
+    write_results(tmp_path / "b", [dict(batch_size=1, e2e_s=2.0), dict(batch_size=8, e2e_s=4.0),
+                                   dict(batch_size=64, e2e_s=1.0)])
+    from tpubench.results import read_results
+
+    comps, unmatched = compare_results(read_results(tmp_path / "a"), read_results(tmp_path / "b"))
+    assert len(comps) == 2 and len(unmatched) == 1
+    assert [c.label.split()[2] for c in slower_than(comps, 10)] == ["b8"]
+    monkeypatch.setattr(sys, "argv", ["tpubench", "compare", str(tmp_path / "a"), str(tmp_path / "b"),
+                                      "--fail-if-slower", "10"])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == 1
+    assert "slower" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["tpubench", "compare", str(tmp_path / "a"), str(tmp_path / "a"),
+                                      "--fail-if-slower", "10"])
+    main()  # identical runs: no exit
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_round_trip(tmp_path, monkeypatch, capsys, fmt):
+    write_results(tmp_path / "r", [dict(batch_size=1), dict(batch_size=8, status="failed", error="OOM")])
+    out = tmp_path / f"t.{fmt}"
+    monkeypatch.setattr(sys, "argv", ["tpubench", "export", str(tmp_path / "r"), "--to", fmt, "--out", str(out)])
+    main()
+    back = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
+    assert list(back.columns)[: len(EXPORT_COLUMNS)] == EXPORT_COLUMNS
+    assert len(back) == 2 and set(back["status"]) == {"ok", "failed"}
+    assert (back["schema_version"] == 1).all()
+    original = load_results(tmp_path / "r").set_index("batch_size")
+    again = back.set_index("batch_size")
+    assert again.loc[1, "output_tokens_per_s"] == pytest.approx(original.loc[1, "output_tokens_per_s"])
