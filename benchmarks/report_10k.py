@@ -10,7 +10,6 @@ which only slows the setup. Exit status 1 when the pipeline takes longer than --
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 import tempfile
 import time
@@ -73,6 +72,7 @@ def main(argv=None) -> int:
         print(f"setup: wrote {args.n} files ({size / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s")
 
         timings = {}
+        cpu_start = time.process_time()
         start = time.perf_counter()
         from tpubench.results import load_results
 
@@ -87,6 +87,7 @@ def main(argv=None) -> int:
         html = render(data, "html")
         timings["render html (figures included)"] = time.perf_counter() - t
         total = time.perf_counter() - start
+        cpu_total = time.process_time() - cpu_start
         if args.keep:
             (out / "report.html").write_text(html, encoding="utf-8")
 
@@ -94,6 +95,8 @@ def main(argv=None) -> int:
         print(f"{stage:32s} {seconds:6.2f} s")
     print(f"{'total':32s} {total:6.2f} s  ({len(df)} results, {len(data.priced)} priced rows, "
           f"{len(html) / 2**20:.1f} MiB of HTML)")
+    # Wall time suffers when other work shares the two cores; CPU time shows the pipeline's own cost.
+    print(f"{'total CPU time (this process)':32s} {cpu_total:6.2f} s")
     verdict = "within" if total <= args.target_s else "OVER"
     print(f"{verdict} the {args.target_s:g} s target")
     return 0 if total <= args.target_s else 1

@@ -47,21 +47,30 @@ def synthetic_metrics(*, batch_size: int, input_length: int, output_length: int,
     metrics: dict[str, float] = {}
     p99s = {"ttft": ttft_p99_s, "tpot": tpot_p99_s, "itl": tpot_p99_s, "e2e": None}
     means = {"ttft": ttft_s, "tpot": tpot, "itl": tpot, "e2e": e2e_s}
+    # Names as tpubench.scenarios.generate.summarize_samples writes them: `<name>_<stat>_s` for
+    # times, unitless `<name>_cv`, and the mean rate of a `_per_s` metric under its bare name.
     for name in LATENCY_METRICS:
         for stat, value in latency_summary(means[name], rel_half_width, p99s[name]).items():
-            metrics[f"{name}_{stat}_s"] = value
-    tps = b * o / e2e_s
-    metrics.update({
-        "output_tokens_per_s": tps,
-        "output_tokens_per_s_stdev": tps * rel_half_width,
-        "output_tokens_per_s_cv": rel_half_width,
-        "output_tokens_per_s_ci95_low": tps * (1 - rel_half_width),
-        "output_tokens_per_s_ci95_high": tps * (1 + rel_half_width),
-        "output_tokens_per_s_p50": tps,
+            metrics[f"{name}_cv" if stat == "cv" else f"{name}_{stat}_s"] = value
+    rates = {
+        "output_tokens_per_s": b * o / e2e_s,
         "prefill_tokens_per_s": b * i / ttft_s,
         "decode_tokens_per_s": b * (o - 1) / (e2e_s - ttft_s) if o > 1 else math.nan,
+    }
+    r = rel_half_width
+    for name, rate in rates.items():
+        metrics.update({
+            name: rate, f"{name}_stdev": rate * r, f"{name}_cv": r,
+            f"{name}_min": rate * (1 - 3 * r), f"{name}_max": rate * (1 + 2 * r),
+            f"{name}_p50": rate, f"{name}_p90": rate * (1 + r), f"{name}_p95": rate * (1 + 1.5 * r),
+            f"{name}_p99": rate * (1 + 2 * r),
+            f"{name}_ci95_low": rate * (1 - r), f"{name}_ci95_high": rate * (1 + r),
+        })
+    metrics.update({
+        "output_tokens_per_s_ci95_rel": r,
         "peak_memory_bytes": peak_memory_bytes,
         "iterations": iterations,
+        "generated_tokens": b * o,
     })
     return metrics
 

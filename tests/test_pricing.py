@@ -1,0 +1,319 @@
+"""Price tables: the shipped data, validation errors (one line naming file, row, column), layering,
+discounts, device-name mapping, staleness and the SkyPilot importer."""
+
+from __future__ import annotations
+
+import csv
+import math
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tpubench import pricing
+from tpubench.errors import UserError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REFERENCE = Path("/work/shared/reference/public_prices.csv")
+TODAY = date(2026, 12, 2)
+CANONICAL = {"H100", "H200", "B200", "B300", "L4", "TPU v4", "TPU v5e", "TPU v5p", "TPU v6e", "TPU7x",
+             "Trainium", "Trainium2", "Inferentia2", "CPU x86 vCPU"}
+HEADER = "cloud,region,instance_type,accelerator,chips_per_instance,on_demand,spot,source,as_of"
+
+
+def write(tmp_path: Path, text: str, name: str = "prices.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------- shipped data
+
+
+def test_shipped_table_loads_with_canonical_names_sources_and_iso_dates():
+    prices = pricing.load_prices(today=TODAY)
+    wide = pricing.prices_wide(prices)
+    assert len(wide) == 44                                  # 46 reference rows less 2 NOT PRICED
+    assert set(wide["accelerator"]) <= CANONICAL
+    assert (wide["chips_per_instance"] >= 1).all()
+    assert wide["source"].str.contains("skypilot-org/skypilot-catalog").all()
+    assert set(prices["as_of"]) == {"2026-01-22", "2024-06-01"}
+    assert set(prices["plan"]) == {"on_demand", "spot"}     # no public commit prices
+    # A TPU slice is priced whole: tpu-v6e-8 is 8 chips at 21.6 $/h, so 2.7 $/chip-h.
+    row = prices[(prices.instance_type == "tpu-v6e-8") & (prices.region == "us-central1")
+                 & (prices.plan == "on_demand")].iloc[0]
+    assert row.chips_per_instance == 8
+    assert row.usd_per_chip_hour == pytest.approx(2.7)
+
+
+def test_shipped_files_live_in_the_package():
+    for path in (pricing.SHIPPED_PRICES, pricing.SHIPPED_UNPRICED, pricing.SHIPPED_ACCELERATORS):
+        assert path.is_file()
+        assert path.parent == Path(pricing.__file__).parent / "data"
+
+
+@pytest.mark.skipif(not REFERENCE.is_file(), reason="reference data not mounted")
+def test_every_reference_row_is_carried_over():
+    shipped = {tuple(r) for r in pricing.prices_wide(pricing.load_prices(today=TODAY))[
+        ["cloud", "region", "instance_type"]].itertuples(index=False)}
+    unpriced = pricing.load_unpriced_notes()
+    with open(REFERENCE, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["source"].startswith("NOT PRICED"):
+                assert r["instance_type"].split(" ")[0] in set(unpriced["instance_type"])
+            else:
+                assert (r["cloud"], r["region"], r["instance_type"]) in shipped
+
+
+def test_accelerator_specs_are_in_base_units():
+    specs = pricing.load_accelerator_specs()
+    h100 = specs.loc["H100"]
+    assert h100["peak_bf16_flops"] == pytest.approx(989e12)
+    assert h100["memory_bytes"] == 80 * 2**30
+    assert h100["memory_bandwidth_bytes_per_s"] == pytest.approx(3.35e12)
+    assert specs.loc["TPU v6e", "peak_bf16_flops"] == pytest.approx(918e12)
+    assert specs["source"].notna().all()
+
+
+# ----------------------------------------------------------------------------- validation errors
+
+ERROR_CASES = [
+    # (name, file text, expected "line: column" prefix after the path, words in the message)
+    ("missing column", "cloud,region,instance_type,accelerator,chips_per_instance,on_demand,source\n"
+     "aws,us-east-1,x,H100,8,10,s\n", "1: as_of", "missing column"),
+    ("non-numeric price", f"{HEADER}\naws,us-east-1,x,H100,8,ten,,s,2026-01-01\n", "2: on_demand", "not a number"),
+    ("zero price", f"{HEADER}\naws,us-east-1,x,H100,8,10,0,s,2026-01-01\n", "2: spot", "positive"),
+    ("negative price", f"{HEADER}\naws,us-east-1,x,H100,8,-3,,s,2026-01-01\n", "2: on_demand", "positive"),
+    ("chips below one", f"{HEADER}\naws,us-east-1,x,H100,0,10,,s,2026-01-01\n", "2: chips_per_instance", ">= 1"),
+    ("fractional chips", f"{HEADER}\naws,us-east-1,x,H100,1.5,10,,s,2026-01-01\n", "2: chips_per_instance", "whole"),
+    ("unknown plan column", "cloud,region,instance_type,accelerator,chips_per_instance,reserved,source,as_of\n"
+     "aws,us-east-1,x,H100,8,10,s,2026-01-01\n", "1: reserved", "unknown column"),
+    ("misspelt plan column", "cloud,region,instance_type,accelerator,chips_per_instance,ondemand,source,as_of\n"
+     "aws,us-east-1,x,H100,8,10,s,2026-01-01\n", "1: ondemand", "did you mean 'on_demand'"),
+    ("duplicate row", f"{HEADER}\naws,us-east-1,x,H100,8,10,,s,2026-01-01\naws,us-east-1,x,H100,8,11,,s,2026-01-01\n",
+     "3: instance_type", "line 2 already prices"),
+    ("bad date", f"{HEADER}\naws,us-east-1,x,H100,8,10,,s,2026-13-01\n", "2: as_of", "ISO date"),
+    ("date in words", f"{HEADER}\naws,us-east-1,x,H100,8,10,,s,Jan 2026\n", "2: as_of", "ISO date"),
+    ("future date", f"{HEADER}\naws,us-east-1,x,H100,8,10,,s,2027-06-01\n", "2: as_of", "future"),
+    ("empty region", f"{HEADER}\naws,,x,H100,8,10,,s,2026-01-01\n", "2: region", "empty"),
+    ("ragged row", f"{HEADER}\naws,us-east-1,x,H100,8,10,,s\n", "2", "fields"),
+    ("no price at all", f"{HEADER}\naws,us-east-1,x,H100,8,,,s,2026-01-01\n", "2", "no price"),
+    ("new instance without accelerator", f"{HEADER}\naws,us-east-1,new,,8,10,,s,2026-01-01\n",
+     "2: accelerator", "required"),
+    ("no plan columns", "cloud,region,instance_type,accelerator,chips_per_instance,source,as_of\n", "1", "no price column"),
+    ("blank lines keep real line numbers", f"{HEADER}\n\naws,us-east-1,x,H100,8,-1,,s,2026-01-01\n",
+     "3: on_demand", "positive"),
+]
+
+
+@pytest.mark.parametrize("name,text,where,words", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_validation_errors_name_file_row_and_column(tmp_path, name, text, where, words):
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as info:
+        pricing.load_prices([path], today=TODAY)
+    message = info.value.one_line()
+    assert message.startswith(f"{path}:{where}")
+    assert words in message
+    assert "\n" not in message
+
+
+def test_missing_and_empty_files_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="no such price file"):
+        pricing.load_prices([tmp_path / "absent.csv"], today=TODAY)
+    with pytest.raises(UserError, match="empty"):
+        pricing.load_prices([write(tmp_path, "\n\n")], today=TODAY)
+
+
+def test_unknown_plan_and_bad_discount_are_user_errors():
+    prices = pricing.load_prices(today=TODAY)
+    with pytest.raises(UserError, match="unknown plan 'ondemand'.*did you mean 'on_demand'"):
+        pricing.select_plans(prices, ["ondemand"])
+    for bad in (0, 100, -5, math.nan):
+        with pytest.raises(UserError, match="--discount"):
+            pricing.apply_discount(prices, bad)
+
+
+# ----------------------------------------------------------------------------- layering
+
+
+def test_user_file_adds_a_plan_and_keeps_the_shipped_prices(tmp_path):
+    path = write(tmp_path, "cloud,region,instance_type,commit_1y,source,as_of\n"
+                           "aws,us-east-1,p5.48xlarge,38.5,contract 42,2026-11-01\n")
+    prices = pricing.load_prices([path], today=TODAY)
+    p5 = prices[(prices.instance_type == "p5.48xlarge") & (prices.region == "us-east-1")].set_index("plan")
+    assert p5.loc["on_demand", "usd_per_instance_hour"] == 55.04          # shipped, untouched
+    assert p5.loc["on_demand", "as_of"] == "2026-01-22"
+    assert p5.loc["commit_1y", "usd_per_instance_hour"] == 38.5           # added
+    assert p5.loc["commit_1y", "source"] == "contract 42"
+    assert p5.loc["commit_1y", "as_of"] == "2026-11-01"
+    assert p5.loc["commit_1y", "usd_per_chip_hour"] == pytest.approx(38.5 / 8)
+    assert p5.loc["commit_1y", "origin"] == f"{path}:2"
+
+
+def test_later_files_override_earlier_ones_and_may_add_instances(tmp_path):
+    first = write(tmp_path, f"{HEADER}\naws,us-east-1,p5.48xlarge,H100,8,50,,mine,2026-11-01\n"
+                            "onprem,dc1,box,H100,4,20,,amortised,2026-10-01\n", "a.csv")
+    second = write(tmp_path, "cloud,region,instance_type,on_demand,source,as_of\n"
+                             "aws,us-east-1,p5.48xlarge,45,renegotiated,2026-11-15\n", "b.csv")
+    prices = pricing.load_prices([first, second], today=TODAY)
+    on_demand = prices[prices.plan == "on_demand"].set_index(["cloud", "instance_type", "region"])
+    assert on_demand.loc[("aws", "p5.48xlarge", "us-east-1"), "usd_per_instance_hour"] == 45
+    assert on_demand.loc[("aws", "p5.48xlarge", "us-east-1"), "source"] == "renegotiated"
+    assert on_demand.loc[("onprem", "box", "dc1"), "usd_per_chip_hour"] == 5
+    counts = pricing.validate_price_files([first, second], today=TODAY)
+    assert counts == {str(first): 1, str(second): 1}
+
+
+def test_the_example_override_file_is_valid():
+    example = Path(__file__).resolve().parents[1] / "pricing" / "example_negotiated.csv"
+    prices = pricing.load_prices([example], today=TODAY)
+    assert "commit_1y" in pricing.plan_names(prices)
+
+
+def test_discount_adds_a_plan_priced_at_a_percentage_off():
+    prices = pricing.load_prices(discount_pct=20, today=TODAY)
+    rows = prices[(prices.instance_type == "trn1.32xlarge") & (prices.region == "us-east-1")].set_index("plan")
+    # 21.5 $/h on demand, 20% off: 17.2 $/h, over 16 chips 1.075 $/chip-h.
+    assert rows.loc["on_demand-20%", "usd_per_instance_hour"] == pytest.approx(17.2)
+    assert rows.loc["on_demand-20%", "usd_per_chip_hour"] == pytest.approx(1.075)
+    assert "less 20% discount" in rows.loc["on_demand-20%", "source"]
+    assert pricing.plan_names(prices)[-1] == "on_demand-20%"
+
+
+# ----------------------------------------------------------------------------- device names
+
+
+@pytest.mark.parametrize("raw,device,expected", [
+    ("NVIDIA H100 80GB HBM3", "cuda", "H100"),
+    ("NVIDIA H100 PCIe", "cuda", "H100 PCIe"),
+    ("NVIDIA H200", "cuda", "H200"),
+    ("NVIDIA B200", "cuda", "B200"),
+    ("NVIDIA L4", "cuda", "L4"),
+    ("NVIDIA L40S", "cuda", "L40S"),
+    ("NVIDIA A100-SXM4-80GB", "cuda", "A100 80GB"),
+    ("TPU v6 lite", "tpu", "TPU v6e"),
+    ("TPU v6e", "tpu", "TPU v6e"),
+    ("TPU v5 lite", "tpu", "TPU v5e"),
+    ("TPU v5", "tpu", "TPU v5p"),
+    ("TPU v4", "xla", "TPU v4"),
+    ("TPU7x", "tpu", "TPU7x"),
+    ("Trainium2", "neuron", "Trainium2"),
+    ("AWS Trainium (Trn1)", "neuron", "Trainium"),
+    ("Inferentia2", "neuron", "Inferentia2"),
+    ("Intel(R) Xeon(R) Platinum 8481C", "cpu", "CPU x86 vCPU"),
+    ("AMD EPYC 9B14", "cpu", "CPU x86 vCPU"),
+    ("Neoverse-V2", "cpu", None),
+    ("NVIDIA GeForce RTX 4090", "cuda", None),
+    ("Apple M3 Max", "mps", None),
+])
+def test_normalize_accelerator(raw, device, expected):
+    assert pricing.normalize_accelerator(raw, device) == expected
+
+
+def test_arm_cpus_and_new_accelerators_match_only_priced_rows():
+    assert pricing.normalize_accelerator("Neoverse-V2", "cpu", known=["CPU arm vCPU"]) == "CPU arm vCPU"
+    assert pricing.normalize_accelerator("AMD Instinct MI300X", "cuda", known=["MI300X"]) is None
+    assert pricing.normalize_accelerator("MI300X", "cuda", known=["MI300X"]) == "MI300X"
+
+
+def test_map_accelerators_over_a_column():
+    names = pd.Series(["NVIDIA H200", "TPU v6 lite", None, "NVIDIA H200"])
+    devices = pd.Series(["cuda", "tpu", "cpu", "cuda"])
+    assert pricing.map_accelerators(names, devices, ["H200"]).tolist() == ["H200", "TPU v6e", "CPU x86 vCPU", "H200"]
+
+
+# ----------------------------------------------------------------------------- staleness
+
+
+def test_price_age_and_stale_warnings_use_the_injected_date():
+    assert pricing.price_age_days("2026-01-22", date(2026, 7, 21)) == 180
+    prices = pricing.load_prices(today=TODAY)
+    fresh = pricing.stale_price_warnings(prices, today=date(2026, 7, 21))
+    assert len(fresh) == 1 and "2024-06-01" in fresh[0]             # only the Azure snapshot
+    late = pricing.stale_price_warnings(prices, today=date(2026, 7, 22))
+    assert len(late) == 2 and "2026-01-22" in late[1] and "181 days" in late[1]
+
+
+# ----------------------------------------------------------------------------- SkyPilot import
+
+
+def _by_key(table: pd.DataFrame) -> pd.DataFrame:
+    return table.set_index(["region", "instance_type"])
+
+
+def test_import_gcp_sums_host_and_gpu_prices_and_prices_tpu_slices_whole():
+    table = pricing.import_skypilot(FIXTURES / "skypilot_gcp_vms.csv", "gcp", as_of="2026-11-01")
+    t = _by_key(table)
+    # a3-highgpu-8g us-east4: host 9.46006 + 8 H100 78.37241 = 87.83247 on demand (both zones);
+    # spot per zone 3.68077 + 30.4792 = 34.15997 and 3.6 + 30.0 = 33.6: the region's lowest, 33.6.
+    assert t.loc[("us-east4", "a3-highgpu-8g"), "on_demand"] == pytest.approx(87.83247)
+    assert t.loc[("us-east4", "a3-highgpu-8g"), "spot"] == pytest.approx(33.6)
+    assert t.loc[("us-east4", "a3-highgpu-8g"), "accelerator"] == "H100"
+    assert t.loc[("us-east4", "a3-highgpu-8g"), "chips_per_instance"] == 8
+    # us-central1: 9.46006 + 33.60609 = 43.06615; 5.15632 + 42.7096 = 47.86592.
+    assert t.loc[("us-central1", "a3-highgpu-8g"), "on_demand"] == pytest.approx(43.06615)
+    assert t.loc[("us-central1", "a3-highgpu-8g"), "spot"] == pytest.approx(47.86592)
+    # g2-standard-4 = host 0.14679 + one L4 0.56004.
+    assert t.loc[("us-central1", "g2-standard-4"), "on_demand"] == pytest.approx(0.70683)
+    # The a4 host is priced 0.0 (skipped), so the B200 machine has no price; the europe-west4 GPU
+    # row has no host in its zone; the 4-GPU row has no 4-GPU host here.
+    assert ("us-central1", "a4-highgpu-8g") not in t.index
+    assert ("europe-west4", "a3-highgpu-8g") not in t.index
+    # TPU slices: whole-slice price, chips from the name (v5p-8 counts TensorCores: 4 chips).
+    assert t.loc[("us-central1", "tpu-v6e-8"), "on_demand"] == 21.6
+    assert t.loc[("us-central1", "tpu-v6e-8"), "spot"] == pytest.approx(4.74132)
+    assert t.loc[("us-central1", "tpu-v6e-8"), "chips_per_instance"] == 8
+    assert t.loc[("us-east5", "tpu-v5p-8"), "chips_per_instance"] == 4
+    assert t.loc[("us-east5", "tpu-v5p-8"), "accelerator"] == "TPU v5p"
+    assert t.loc[("us-central1", "tpu-v5litepod-4"), "accelerator"] == "TPU v5e"
+    # 700.0 is a placeholder: europe-west4 v6e-8 keeps its spot price only; v6e-1 has nothing left.
+    assert math.isnan(t.loc[("europe-west4", "tpu-v6e-8"), "on_demand"])
+    assert t.loc[("europe-west4", "tpu-v6e-8"), "spot"] == pytest.approx(14.256)
+    assert ("us-east5", "tpu-v6e-1") not in t.index
+    # CPU-only VMs only when asked for.
+    assert ("us-central1", "n2-standard-48") not in t.index
+    assert set(table["as_of"]) == {"2026-11-01"}
+    assert list(table.columns) == list(pricing.COLUMNS)
+
+
+def test_import_gcp_cpu_vms_are_priced_per_vcpu():
+    t = _by_key(pricing.import_skypilot(FIXTURES / "skypilot_gcp_vms.csv", "gcp", include_cpu=True))
+    assert t.loc[("us-central1", "n2-standard-48"), "accelerator"] == "CPU x86 vCPU"
+    assert t.loc[("us-central1", "n2-standard-48"), "chips_per_instance"] == 48
+    assert t.loc[("us-central1", "t2a-standard-8"), "accelerator"] == "CPU arm vCPU"
+    assert ("us-central1", "a3-highgpu-8g") in t.index            # GPU hosts are not CPU VMs
+
+
+def test_import_aws_zones_spot_rules_and_local_zones():
+    t = _by_key(pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws"))
+    # p5 us-east-1: spot 17.2517 and 19.5 in two zones; use1-az4 lists spot == on-demand (no spot).
+    assert t.loc[("us-east-1", "p5.48xlarge"), "on_demand"] == 55.04
+    assert t.loc[("us-east-1", "p5.48xlarge"), "spot"] == pytest.approx(17.2517)
+    # The local zone use1-atl2-az1 (spot 13.5724) is left out.
+    assert t.loc[("us-east-1", "p6-b200.48xlarge"), "spot"] == pytest.approx(22.1118)
+    assert t.loc[("us-east-1", "trn1.32xlarge"), "chips_per_instance"] == 16
+    assert t.loc[("us-east-1", "trn1.32xlarge"), "accelerator"] == "Trainium"
+    assert math.isnan(t.loc[("us-west-2", "trn1.32xlarge"), "spot"])          # spot == on-demand
+    assert math.isnan(t.loc[("us-east-2", "trn2.48xlarge"), "on_demand"])     # empty cell
+    assert t.loc[("us-east-2", "trn2.48xlarge"), "accelerator"] == "Trainium2"
+    assert ("us-east-1", "m7i.48xlarge") not in t.index
+    with_cpu = _by_key(pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", include_cpu=True))
+    assert with_cpu.loc[("us-east-1", "m7i.48xlarge"), "accelerator"] == "CPU x86 vCPU"
+    assert with_cpu.loc[("us-east-1", "c7g.16xlarge"), "accelerator"] == "CPU arm vCPU"
+
+
+def test_imported_table_round_trips_as_a_user_price_file(tmp_path):
+    table = pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", as_of="2026-11-01")
+    path = pricing.write_price_csv(table, tmp_path / "aws.csv")
+    prices = pricing.load_prices([path], shipped=False, today=TODAY)
+    assert len(pricing.prices_wide(prices)) == len(table)
+
+
+def test_import_errors(tmp_path):
+    with pytest.raises(UserError, match="supported: gcp, aws"):
+        pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "azure")
+    bad = write(tmp_path, "InstanceType,Price\nx,1\n", "vms.csv")
+    with pytest.raises(UserError) as info:
+        pricing.import_skypilot(bad, "gcp")
+    assert info.value.one_line().startswith(f"{bad}:1: vCPUs: missing column")

@@ -1,0 +1,195 @@
+"""Reports: markdown, CSV and one self-contained HTML file, whose figures a headless Chromium must
+actually draw."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+from datetime import date
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers_synthetic import write_results
+from tpubench import budget, pricing
+from tpubench.errors import UserError
+from tpubench.report import build_report, render, render_budget, render_report
+from tpubench.report import format as fmt
+from tpubench.report.figures import pareto_front
+
+TODAY = date(2026, 12, 2)
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    specs = []
+    for batch, ttft, e2e in ((1, 0.05, 0.7), (8, 0.2, 1.5), (32, 0.8, 4.0)):
+        specs += [
+            dict(accelerator=H100, chips=8, batch_size=batch * 8, ttft_s=ttft, e2e_s=e2e),
+            dict(accelerator="TPU v6 lite", device="tpu", batch_size=batch, ttft_s=ttft * 1.5, e2e_s=e2e * 1.3),
+            dict(accelerator="Trainium2", device="neuron", chips=16, batch_size=batch * 16, ttft_s=ttft * 1.2,
+                 e2e_s=e2e * 1.1),
+        ]
+    specs += [
+        dict(accelerator=H100, chips=8, batch_size=512, ttft_s=0.5, e2e_s=2.0, valid=False,
+             invalid_reasons=["recompiled during timing"]),
+        dict(status="failed", error="CUDA out of memory"),
+        dict(accelerator="TPU7x", device="tpu"),
+    ]
+    write_results(out, specs)
+    (out / "corrupt.json").write_text('{"point": ', encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(results_dir):
+    warnings = []
+    d = build_report(results_dir, today=TODAY, warn=warnings.append)
+    assert len(warnings) == 1 and "corrupt.json" in warnings[0]
+    return d
+
+
+@pytest.fixture(scope="module")
+def html(data):
+    return render(data, "html")
+
+
+def test_summary_has_one_cheapest_point_per_platform_and_plan(data):
+    s = data.summary
+    assert not s.duplicated(["workload", "scale", "cloud", "region", "instance_type", "plan"]).any()
+    # The invalid B=512 H100 run is cheaper, but a valid point is preferred where one exists.
+    assert s[s.priced_accelerator == "H100"]["valid"].all()
+    for _, group in s.groupby("plan"):
+        assert (group["vs_cheapest"] == "cheapest").sum() == 1
+        assert set(group["vs_cheapest"]) <= {"cheapest", "dearer", "tie within noise", "cheaper"}
+    assert data.counts == {"results": 12, "ok": 11, "failed": 1, "invalid": 1, "priced": 10, "unpriced": 2}
+
+
+def test_markdown_names_prices_hardware_software_and_marks_invalid_runs(data):
+    md = render(data, "markdown")
+    assert md.startswith("# tpubench cost report")
+    assert "InferenceX $/Mtok†" in md and "whole chip-hour charged to output tokens" in md
+    assert "time-attributed" in md
+    assert f"{H100} ×8" in md                                          # hardware of each number
+    assert "torch:cuda torch 2.11.0 transformers 5.0.0" in md           # and its software
+    assert "INVALID: recompiled during timing" in md
+    assert "run failed: CUDA out of memory" in md
+    assert "TPU7x: no public price" in md
+    assert "skypilot-org/skypilot-catalog catalogs/v9/aws/vms.csv" in md and "2026-01-22" in md
+    assert "are 314 days old" in md                                     # stale price warning
+    # Latencies render in ms: the 8-chip H100 B=64 run has TTFT p50 200 ms, p99 212 ms.
+    assert "200 / 212" in md
+
+
+def test_csv_keeps_every_result(data, results_dir):
+    table = pd.read_csv(io.StringIO(render(data, "csv")))
+    assert set(table["file"]) == {str(p) for p in results_dir.glob("*.json") if p.name != "corrupt.json"}
+    unpriced = table[~table["priced"]]
+    assert len(unpriced) == 2 and unpriced["unpriced_reason"].str.len().gt(0).all()
+    assert {"blended_usd_per_mtok", "inferencex_usd_per_mtok", "price_source", "price_as_of"} <= set(table)
+
+
+def test_html_is_one_self_contained_file(html, data):
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<script" not in html.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:)""", html)   # nothing to fetch
+    assert "url(" not in html and "@import" not in html
+    images = re.findall(r'<img [^>]*src="data:image/(png|svg\+xml);base64,', html)
+    assert len(images) == 3                                            # cost, Pareto, latency
+    assert 'class="invalid"' in html and "INVALID: recompiled during timing" in html
+    assert "2026-01-22" in html and "skypilot-org/skypilot-catalog" in html
+    assert "torch:neuron torch 2.11.0 transformers 5.0.0" in html
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+PROBE = """<script>window.addEventListener("load", () => {
+  const out = document.createElement("pre"); out.id = "probe";
+  out.textContent = JSON.stringify([...document.images].map(i => [i.naturalWidth, i.naturalHeight, i.complete]));
+  document.body.appendChild(out);
+});</script>"""
+
+
+def test_html_figures_are_drawn_in_headless_chromium(html, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but no chromium is installed (apt-get install -y chromium)")
+        pytest.skip("chromium is not installed")
+    # The report carries no script; the probe is added to a copy, only for this test.
+    page = tmp_path / "report.html"
+    page.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+           page.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    match = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
+    assert match, f"chromium rendered no probe (rc={proc.returncode}): {proc.stderr[-2000:]}"
+    sizes = json.loads(match.group(1))
+    assert len(sizes) == 3
+    for width, height, complete in sizes:
+        assert complete and width >= 600 and height >= 200
+    # And the pictures are not blank: PNGs have more than one shade, SVGs have drawn paths.
+    from PIL import Image
+
+    for kind, payload in re.findall(r'src="data:image/(png|svg\+xml);base64,([^"]+)"', html):
+        blob = base64.b64decode(payload)
+        if kind == "png":
+            low, high = Image.open(io.BytesIO(blob)).convert("L").getextrema()
+            assert high - low > 100
+        else:
+            assert blob.count(b"<path") > 10
+
+
+def test_render_report_from_paths_or_a_frame(results_dir, data):
+    from_paths = render_report(results_dir, "md", today=TODAY, warn=lambda _: None)
+    from_frame = render_report(data.results, "markdown", today=TODAY)
+    strip = lambda text: re.sub(r"Generated \S+", "", text)  # noqa: E731
+    assert strip(from_paths) == strip(from_frame)
+    filtered = render_report(data.results, "csv", plans=["spot"], cloud="aws", today=TODAY)
+    table = pd.read_csv(io.StringIO(filtered))
+    assert set(table.loc[table["priced"], "plan"]) == {"spot"}
+    with pytest.raises(UserError, match="--format"):
+        render_report(data.results, "pdf", today=TODAY)
+
+
+def test_pareto_front_keeps_points_not_beaten_in_both():
+    # (interactivity, throughput): (1, 10) and (10, 1) trade off; (5, 5) too; (4, 4) is beaten by
+    # (5, 5); (10, 0.5) by (10, 1); NaN never counts.
+    x = [1, 10, 5, 4, 10, np.nan]
+    y = [10, 1, 5, 4, 0.5, 100]
+    assert pareto_front(x, y).tolist() == [True, True, True, False, False, False]
+
+
+def test_units_are_chosen_when_rendering():
+    assert fmt.ms(0.2) == "200" and fmt.ms(0.0123) == "12.3"
+    assert fmt.sig(1234.5) == "1,234" and fmt.sig(0.012345) == "0.0123"
+    assert fmt.with_ci(1.0, 0.9, 1.1) == "1.00 (0.900–1.10)"
+    assert fmt.with_ci(2.0, float("nan"), float("nan")) == "2.00"
+    assert fmt.usd(6.88) == "$6.88" and fmt.usd_whole(80358.4) == "$80,358"
+
+
+def test_budget_renders_as_markdown_and_csv(data):
+    result = budget.plan_budget(data.results, pricing.load_prices(today=TODAY), tokens_per_day=2e9,
+                                output_share=0.1, peak_factor=2, slo_ttft_s=0.5, slo_tpot_s=0.05,
+                                current="aws/us-east-1/p5.48xlarge", today=TODAY)
+    md = render_budget(result, "markdown")
+    assert "# tpubench budget" in md and "Options, cheapest first" in md
+    assert "current" in md and "/month" in md
+    table = pd.read_csv(io.StringIO(render_budget(result, "csv")))
+    assert len(table) == len(result.options) and "monthly_usd" in table

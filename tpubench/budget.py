@@ -1,0 +1,309 @@
+"""Fleet sizing under SLOs (DESIGN.md section 9): which platform, how many instances, what per month.
+
+Traffic is `tokens_per_day` (input + output), of which `output_share` are output tokens, with a
+peak-to-average factor. At the peak the fleet must absorb
+
+    R_in  = tokens_per_day * peak_factor / 86400 * (1 - output_share)   input tokens/s
+    R_out = tokens_per_day * peak_factor / 86400 * output_share         output tokens/s
+
+A measured point (batch B, lengths I and O, `chips` chips per replica) spends, per token,
+
+    c_in  = TTFT * chips / (B * I)              chip-seconds per input token  (prefill)
+    c_out = (E2E - TTFT) * chips / (B * O)      chip-seconds per output token (decode)
+
+so the traffic keeps R_in * c_in + R_out * c_out chips busy, and the point's throughput per chip
+*for this traffic's mix* is
+
+    tokens/s/chip = 1 / ((1 - output_share) * c_in + output_share * c_out)
+
+When the traffic's mix equals the point's (output_share = O / (I + O)) this is exactly
+B * (I + O) / (E2E * chips), the tokens a replica serves per E2E. It assumes requests look like the
+measured batch (same lengths) and that prefill and decode time scale with the tokens served.
+
+For each priced platform (price row: cloud, region, instance type) and plan, the valid point with
+the most tokens/s/chip whose p99 TTFT and p99 TPOT meet the SLOs is chosen. Then
+
+    replicas      = ceil(peak tokens/s / (tokens/s/chip * chips per replica))
+    required_chips = replicas * chips per replica
+    instances     = ceil(replicas / floor(chips_per_instance / chips per replica))   (replica fits)
+                  = replicas * ceil(chips per replica / chips_per_instance)            (it does not)
+    monthly_usd   = instances * instance $/h * 730 h
+
+A TPU slice is an instance of its size (tpu-v6e-8 rents 8 chips at once). The monthly cost CI
+comes from the point's throughput CI. Platforms with no point meeting the SLOs are listed with the
+point that came closest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+import pandas as pd
+
+from tpubench import cost
+from tpubench.errors import UserError
+
+HOURS_PER_MONTH = 730.0
+SECONDS_PER_DAY = 86400.0
+PLATFORM_COLUMNS = ["workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
+                    "chips_per_instance"]
+# Guards ceil() against float noise: 3.0000000000004 replicas is 3 replicas, not 4.
+_CEIL_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Traffic:
+    tokens_per_day: float
+    output_share: float
+    peak_factor: float = 1.0
+
+    def __post_init__(self):
+        if not (isinstance(self.tokens_per_day, (int, float)) and self.tokens_per_day > 0
+                and math.isfinite(self.tokens_per_day)):
+            raise UserError(f"must be a positive number of tokens, got {self.tokens_per_day}",
+                            field="--tokens-per-day")
+        if not 0 <= self.output_share <= 1:
+            raise UserError(f"is the fraction of tokens that are output, 0..1; got {self.output_share}",
+                            field="--output-share")
+        if not self.peak_factor >= 1:
+            raise UserError(f"peak-to-average factor must be >= 1, got {self.peak_factor}",
+                            field="--peak-factor")
+
+    @property
+    def peak_tokens_per_s(self) -> float:
+        return self.tokens_per_day * self.peak_factor / SECONDS_PER_DAY
+
+    @property
+    def peak_input_tokens_per_s(self) -> float:
+        return self.peak_tokens_per_s * (1 - self.output_share)
+
+    @property
+    def peak_output_tokens_per_s(self) -> float:
+        return self.peak_tokens_per_s * self.output_share
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+
+    def __post_init__(self):
+        for value, flag in ((self.ttft_p99_s, "--slo-ttft-ms"), (self.tpot_p99_s, "--slo-tpot-ms")):
+            if value is not None and not value > 0:
+                raise UserError(f"an SLO must be a positive time, got {value}", field=flag)
+
+
+@dataclass
+class BudgetResult:
+    traffic: Traffic
+    slo: Slo
+    options: pd.DataFrame          # one row per platform x plan that can meet the SLOs, ranked
+    infeasible: pd.DataFrame       # platforms with no point meeting the SLOs, with the closest point
+    unpriced: pd.DataFrame         # results that could not be priced, and why
+    current: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def ceil_whole(x) -> np.ndarray:
+    return np.ceil(np.asarray(x, dtype=float) - _CEIL_EPS)
+
+
+def instances_needed(replicas, chips_per_replica, chips_per_instance) -> np.ndarray:
+    """Whole instances for `replicas` replicas of `chips_per_replica` chips each."""
+    replicas = np.asarray(replicas, dtype=float)
+    per_replica = np.asarray(chips_per_replica, dtype=float)
+    per_instance = np.asarray(chips_per_instance, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        replicas_per_instance = np.floor(per_instance / per_replica)
+        fits = replicas_per_instance >= 1
+        packed = ceil_whole(replicas / np.where(fits, replicas_per_instance, 1))
+        spanning = replicas * ceil_whole(per_replica / per_instance)
+    return np.where(fits, packed, spanning)
+
+
+def mix_tokens_per_s_per_chip(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
+                              output_share: float):
+    """Tokens/s per chip for a traffic mix (see the module docstring); NaN when the point cannot
+    serve the mix (no decode time measured for output tokens)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chips = np.asarray(chips, dtype=float)
+        c_in = np.asarray(ttft_s, dtype=float) * chips / (np.asarray(batch_size) * np.asarray(input_length))
+        decode_s = np.asarray(e2e_s, dtype=float) - np.asarray(ttft_s, dtype=float)
+        out_len = np.asarray(output_length, dtype=float)
+        c_out = np.where(out_len > 1, decode_s * chips / (np.asarray(batch_size) * out_len), np.nan)
+        per_token = (1 - output_share) * c_in + (output_share * c_out if output_share else 0.0)
+        return 1.0 / per_token
+
+
+def _slo_ratio(df: pd.DataFrame, slo: Slo) -> pd.Series:
+    """max(p99 / SLO) over the SLOs set: <= 1 meets them all; NaN latency counts as a miss."""
+    ratios = []
+    if slo.ttft_p99_s is not None:
+        ratios.append(df["ttft_p99_s"].astype(float) / slo.ttft_p99_s)
+    if slo.tpot_p99_s is not None:
+        ratios.append(df["tpot_p99_s"].astype(float) / slo.tpot_p99_s)
+    if not ratios:
+        return pd.Series(0.0, index=df.index)
+    return pd.concat(ratios, axis=1).fillna(math.inf).max(axis=1)
+
+
+def _misses(row, slo: Slo) -> str:
+    parts = []
+    if slo.ttft_p99_s is not None and not row["ttft_p99_s"] <= slo.ttft_p99_s:
+        parts.append(f"TTFT p99 {row['ttft_p99_s'] * 1e3:.0f} ms > {slo.ttft_p99_s * 1e3:.0f} ms")
+    if slo.tpot_p99_s is not None and not row["tpot_p99_s"] <= slo.tpot_p99_s:
+        parts.append(f"TPOT p99 {row['tpot_p99_s'] * 1e3:.1f} ms > {slo.tpot_p99_s * 1e3:.1f} ms")
+    return "; ".join(parts) or "no valid measured point"
+
+
+def parse_platform(text: str) -> dict[str, str]:
+    """'cloud/region/instance_type', 'cloud/instance_type' or 'instance_type' -> filter fields."""
+    parts = [p.strip() for p in text.split("/") if p.strip()]
+    if len(parts) == 3:
+        return {"cloud": parts[0].lower(), "region": parts[1], "instance_type": parts[2]}
+    if len(parts) == 2:
+        return {"cloud": parts[0].lower(), "instance_type": parts[1]}
+    if len(parts) == 1:
+        return {"instance_type": parts[0]}
+    raise UserError(f"'{text}' is not cloud/region/instance_type", field="--current")
+
+
+def _match_platform(options: pd.DataFrame, spec: dict[str, str]) -> pd.Series:
+    mask = pd.Series(True, index=options.index)
+    for key, value in spec.items():
+        mask &= options[key].astype(str).str.lower() == value.lower()
+    return mask
+
+
+def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: float,
+                output_share: float, peak_factor: float = 1.0, slo_ttft_s: float | None = None,
+                slo_tpot_s: float | None = None, plans=None, current: str | None = None,
+                cloud=None, region=None, today: date | None = None) -> BudgetResult:
+    """Size a fleet on every priced platform and plan for the traffic and SLOs (module docstring).
+
+    `results` is `load_results(...)`; `prices` is `pricing.load_prices(...)`. `current` names the
+    platform in use ('cloud/region/instance_type', or a shorter unambiguous form): every option then
+    carries the monthly saving (positive) or loss (negative) of switching to it, per plan.
+    """
+    traffic = Traffic(float(tokens_per_day), float(output_share), float(peak_factor))
+    slo = Slo(slo_ttft_s, slo_tpot_s)
+    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
+                                          today=today)
+    notes: list[str] = []
+    candidates = priced[priced["valid"].astype(bool)].copy()
+    if len(candidates) < len(priced):
+        notes.append(f"{priced.loc[~priced['valid'].astype(bool), 'file'].nunique()} invalid run(s) "
+                     "left out of the budget")
+
+    rate = mix_tokens_per_s_per_chip(candidates["ttft_mean_s"], candidates["e2e_mean_s"],
+                                     candidates["chips"], candidates["batch_size"],
+                                     candidates["input_length"], candidates["output_length"],
+                                     traffic.output_share)
+    candidates["tokens_per_s_per_chip"] = rate
+    # The mix rate moves with the measured throughput: carry its relative CI across.
+    per_chip = candidates["output_tokens_per_s_per_chip"].astype(float)
+    for bound in ("ci95_low", "ci95_high"):
+        candidates[f"tokens_per_s_per_chip_{bound}"] = (
+            rate * candidates[f"output_tokens_per_s_per_chip_{bound}"] / per_chip)
+    candidates["slo_ratio"] = _slo_ratio(candidates, slo)
+    candidates = candidates[np.isfinite(candidates["tokens_per_s_per_chip"])]
+    meets = candidates[candidates["slo_ratio"] <= 1]
+
+    group = PLATFORM_COLUMNS + ["plan"]
+    best = (meets.sort_values(["tokens_per_s_per_chip", "blended_usd_per_mtok"], ascending=[False, True])
+            .drop_duplicates(group, keep="first").copy())
+    options = _size_fleet(best, traffic)
+    infeasible = _closest_points(candidates, meets, slo)
+
+    if current:
+        options, note = _compare_with_current(options, current)
+        if note:
+            notes.append(note)
+    return BudgetResult(traffic=traffic, slo=slo, options=options.reset_index(drop=True),
+                        infeasible=infeasible.reset_index(drop=True), unpriced=unpriced,
+                        current=current, notes=notes)
+
+
+def _size_fleet(best: pd.DataFrame, traffic: Traffic) -> pd.DataFrame:
+    peak = traffic.peak_tokens_per_s
+    chips = best["chips"].astype(float)
+    out = best
+    for suffix, column in (("", "tokens_per_s_per_chip"), ("_ci95_low", "tokens_per_s_per_chip_ci95_high"),
+                           ("_ci95_high", "tokens_per_s_per_chip_ci95_low")):
+        # The low cost bound comes from the high throughput bound, and vice versa.
+        replicas = ceil_whole(peak / (out[column].astype(float) * chips))
+        instances = instances_needed(replicas, chips, out["chips_per_instance"])
+        out["monthly_usd" + suffix] = instances * out["usd_per_instance_hour"] * HOURS_PER_MONTH
+        if not suffix:
+            out["replicas"] = replicas.astype(int)
+            out["required_chips"] = (replicas * chips).astype(int)
+            out["instances"] = instances.astype(int)
+            out["rented_chips"] = (instances * out["chips_per_instance"]).astype(int)
+            out["fleet_utilisation"] = peak / (out["tokens_per_s_per_chip"] * out["rented_chips"])
+    out["replica_spans_instances"] = out["chips"] > out["chips_per_instance"]
+    out = out.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
+    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"]).cumcount() + 1
+    out["rank_overall"] = out.groupby(["workload", "scale"]).cumcount() + 1
+    return out[OPTION_COLUMNS]
+
+
+OPTION_COLUMNS = [
+    "rank_overall", "rank_in_plan", "workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
+    "chips_per_instance", "plan", "usd_per_instance_hour", "monthly_usd", "monthly_usd_ci95_low",
+    "monthly_usd_ci95_high", "instances", "rented_chips", "required_chips", "replicas",
+    "fleet_utilisation", "replica_spans_instances", "tokens_per_s_per_chip",
+    "tokens_per_s_per_chip_ci95_low", "tokens_per_s_per_chip_ci95_high", "output_tokens_per_s_per_chip",
+    "ttft_p99_s", "tpot_p99_s", "batch_size", "input_length", "output_length", "dtype", "execution_mode",
+    "chips", "backend", "device", "accelerator", "torch_version", "transformers_version", "jax_version",
+    "file", "price_source", "price_as_of", "price_age_days", "blended_usd_per_mtok",
+]
+
+
+def _closest_points(candidates: pd.DataFrame, meets: pd.DataFrame, slo: Slo) -> pd.DataFrame:
+    columns = PLATFORM_COLUMNS + ["closest_file", "batch_size", "input_length", "output_length",
+                                  "chips", "ttft_p99_s", "tpot_p99_s", "slo_ratio", "misses"]
+    platforms = candidates.drop_duplicates(PLATFORM_COLUMNS + ["file"])
+    feasible = set(map(tuple, meets[PLATFORM_COLUMNS].drop_duplicates().itertuples(index=False)))
+    rows = []
+    for key, group in platforms.groupby(PLATFORM_COLUMNS, sort=True, dropna=False):
+        if tuple(key) in feasible:
+            continue
+        closest = group.sort_values(["slo_ratio", "tokens_per_s_per_chip"], ascending=[True, False]).iloc[0]
+        rows.append({**dict(zip(PLATFORM_COLUMNS, key)), "closest_file": closest["file"],
+                     **{c: closest[c] for c in ("batch_size", "input_length", "output_length", "chips",
+                                                "ttft_p99_s", "tpot_p99_s", "slo_ratio")},
+                     "misses": _misses(closest, slo)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _compare_with_current(options: pd.DataFrame, current: str) -> tuple[pd.DataFrame, str | None]:
+    spec = parse_platform(current)
+    mask = _match_platform(options, spec)
+    if not mask.any():
+        return options.assign(saving_vs_current_usd_per_month=math.nan, saving_vs_current_pct=math.nan,
+                              vs_current="unknown"), (
+            f"current platform '{current}' has no option meeting the SLOs (or no price): no savings computed")
+    matched = options[mask]
+    where = matched[["cloud", "region", "instance_type"]].drop_duplicates()
+    if len(where) > 1:
+        choices = ", ".join("/".join(r) for r in where.astype(str).itertuples(index=False))
+        raise UserError(f"'{current}' matches several platforms: {choices}", field="--current")
+    reference = matched.drop_duplicates(["workload", "scale", "plan"]).set_index(["workload", "scale", "plan"])
+    keys = list(zip(options["workload"], options["scale"], options["plan"]))
+    ref_cost = np.array([reference["monthly_usd"].get(k, math.nan) for k in keys], dtype=float)
+    ref_low = np.array([reference["monthly_usd_ci95_low"].get(k, math.nan) for k in keys], dtype=float)
+    ref_high = np.array([reference["monthly_usd_ci95_high"].get(k, math.nan) for k in keys], dtype=float)
+    out = options.copy()
+    out["current_monthly_usd"] = ref_cost
+    out["saving_vs_current_usd_per_month"] = ref_cost - out["monthly_usd"]
+    out["saving_vs_current_pct"] = out["saving_vs_current_usd_per_month"] / ref_cost * 100
+    out["vs_current"] = [
+        cost.compare_costs(a, (ah - al) / 2, b, (bh - bl) / 2) if math.isfinite(b) else "unknown"
+        for a, al, ah, b, bl, bh in zip(out["monthly_usd"], out["monthly_usd_ci95_low"],
+                                         out["monthly_usd_ci95_high"], ref_cost, ref_low, ref_high)
+    ]
+    out["is_current"] = mask.values
+    return out, None

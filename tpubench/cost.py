@@ -1,0 +1,282 @@
+"""Cost per token: pure functions over measured times, throughputs and prices.
+
+Per batch of B sequences with input length I and output length O on `chips` chips, priced at
+p USD per chip-second (DESIGN.md section 8):
+
+    $/Mtok input    = TTFT * chips * p         / (B * I)       * 1e6   (prefill chip-seconds)
+    $/Mtok output   = (E2E - TTFT) * chips * p / (B * O)       * 1e6   (decode chip-seconds)
+    $/Mtok blended  = E2E * chips * p          / (B * (I + O)) * 1e6   (all chip-seconds)
+
+That split is ours ("time-attributed"). Published tables such as InferenceX charge the whole hour
+to output tokens: $/Mtok = price per chip-hour * 1e6 / (3600 * output tokens/s per chip). Both are
+reported, labelled.
+
+Uncertainty: a cost proportional to a time takes that time's 95% CI; a cost proportional to
+1/throughput takes its bounds from the opposite throughput bounds (the low cost bound comes from
+the high throughput bound). The functions accept floats or numpy/pandas arrays alike.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date
+
+import numpy as np
+import pandas as pd
+
+from tpubench import pricing
+from tpubench.errors import UserError
+from tpubench.stats import ratio_with_uncertainty, verdict
+
+SECONDS_PER_HOUR = 3600.0
+TOKENS_PER_MTOK = 1e6
+
+
+def usd_per_chip_second(usd_per_instance_hour, chips_per_instance):
+    """Instance $/h spread over its chips and the seconds of an hour."""
+    return usd_per_instance_hour / chips_per_instance / SECONDS_PER_HOUR
+
+
+def usd_per_mtok(chip_seconds, usd_per_chip_s, tokens):
+    """USD per million tokens for `tokens` that took `chip_seconds` at `usd_per_chip_s`."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(np.multiply(chip_seconds, usd_per_chip_s) * TOKENS_PER_MTOK, tokens)
+
+
+@dataclass(frozen=True)
+class TokenCosts:
+    input_usd_per_mtok: float
+    output_usd_per_mtok: float
+    blended_usd_per_mtok: float
+
+
+def time_attributed_costs(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
+                          usd_per_chip_s) -> TokenCosts:
+    """Prefill chip-seconds priced over input tokens, decode chip-seconds over output tokens,
+    and all chip-seconds over all tokens."""
+    prefill_chip_s = np.multiply(ttft_s, chips)
+    decode_chip_s = np.multiply(np.subtract(e2e_s, ttft_s), chips)
+    total_chip_s = np.multiply(e2e_s, chips)
+    input_tokens = np.multiply(batch_size, input_length)
+    output_tokens = np.multiply(batch_size, output_length)
+    return TokenCosts(
+        input_usd_per_mtok=usd_per_mtok(prefill_chip_s, usd_per_chip_s, input_tokens),
+        output_usd_per_mtok=usd_per_mtok(decode_chip_s, usd_per_chip_s, output_tokens),
+        blended_usd_per_mtok=usd_per_mtok(total_chip_s, usd_per_chip_s, input_tokens + output_tokens),
+    )
+
+
+def inferencex_usd_per_mtok(output_tokens_per_s, chips, usd_per_chip_hour):
+    """The whole chip-hour charged to output tokens, as InferenceX-style tables do."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_chip = np.divide(output_tokens_per_s, chips)
+        return np.divide(np.multiply(usd_per_chip_hour, TOKENS_PER_MTOK), np.multiply(SECONDS_PER_HOUR, per_chip))
+
+
+def tokens_per_usd(usd_per_mtok_value):
+    """Tokens one dollar buys at a given $/Mtok."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(TOKENS_PER_MTOK, usd_per_mtok_value)
+
+
+def cost_ci_from_time_ci(cost, time_mean, time_low, time_high):
+    """(low, high) of a cost proportional to a time whose 95% CI is [time_low, time_high]."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.divide(cost, time_mean)
+        return np.multiply(scale, time_low), np.multiply(scale, time_high)
+
+
+def cost_ci_from_throughput_ci(cost, throughput_mean, throughput_low, throughput_high):
+    """(low, high) of a cost proportional to 1/throughput: the low cost bound comes from the high
+    throughput bound; a throughput CI reaching zero leaves the cost unbounded above."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = np.multiply(cost, throughput_mean)
+        low = np.divide(scaled, throughput_high)
+        high = np.where(np.asarray(throughput_low) > 0, np.divide(scaled, throughput_low), np.inf)
+    if np.ndim(high) == 0:
+        return float(low), float(high)
+    return low, high
+
+
+def compare_costs(a: float, a_half: float, b: float, b_half: float) -> str:
+    """'cheaper', 'dearer' or 'tie within noise': a against b, each with its 95% half-width."""
+    ratio, half = ratio_with_uncertainty(a, a_half, b, b_half)
+    return verdict(ratio, half, higher_is_better=False, words=("cheaper", "dearer"))
+
+
+def half_width(low, high):
+    """Half the width of a (possibly asymmetric) interval; NaN bounds give NaN."""
+    return np.subtract(high, low) / 2
+
+
+# ----------------------------------------------------------------------------- pricing results
+
+# Result columns carried into every priced row: what was measured, on which hardware and software.
+IDENTITY_COLUMNS = [
+    "file", "workload", "scale", "family", "dtype", "experts_implementation", "execution_mode",
+    "batch_size", "input_length", "output_length", "backend", "device", "accelerator", "chips",
+    "valid", "invalid_reasons", "host", "torch_version", "transformers_version", "jax_version",
+    "tpubench_version", "started_at", "iterations",
+]
+PRICE_COLUMNS = [
+    "priced_accelerator", "cloud", "region", "instance_type", "chips_per_instance", "plan",
+    "usd_per_instance_hour", "usd_per_chip_hour", "price_source", "price_as_of", "price_age_days",
+    "what_if",
+]
+COST_COLUMNS = [
+    "input_usd_per_mtok", "input_usd_per_mtok_ci95_low", "input_usd_per_mtok_ci95_high",
+    "output_usd_per_mtok", "output_usd_per_mtok_ci95_low", "output_usd_per_mtok_ci95_high",
+    "blended_usd_per_mtok", "blended_usd_per_mtok_ci95_low", "blended_usd_per_mtok_ci95_high",
+    "inferencex_usd_per_mtok", "inferencex_usd_per_mtok_ci95_low", "inferencex_usd_per_mtok_ci95_high",
+    "tokens_per_usd", "output_tokens_per_usd_inferencex",
+]
+PERFORMANCE_COLUMNS = [
+    "output_tokens_per_s", "output_tokens_per_s_per_chip", "output_tokens_per_s_per_chip_ci95_low",
+    "output_tokens_per_s_per_chip_ci95_high", "interactivity_tokens_per_s_per_user",
+    "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s", "ttft_min_s", "ttft_max_s",
+    "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "tpot_min_s", "tpot_max_s",
+    "e2e_mean_s", "e2e_p50_s", "e2e_p99_s",
+]
+PRICED_COLUMNS = IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
+UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", "accelerator", "chips",
+                    "priced_accelerator", "reason"]
+
+
+def _column(df: pd.DataFrame, name: str) -> pd.Series:
+    """A column as floats, NaN where the results predate it."""
+    if name in df:
+        return pd.to_numeric(df[name], errors="coerce")
+    return pd.Series(math.nan, index=df.index, dtype=float)
+
+
+def _ensure(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    for col in columns:
+        if col not in df:
+            df[col] = None
+    return df
+
+
+def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
+    """Per-chip performance and every $/Mtok column (with CIs) for rows of results joined to prices."""
+    df = priced
+    chips = _column(df, "chips")
+    b, i, o = _column(df, "batch_size"), _column(df, "input_length"), _column(df, "output_length")
+    ttft, e2e = _column(df, "ttft_mean_s"), _column(df, "e2e_mean_s")
+    per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"], 1)
+
+    costs = time_attributed_costs(ttft, e2e, chips, b, i, o, per_chip_s)
+    df["input_usd_per_mtok"] = costs.input_usd_per_mtok
+    # A single output token is produced by prefill: there is no decode time to attribute.
+    df["output_usd_per_mtok"] = costs.output_usd_per_mtok.where(o > 1)
+    df["blended_usd_per_mtok"] = costs.blended_usd_per_mtok
+
+    df["input_usd_per_mtok_ci95_low"], df["input_usd_per_mtok_ci95_high"] = cost_ci_from_time_ci(
+        df["input_usd_per_mtok"], ttft, _column(df, "ttft_ci95_low_s"), _column(df, "ttft_ci95_high_s"))
+    # Decode time is TPOT * (O - 1), so its relative CI is TPOT's.
+    df["output_usd_per_mtok_ci95_low"], df["output_usd_per_mtok_ci95_high"] = cost_ci_from_time_ci(
+        df["output_usd_per_mtok"], _column(df, "tpot_mean_s"), _column(df, "tpot_ci95_low_s"),
+        _column(df, "tpot_ci95_high_s"))
+    df["blended_usd_per_mtok_ci95_low"], df["blended_usd_per_mtok_ci95_high"] = cost_ci_from_time_ci(
+        df["blended_usd_per_mtok"], e2e, _column(df, "e2e_ci95_low_s"), _column(df, "e2e_ci95_high_s"))
+
+    tput = _column(df, "output_tokens_per_s")
+    tput_low, tput_high = _column(df, "output_tokens_per_s_ci95_low"), _column(df, "output_tokens_per_s_ci95_high")
+    df["inferencex_usd_per_mtok"] = inferencex_usd_per_mtok(tput, chips, df["usd_per_chip_hour"])
+    low, high = cost_ci_from_throughput_ci(df["inferencex_usd_per_mtok"], tput, tput_low, tput_high)
+    df["inferencex_usd_per_mtok_ci95_low"], df["inferencex_usd_per_mtok_ci95_high"] = low, high
+    df["tokens_per_usd"] = tokens_per_usd(df["blended_usd_per_mtok"])
+    df["output_tokens_per_usd_inferencex"] = tokens_per_usd(df["inferencex_usd_per_mtok"])
+
+    df["output_tokens_per_s"] = tput
+    df["output_tokens_per_s_per_chip"] = tput / chips
+    df["output_tokens_per_s_per_chip_ci95_low"] = tput_low / chips
+    df["output_tokens_per_s_per_chip_ci95_high"] = tput_high / chips
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df["interactivity_tokens_per_s_per_user"] = 1.0 / _column(df, "tpot_p50_s")
+    for col in PERFORMANCE_COLUMNS:
+        if col not in df:
+            df[col] = _column(df, col)
+    return df
+
+
+def _filter_prices(prices: pd.DataFrame, plans, cloud, region, instance) -> pd.DataFrame:
+    prices = pricing.select_plans(prices, plans)
+    for column, value, flag in (("cloud", cloud, "--cloud"), ("region", region, "--region"),
+                                ("instance_type", instance, "--instance")):
+        if value:
+            values = {v.lower() for v in ([value] if isinstance(value, str) else value)}
+            kept = prices[prices[column].str.lower().isin(values)]
+            if kept.empty:
+                choices = ", ".join(sorted(set(prices[column])))
+                raise UserError(f"no price rows for {column} {', '.join(sorted(values))}; known: {choices}",
+                                field=flag)
+            prices = kept
+    return prices
+
+
+def _unpriced_reason(raw, device, canonical, all_accelerators, notes: dict[str, str]) -> str:
+    if canonical is None:
+        return (f"accelerator '{raw}' on device '{device}' has no price row; add one in a price file "
+                "(see pricing/README.md)")
+    if canonical in all_accelerators:
+        return f"no {canonical} price row matches the chosen cloud/region/instance/plan"
+    if canonical in notes:
+        return f"{canonical}: {notes[canonical]}"
+    return f"no price row for {canonical}; add one in a price file (see pricing/README.md)"
+
+
+def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None, region=None,
+                  instance=None, what_if_instance: str | None = None,
+                  today: date | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Join results to prices: (priced, unpriced).
+
+    `priced` has one row per result x matching price row x plan with the columns of
+    `PRICED_COLUMNS`. A result matches the price rows of its accelerator (runtime name mapped by
+    `pricing.normalize_accelerator`); with `what_if_instance` every result is instead priced as if
+    its per-chip speed were had on that instance (`what_if` is True on those rows). Invalid runs are
+    priced and keep `valid=False` so reports can mark them; failed runs are never priced and appear
+    in `unpriced` with the reason, as do results whose accelerator has no price.
+    """
+    all_accelerators = set(prices["accelerator"])
+    chosen = _filter_prices(prices, plans, cloud, region, instance)
+    if what_if_instance:
+        chosen = chosen[chosen["instance_type"] == what_if_instance]
+        if chosen.empty:
+            raise UserError(f"no price rows for instance '{what_if_instance}' with the chosen filters",
+                            field="--what-if-instance")
+    results = _ensure(df.copy(), ["status", "error", "accelerator", "device", "chips", "file", "workload",
+                                  "scale", "backend"])
+    ok_mask = results["status"].eq("ok")
+    failed = results[~ok_mask].copy()
+    failed["priced_accelerator"] = None
+    failed["reason"] = "run failed: " + failed["error"].fillna("no error recorded").astype(str)
+
+    ok = results[ok_mask].copy()
+    ok["priced_accelerator"] = pricing.map_accelerators(ok["accelerator"], ok["device"], all_accelerators)
+    price_side = chosen.rename(columns={"accelerator": "priced_accelerator", "source": "price_source",
+                                        "as_of": "price_as_of"}).drop(columns=["origin"])
+    if what_if_instance:
+        measured = ok.drop(columns=["priced_accelerator"])
+        priced = measured.merge(price_side, how="cross")
+        priced["what_if"] = True
+        unmatched = ok.iloc[0:0].copy()
+    else:
+        priced = ok.merge(price_side, on="priced_accelerator", how="inner")
+        priced["what_if"] = False
+        unmatched = ok[~ok["priced_accelerator"].isin(set(price_side["priced_accelerator"]))].copy()
+
+    notes_table = pricing.load_unpriced_notes()
+    notes = {r.accelerator: f"{r.reason} ({r.source})" for r in notes_table.itertuples()}
+    unmatched["reason"] = [
+        _unpriced_reason(raw, dev, canon, all_accelerators, notes)
+        for raw, dev, canon in zip(unmatched["accelerator"], unmatched["device"], unmatched["priced_accelerator"])
+    ]
+    unpriced = pd.concat([failed, unmatched], ignore_index=True)
+    unpriced = _ensure(unpriced, UNPRICED_COLUMNS)[UNPRICED_COLUMNS].reset_index(drop=True)
+
+    today = today or pricing.today_utc()
+    ages = {d: pricing.price_age_days(d, today) for d in set(priced["price_as_of"])}
+    priced["price_age_days"] = priced["price_as_of"].map(ages)
+    priced = add_costs(_ensure(priced, IDENTITY_COLUMNS))
+    return priced[PRICED_COLUMNS].reset_index(drop=True), unpriced

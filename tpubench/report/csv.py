@@ -1,0 +1,23 @@
+"""CSV for spreadsheets: every priced row (all columns, seconds and USD), then every unpriced
+result with its reason, so no result silently disappears."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tpubench.report.data import ReportData
+
+
+def render_csv(data: ReportData) -> str:
+    priced = data.priced.assign(priced=True, unpriced_reason="")
+    unpriced = data.unpriced.rename(columns={"reason": "unpriced_reason"}).assign(priced=False)
+    frames = [df for df in (priced, unpriced) if len(df)]
+    table = pd.concat(frames, ignore_index=True) if frames else priced
+    front = ["priced", "unpriced_reason"]
+    table = table[front + [c for c in table.columns if c not in front]]
+    return table.to_csv(index=False, float_format="%.6g")
+
+
+def render_budget_csv(result) -> str:
+    """The ranked options of a BudgetResult, one row per platform x plan."""
+    return result.options.to_csv(index=False, float_format="%.6g")

@@ -1,0 +1,169 @@
+"""Units are chosen here, when rendering: data stays in seconds, bytes and USD."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+PLAN_LABELS = {"on_demand": "on-demand", "spot": "spot", "commit_1y": "1-year commit",
+               "commit_3y": "3-year commit"}
+
+
+def _finite(x) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def sig(x, digits: int = 3) -> str:
+    """A number with `digits` significant figures, thousands separated, '–' when missing."""
+    if not _finite(x):
+        return "∞" if x == math.inf else "–"
+    x = float(x)
+    if x == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(x)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{x:,.{decimals}f}"
+
+
+def usd(x) -> str:
+    return "–" if not _finite(x) else f"${sig(x)}"
+
+
+def usd_whole(x) -> str:
+    return "–" if not _finite(x) else f"${float(x):,.0f}"
+
+
+def with_ci(value, low, high, fmt=sig) -> str:
+    """'1.23 (1.20–1.26)': the value and its 95% CI."""
+    text = fmt(value)
+    if _finite(low) or _finite(high) or high == math.inf:
+        text += f" ({fmt(low)}–{fmt(high)})"
+    return text
+
+
+def ci_cell(row, column: str) -> str:
+    """`column` with its `_ci95_low` / `_ci95_high` companions."""
+    return with_ci(row[column], row[f"{column}_ci95_low"], row[f"{column}_ci95_high"])
+
+
+def ms(seconds, digits: int = 3) -> str:
+    return "–" if not _finite(seconds) else sig(float(seconds) * 1e3, digits)
+
+
+def pct(x) -> str:
+    return "–" if not _finite(x) else f"{float(x):+.1f}%"
+
+
+def plan_label(plan: str) -> str:
+    return PLAN_LABELS.get(plan, plan.replace("_", "-"))
+
+
+def platform_label(row) -> str:
+    label = f"{row['priced_accelerator']} · {row['cloud']} {row['instance_type']} ({row['region']})"
+    # The shipped table keeps suspicious catalog rows as published, flagged in their source.
+    if "FLAG" in str(row.get("price_source", "")):
+        label += " ⚠"
+    return label
+
+
+def point_label(row) -> str:
+    parts = [f"B={row['batch_size']}", f"I={row['input_length']}", f"O={row['output_length']}"]
+    for key in ("dtype", "execution_mode"):
+        if _present(row.get(key)):
+            parts.append(str(row[key]))
+    return " ".join(parts)
+
+
+def hardware_label(row) -> str:
+    return f"{row['accelerator']} ×{row['chips']}"
+
+
+def software_label(row) -> str:
+    parts = [f"{row['backend']}:{row['device']}"]
+    for key, name in (("torch_version", "torch"), ("transformers_version", "transformers"),
+                      ("jax_version", "jax")):
+        if _present(row.get(key)):
+            parts.append(f"{name} {row[key]}")
+    return " ".join(parts)
+
+
+def validity_label(row) -> str:
+    if bool(row.get("valid", True)):
+        return "valid"
+    reasons = row.get("invalid_reasons")
+    return "INVALID" + (f": {reasons}" if _present(reasons) else "")
+
+
+def _present(value) -> bool:
+    if value is None:
+        return False
+    try:
+        if pd.isna(value):
+            return False
+    except (TypeError, ValueError):
+        pass
+    return str(value) != ""
+
+
+SUMMARY_HEADERS = [
+    "Platform", "Plan", "$/chip-h", "Price as of", "Input $/Mtok", "Output $/Mtok", "Blended $/Mtok", "vs cheapest",
+    "InferenceX $/Mtok†", "Output tok/s/chip", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "Point",
+    "Hardware", "Software", "Validity",
+]
+
+
+def summary_cells(row) -> list[str]:
+    """The summary table's cells for one row of ReportData.summary."""
+    return [
+        platform_label(row),
+        plan_label(row["plan"]),
+        usd(row["usd_per_chip_hour"]),
+        str(row["price_as_of"]),
+        ci_cell(row, "input_usd_per_mtok"),
+        ci_cell(row, "output_usd_per_mtok"),
+        ci_cell(row, "blended_usd_per_mtok"),
+        str(row.get("vs_cheapest", "")),
+        ci_cell(row, "inferencex_usd_per_mtok"),
+        ci_cell(row, "output_tokens_per_s_per_chip"),
+        f"{ms(row['ttft_p50_s'])} / {ms(row['ttft_p99_s'])}",
+        f"{ms(row['tpot_p50_s'])} / {ms(row['tpot_p99_s'])}",
+        point_label(row),
+        hardware_label(row),
+        software_label(row),
+        validity_label(row),
+    ]
+
+
+RUN_HEADERS = ["Workload", "Hardware", "Software", "Point", "Output tok/s/chip", "TTFT p50/p99 ms",
+               "TPOT p50/p99 ms", "Blended $/Mtok (cheapest {plan} price)", "Priced as", "Validity"]
+
+
+def run_cells(row) -> list[str]:
+    return [
+        f"{row['workload']} ({row['scale']})",
+        hardware_label(row),
+        software_label(row),
+        point_label(row),
+        ci_cell(row, "output_tokens_per_s_per_chip"),
+        f"{ms(row['ttft_p50_s'])} / {ms(row['ttft_p99_s'])}",
+        f"{ms(row['tpot_p50_s'])} / {ms(row['tpot_p99_s'])}",
+        ci_cell(row, "blended_usd_per_mtok"),
+        f"{row['cloud']} {row['instance_type']} ({row['region']}), {plan_label(row['plan'])}",
+        validity_label(row),
+    ]
+
+
+METHOD_NOTES = [
+    "Input/Output/Blended $/Mtok are time-attributed (tpubench's method): prefill chip-seconds over "
+    "input tokens, decode chip-seconds over output tokens, all chip-seconds over all tokens.",
+    "† InferenceX-compatible: the whole chip-hour charged to output tokens "
+    "(price per chip-hour × 1e6 / (3600 × output tokens/s per chip)), for comparison with published tables.",
+    "Brackets are 95% confidence intervals carried from the measured times and throughputs. "
+    "'vs cheapest' compares blended cost with the cheapest platform of the same plan: "
+    "cheaper, dearer or tie within noise.",
+    "⚠ the price row carries a caveat from its source (see Price sources).",
+]
