@@ -84,12 +84,140 @@ def backends():
     _console().print(table)
 
 
+def _warn_stderr(msg: str) -> None:
+    _console(stderr=True).print(f"[yellow]warning:[/yellow] {msg}")
+
+
+def _load_prices(price_files: List[Path], discount: Optional[float]):
+    from tpubench.pricing import load_prices
+
+    return load_prices(price_files, discount_pct=discount)
+
+
+@app.command()
+def report(
+    paths: List[Path] = typer.Argument(..., help="Result files or folders."),
+    fmt: str = typer.Option("md", "--format", "-f", help="md, html or csv."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of the terminal."),
+    prices: List[Path] = typer.Option([], "--prices", help="Your price file(s), layered over the shipped table."),
+    plan: List[str] = typer.Option([], "--plan", help="on_demand, spot, commit_1y, commit_3y (repeatable)."),
+    discount: Optional[float] = typer.Option(None, "--discount", help="Add a plan: on-demand less this percent."),
+    cloud: Optional[str] = typer.Option(None, "--cloud"),
+    region: Optional[str] = typer.Option(None, "--region"),
+    instance: Optional[str] = typer.Option(None, "--instance"),
+    what_if: Optional[str] = typer.Option(None, "--what-if-instance", help="Price every result as this instance."),
+):
+    """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
+    from tpubench.report import build_report, render
+
+    data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
+                        region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr)
+    if out is not None or fmt != "md":  # markdown on the terminal already lists them
+        for w in data.warnings:
+            _warn_stderr(w)
+    text = render(data, fmt)
+    _emit(text, out)
+
+
+@app.command()
+def budget(
+    paths: List[Path] = typer.Argument(..., help="Result files or folders."),
+    tokens_per_day: float = typer.Option(..., "--tokens-per-day", help="Input + output tokens per day."),
+    output_share: float = typer.Option(0.25, "--output-share", help="Fraction of the tokens that are output."),
+    peak_factor: float = typer.Option(1.0, "--peak-factor", help="Peak-to-average traffic ratio."),
+    slo_ttft_ms: Optional[float] = typer.Option(None, "--slo-ttft-ms", help="p99 TTFT limit."),
+    slo_tpot_ms: Optional[float] = typer.Option(None, "--slo-tpot-ms", help="p99 TPOT limit."),
+    plan: List[str] = typer.Option([], "--plan"),
+    current: Optional[str] = typer.Option(None, "--current", help="Platform in use: cloud/region/instance_type."),
+    prices: List[Path] = typer.Option([], "--prices"),
+    discount: Optional[float] = typer.Option(None, "--discount"),
+    cloud: Optional[str] = typer.Option(None, "--cloud"),
+    region: Optional[str] = typer.Option(None, "--region"),
+    fmt: str = typer.Option("md", "--format", "-f", help="md or csv."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o"),
+):
+    """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking."""
+    from tpubench.budget import plan_budget
+    from tpubench.report import render_budget
+    from tpubench.results import load_results
+
+    df = load_results(paths, warn=_warn_stderr)
+    result = plan_budget(df, _load_prices(prices, discount), tokens_per_day=tokens_per_day,
+                         output_share=output_share, peak_factor=peak_factor,
+                         slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
+                         slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
+                         plans=plan or None, current=current, cloud=cloud, region=region)
+    _emit(render_budget(result, fmt), out)
+
+
+pricing_app = typer.Typer(help="Price tables: validate, list, import a SkyPilot catalog.", no_args_is_help=True)
+app.add_typer(pricing_app, name="pricing")
+
+
+@pricing_app.command("validate")
+def pricing_validate(files: List[Path] = typer.Argument(None, help="Price CSV files (default: the shipped table).")):
+    """Check price files; the first problem is one line naming file, row and column (exit 2)."""
+    from tpubench.pricing import SHIPPED_PRICES, validate_price_files
+
+    counts = validate_price_files(files or [SHIPPED_PRICES])
+    for name, n in counts.items():
+        _console().print(f"[green]ok[/green] {name}: {n} price row(s)")
+
+
+@pricing_app.command("list")
+def pricing_list(
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", "-a", help="e.g. H100, 'TPU v6e', Trainium."),
+    prices: List[Path] = typer.Option([], "--prices"),
+    discount: Optional[float] = typer.Option(None, "--discount"),
+):
+    """The price table (shipped rows plus yours), USD per instance-hour per plan."""
+    from rich.table import Table
+
+    from tpubench.pricing import prices_wide
+
+    wide = prices_wide(_load_prices(prices, discount))
+    if accelerator:
+        wide = wide[wide["accelerator"].str.lower() == accelerator.lower()]
+        if wide.empty:
+            raise UserError(f"no price rows for accelerator '{accelerator}'", field="--accelerator")
+    cols = [c for c in wide.columns if c != "source"]
+    table = Table(*cols)
+    for row in wide[cols].itertuples(index=False):
+        table.add_row(*["" if (isinstance(v, float) and v != v) else (f"{v:g}" if isinstance(v, float) else str(v))
+                        for v in row])
+    _console().print(table)
+
+
+@pricing_app.command("import-skypilot")
+def pricing_import(
+    vms_csv: Path = typer.Argument(..., help="A SkyPilot catalog vms.csv you downloaded."),
+    cloud: str = typer.Option(..., "--cloud", help="gcp, aws or azure."),
+    out: Path = typer.Option(Path("pricing/imported.csv"), "--out", "-o"),
+    include_cpu: bool = typer.Option(False, "--include-cpu", help="Also import CPU-only VMs (priced per vCPU)."),
+):
+    """Turn a SkyPilot catalog into tpubench price rows (host + GPU summed, spot = lowest zone)."""
+    from tpubench.pricing import import_skypilot, write_price_csv
+
+    rows = import_skypilot(vms_csv, cloud, include_cpu=include_cpu)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_price_csv(rows, out)
+    _console().print(f"wrote {len(rows)} price row(s) to {out}; check it with: tpubench pricing validate {out}")
+
+
+def _emit(text: str, out: Optional[Path]) -> None:
+    if out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    _console().print(f"wrote {out}")
+
+
 def _read(paths: List[Path]):
     from tpubench.results import read_results
 
-    console = _console(stderr=True)
     try:
-        results = read_results(paths, warn=lambda msg: console.print(f"[yellow]warning:[/yellow] {msg}"))
+        results = read_results(paths, warn=_warn_stderr)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     return results
@@ -134,7 +262,7 @@ def export(
     from tpubench.export import export_table
     from tpubench.results import load_results
 
-    df = load_results(paths, warn=lambda msg: _console(stderr=True).print(f"[yellow]warning:[/yellow] {msg}"))
+    df = load_results(paths, warn=_warn_stderr)
     target = export_table(df, to, out or Path(f"results.{to}"))
     _console().print(f"wrote {len(df)} row(s) to {target}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -12,6 +13,10 @@ from tpubench.runner import PointOutcome
 
 def ms(seconds) -> str:
     return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.1f}"
+
+
+def percent(fraction) -> str:
+    return "-" if fraction is None or not math.isfinite(fraction) else f"{fraction * 100:.3g}%"
 
 
 def human_bytes(n) -> str:
@@ -66,7 +71,7 @@ class RichReporter:
 def render_run_table(console, outcomes: list[PointOutcome]) -> None:
     table = Table(title="tpubench run", title_justify="left")
     for col in ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)", "prefill tok/s",
-                "peak mem", "compile s", "valid"):
+                "MFU / MBU", "peak mem", "compile s", "valid"):
         table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
     written = []
     for o in outcomes:
@@ -75,7 +80,7 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
         r, m = o.result, o.result.metrics
         written.append(str(o.path))
         if r.status == "failed":
-            table.add_row(o.point.label(), "-", "-", "-", "-", "-", "-", "[red]failed[/red]")
+            table.add_row(o.point.label(), "-", "-", "-", "-", "-", "-", "-", "[red]failed[/red]")
             continue
         tput = m.get("output_tokens_per_s", math.nan)
         half = (m.get("output_tokens_per_s_ci95_high", math.nan) - tput)
@@ -85,6 +90,7 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
             f"{ms(m.get('tpot_p50_s'))} / {ms(m.get('tpot_p99_s'))}",
             f"{tput:,.1f} ± {half:,.1f}" if math.isfinite(half) else f"{tput:,.1f}",
             f"{m.get('prefill_tokens_per_s', math.nan):,.0f}",
+            f"{percent(m.get('prefill_mfu'))} / {percent(m.get('decode_mbu'))}",
             human_bytes(m.get("peak_memory_bytes")),
             f"{r.timing.get('compile_s', math.nan):.2f}",
             "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + "; ".join(r.validity.reasons) + "[/yellow]",
@@ -95,7 +101,7 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
             for w in o.result.warnings:
                 console.print(f"[yellow]warning[/yellow] {o.point.label()}: {w}")
     if written:
-        folder = {str(__import__("pathlib").Path(p).parent) for p in written}
+        folder = {str(Path(p).parent) for p in written}
         console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
 
 
@@ -114,3 +120,41 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
         console.print(f"numerics: [{colour}]{n.verdict}[/{colour}] ({n.detail})")
     for f in unmatched:
         console.print(f"[yellow]unmatched[/yellow] {f}")
+
+
+def render_run_cost(console, paths) -> None:
+    """What the points just measured cost per token: the cheapest priced instance per plan."""
+    from tpubench.cost import price_results
+    from tpubench.pricing import load_prices
+    from tpubench.results import load_results
+
+    df = load_results(paths)
+    df = df[df["status"] == "ok"]
+    if df.empty:
+        return
+    priced, unpriced = price_results(df, load_prices(), plans=["on_demand", "spot"])
+    for _, row in unpriced.iterrows():
+        console.print(f"[yellow]unpriced[/yellow] {row['accelerator']}: {row['reason']}")
+    if priced.empty:
+        return
+    table = Table(title="cost per million tokens (time-attributed; cheapest instance per plan)", title_justify="left")
+    for col in ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "$/Mtok blended (95% CI)"):
+        table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
+    best = priced.sort_values("blended_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
+    for _, r in best.iterrows():
+        label = f"b{r['batch_size']} in{r['input_length']} out{r['output_length']} {r['device']}"
+        table.add_row(label, f"{r['cloud']} {r['region']} {r['instance_type']} ({r['chips']} of "
+                             f"{r['chips_per_instance']} {r['priced_accelerator']})",
+                      str(r["plan"]), _usd(r["input_usd_per_mtok"]), _usd(r["output_usd_per_mtok"]),
+                      f"{_usd(r['blended_usd_per_mtok'])} ({_usd(r['blended_usd_per_mtok_ci95_low'])}"
+                      f"-{_usd(r['blended_usd_per_mtok_ci95_high'])})")
+    console.print(table)
+    source = best.iloc[0]
+    console.print(f"prices: {source['price_source'][:90]}... as of {source['price_as_of']}. "
+                  f"Full report: tpubench report {Path(paths[0]).parent} --format html --out report.html")
+
+
+def _usd(value) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"${value:,.2f}" if value >= 1 else f"${value:,.4f}"

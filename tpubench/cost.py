@@ -136,7 +136,7 @@ PERFORMANCE_COLUMNS = [
     "output_tokens_per_s_per_chip_ci95_high", "interactivity_tokens_per_s_per_user",
     "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s", "ttft_min_s", "ttft_max_s",
     "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "tpot_min_s", "tpot_max_s",
-    "e2e_mean_s", "e2e_p50_s", "e2e_p99_s",
+    "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "prefill_mfu", "decode_mbu",
 ]
 PRICED_COLUMNS = IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
 UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", "accelerator", "chips",

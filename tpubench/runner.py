@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tpubench.backends import ACCELERATOR_DEVICES, get_backend, require_available
+from tpubench.efficiency import peaks_for
 from tpubench.environment import environment_key, host_environment
 from tpubench.errors import UserError
 from tpubench.results import RunResult, now_iso, read_results, write_result
@@ -84,6 +85,13 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     points = expand(workload, scale, source=str(workload_path))
 
     env = {**host_environment(), **be.environment()}
+    platform = "cpu" if not _on_accelerator(be) else be.device
+    peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in {p.dtype for p in points}}
+    env["roofline_peaks"] = {dtype: {k: v for k, v in p.items() if k != "probe"} if p else None
+                             for dtype, p in peaks.items()}
+    probe = next((p["probe"] for p in peaks.values() if p and "probe" in p), None)
+    if probe:
+        env["host_probe"] = probe
     env_key = environment_key(be.name, be.device, env)
     fits = _check_memory(be, points, str(workload_path))
     done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
@@ -115,7 +123,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                 built = be.build(point)
                 load_s = time.perf_counter() - t
                 built_key = model_key
-            result = _measure_point(be, built, point, base, load_s, reporter)
+            result = _measure_point(be, built, point, base, load_s, reporter, peaks.get(point.dtype))
         except KeyboardInterrupt:
             raise
         except Exception as exc:  # a failed point is data, not a crash: record it and go on
@@ -131,7 +139,9 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     return outcomes
 
 
-def _measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter: Reporter) -> RunResult:
+def _measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter: Reporter,
+                   peaks: dict | None) -> RunResult:
+    from tpubench.efficiency import roofline_metrics
     from tpubench.scenarios.generate import make_prompt, measure_generate, summarize_samples
     from tpubench.validity import assess, warnings_for
 
@@ -148,10 +158,13 @@ def _measure_point(be, built, point: RunPoint, base: dict, load_s: float, report
         "peak_memory_bytes": m.peak_memory_bytes,
         "output_tokens_per_s_ci95_rel": _rel_half(metrics),
     })
+    roofline, exceeds_peak = roofline_metrics(point, metrics, peaks)
+    metrics.update(roofline)
     valid, reasons = assess(iterations=m.measure_iterations, measure_s=m.timing["measure_s"],
                             measurement=point.measurement, recompiles=m.compile["recompiles_timed"],
                             generated_tokens=m.generated_tokens, expected_tokens=m.expected_tokens,
-                            throughput=m.samples["output_tokens_per_s"], on_device=on_device)
+                            throughput=m.samples["output_tokens_per_s"], on_device=on_device,
+                            exceeds_peak=exceeds_peak)
     warns = warnings_for(m.samples["output_tokens_per_s"], m.warmup_samples["e2e_s"], m.samples["e2e_s"],
                          point.measurement["max_cv"])
     return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile,

@@ -147,7 +147,7 @@ class RunPoint:
         parts = [f"b{self.batch_size}", f"in{self.input_length}", f"out{self.output_length}",
                  self.dtype, self.execution_mode]
         if self.experts_implementation:
-            parts.append(self.experts_implementation)
+            parts.append(f"experts={self.experts_implementation}")
         return " ".join(parts)
 
 

@@ -54,6 +54,11 @@ def ms(seconds, digits: int = 3) -> str:
     return "–" if not _finite(seconds) else sig(float(seconds) * 1e3, digits)
 
 
+def share(x) -> str:
+    """A fraction of a peak (MFU, MBU) as a percentage."""
+    return "–" if not _finite(x) else f"{float(x) * 100:.3g}%"
+
+
 def pct(x) -> str:
     return "–" if not _finite(x) else f"{float(x):+.1f}%"
 
@@ -139,7 +144,8 @@ def summary_cells(row) -> list[str]:
 
 
 RUN_HEADERS = ["Workload", "Hardware", "Software", "Point", "Output tok/s/chip", "TTFT p50/p99 ms",
-               "TPOT p50/p99 ms", "Blended $/Mtok (cheapest {plan} price)", "Priced as", "Validity"]
+               "TPOT p50/p99 ms", "Prefill MFU / decode MBU", "Blended $/Mtok (cheapest {plan} price)",
+               "Priced as", "Validity"]
 
 
 def run_cells(row) -> list[str]:
@@ -151,6 +157,7 @@ def run_cells(row) -> list[str]:
         ci_cell(row, "output_tokens_per_s_per_chip"),
         f"{ms(row['ttft_p50_s'])} / {ms(row['ttft_p99_s'])}",
         f"{ms(row['tpot_p50_s'])} / {ms(row['tpot_p99_s'])}",
+        f"{share(row.get('prefill_mfu'))} / {share(row.get('decode_mbu'))}",
         ci_cell(row, "blended_usd_per_mtok"),
         f"{row['cloud']} {row['instance_type']} ({row['region']}), {plan_label(row['plan'])}",
         validity_label(row),

@@ -26,7 +26,7 @@ img{max-width:100%;height:auto;border:1px solid #eee}
 """
 
 _NUMERIC_SUMMARY = {2, 4, 5, 6, 8, 9, 10, 11}
-_NUMERIC_RUNS = {4, 5, 6, 7}
+_NUMERIC_RUNS = {4, 5, 6, 7, 8}
 
 
 def _e(text) -> str:
