@@ -5,6 +5,7 @@ Start-up imports neither torch nor jax (nor pandas): each command imports what i
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -283,6 +284,13 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug in tpubench, not bad input: one line unless asked for more
+        if os.environ.get("TPUBENCH_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        _console(stderr=True).print(f"[red]internal error:[/red] {type(exc).__name__}: {first} "
+                                    "(set TPUBENCH_DEBUG=1 for the traceback, and please report it)")
+        sys.exit(1)
     if isinstance(code, int) and code:
         sys.exit(code)
 

@@ -36,13 +36,14 @@ def peaks_for(device: str, accelerator_name: str | None, dtype: str) -> dict | N
 
 def roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bool]:
     """(metrics to add, exceeds_peak) from median TTFT and TPOT; empty when the family is unknown."""
+    from tpubench.models.torch_models import full_config
     from tpubench.roofline import efficiency_for_run
 
     ttft, tpot = metrics.get("ttft_p50_s"), metrics.get("tpot_p50_s")
     if not ttft or not math.isfinite(ttft):
         return {}, False
     try:
-        eff = efficiency_for_run(point.family, point.model_config, point.dtype, point.batch_size,
+        eff = efficiency_for_run(point.family, full_config(point), point.dtype, point.batch_size,
                                  point.input_length, point.output_length, ttft,
                                  tpot if tpot and math.isfinite(tpot) else None,
                                  peaks["peak_flops"] if peaks else None,

@@ -46,25 +46,29 @@ def weight_bytes(point) -> int:
     return parameter_count(point) * DTYPE_BYTES[point.dtype]
 
 
+def full_config(point) -> dict:
+    """Every config value transformers uses for this point, defaults included (for the roofline)."""
+    return hf_config(point).to_dict()
+
+
 def estimate_bytes(point) -> int:
-    """Weights + static KV cache + a margin for activations and last-position logits.
+    """Weights + static KV cache + a margin for prefill activations and last-position logits.
 
     A rough upper estimate, used only to refuse runs that cannot fit before spending minutes
     building them.
     """
-    config = hf_config(point)
-    text = getattr(config, "text_config", None) or config
-    layers = getattr(text, "num_hidden_layers", 0)
-    kv_heads = getattr(text, "num_key_value_heads", None) or getattr(text, "num_attention_heads", 1)
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    from tpubench.roofline import ModelShape, kv_cache_bytes
+
+    shape = ModelShape.from_config(point.family, full_config(point))
     b, length = point.batch_size, point.input_length + point.output_length
     elt = DTYPE_BYTES[point.dtype]
-    kv = 2 * layers * kv_heads * head_dim * b * length * elt
-    hidden = getattr(text, "hidden_size", 0)
-    inter = max(getattr(text, "intermediate_size", 0) or 0, (getattr(text, "moe_intermediate_size", 0) or 0)
-                * (getattr(text, "num_experts_per_tok", 0) or getattr(text, "top_k_experts", 0) or 1))
-    activations = 4 * b * point.input_length * (hidden + inter) * elt
-    logits = b * getattr(text, "vocab_size", 0) * 4 * 2
+    kv = kv_cache_bytes(shape, b, length, elt)
+    # Prefill keeps a few hidden-sized tensors per token alive, plus the MLP's intermediate
+    # activations (its weights per token over the hidden size: about 3x the MLP width).
+    mlp = max((layer.mlp_matmul_params + layer.top_k * layer.params_per_expert for layer in shape.layers),
+              default=0) // max(shape.hidden_size, 1)
+    activations = b * point.input_length * (8 * shape.hidden_size + mlp) * elt
+    logits = 2 * b * shape.vocab_size * 4
     return int(weight_bytes(point) + kv + activations + logits)
 
 
