@@ -1,0 +1,121 @@
+"""Validity rules, warnings with hints, and adaptive stopping on synthetic samples."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tpubench import measure
+from tpubench.scenarios import generate
+from tpubench.validity import assess, warnings_for
+
+M = dict(min_iterations=5, min_seconds=1.0, max_seconds=60.0, max_cv=0.1)
+
+
+def ok_kwargs(**kw):
+    base = dict(iterations=10, measure_s=2.0, measurement=M, recompiles=0, generated_tokens=32,
+                expected_tokens=32, throughput=[100, 101, 99, 100, 100])
+    base.update(kw)
+    return base
+
+
+def test_valid_run():
+    assert assess(**ok_kwargs()) == (True, [])
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(iterations=3), "fewer than min_iterations=5"),
+    (dict(measure_s=0.5), "under min_seconds=1"),
+    (dict(recompiles=2), "2 recompilation(s) during the timed phase"),
+    (dict(generated_tokens=31), "generated 31 tokens, expected 32"),
+    (dict(throughput=[100, 150, 60, 120, 80]), "above max_cv=10%"),
+    (dict(on_device=False), "fell back to the host"),
+    (dict(exceeds_peak=True), "more than the chip's peak"),
+])
+def test_each_rule_invalidates_with_its_reason(change, words):
+    valid, reasons = assess(**ok_kwargs(**change))
+    assert not valid and len(reasons) == 1 and words in reasons[0]
+
+
+def test_warnings_with_hints():
+    steady = [100.0] * 9
+    assert warnings_for(steady, [1.0], [1.0] * 9, 0.1) == []
+    w = warnings_for(steady + [40.0], [3.0], [1.0] * 10, 0.1)
+    assert any("outlier" in x for x in w)
+    assert any("first warm-up iteration 3.0x slower" in x for x in w)
+    drifting = list(np.linspace(100, 80, 12))
+    assert any("drifted" in x for x in warnings_for(drifting, [], [], 0.5))
+    assert any("high variation" in x for x in warnings_for([100, 130, 70, 110, 90], [], [], 0.1))
+
+
+class NoisyClock:
+    """Each iteration's E2E comes from a fixed sequence, so stopping is exactly predictable."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class NoisySession:
+    identical_weights = True
+
+    def __init__(self, clock, prefill_s):
+        self.clock, self.prefill_s, self.calls, self.last_logits = clock, list(prefill_s), 0, None
+
+    def reset(self): pass
+    def fence(self): pass
+    def compile_count(self): return 0
+    def peak_memory_bytes(self): return 0
+    def reset_peak_memory(self): pass
+    def tokens_to_host(self, tokens): return np.stack(tokens, axis=1).tolist()
+    def logits_to_host(self, logits): return logits
+
+    def prefill(self):
+        self.clock.t += self.prefill_s[min(self.calls, len(self.prefill_s) - 1)]
+        self.calls += 1
+        self.last_logits = np.zeros((1, 4), dtype=np.float32)
+        return np.zeros(1, dtype=int)
+
+    def decode(self, tokens, step):
+        self.clock.t += 0.01
+        return tokens
+
+
+def point(**m):
+    from tpubench.workload import RunPoint
+
+    meas = dict(warmup=0, min_iterations=3, min_seconds=0.0, max_seconds=1000.0, target_ci=None, max_cv=0.1, seed=0)
+    meas.update(m)
+    return RunPoint(workload="w", scale="full", family="f", hub_id=None, weights="random", trust_remote_code=False,
+                    dtype="float32", experts_implementation=None, model_config={}, batch_size=1, input_length=4,
+                    output_length=2, measurement=meas)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = NoisyClock()
+    monkeypatch.setattr(measure.time, "perf_counter", c)
+    monkeypatch.setattr(generate.time, "perf_counter", c)
+    return c
+
+
+def test_adaptive_stopping_reaches_target_ci(clock):
+    # alternating 0.09 / 0.11 s prefill: relative CI half-width shrinks like t * 0.1 / sqrt(n)
+    seq = [0.1] + [0.09, 0.11] * 200
+    fixed = generate.measure_generate(NoisySession(clock, seq), point())
+    assert fixed.measure_iterations == 3
+    adaptive = generate.measure_generate(NoisySession(clock, seq), point(target_ci=0.02))
+    n = adaptive.measure_iterations
+    rel = measure.achieved_ci(adaptive.samples["output_tokens_per_s"])
+    assert rel <= 0.02 and n > 3
+    shorter = adaptive.samples["output_tokens_per_s"][:-1]
+    assert measure.achieved_ci(shorter) > 0.02          # it stopped at the first iteration that met it
+
+
+def test_adaptive_stopping_gives_up_at_max_seconds(clock):
+    seq = [0.1] + [0.05, 0.5] * 200                     # far too noisy for 0.1%
+    m = generate.measure_generate(NoisySession(clock, seq), point(target_ci=0.001, max_seconds=5.0))
+    assert m.timing["measure_s"] >= 5.0 and m.timing["measure_s"] < 5.0 + 0.6
+    assert math.isfinite(measure.achieved_ci(m.samples["output_tokens_per_s"]))
