@@ -83,7 +83,7 @@ def test_bad_inputs_exit_2_one_line(tmp_path, tiny_workload, monkeypatch, capsys
     code, out, err = cli(monkeypatch, capsys, "run", str(bad))
     assert code == 2 and "model.dtype" in err and "Traceback" not in err + out
     code, _, err = cli(monkeypatch, capsys, "run", str(tiny_workload), "--device", "tpu")
-    assert code == 2 and "torch:tpu is not available here" in err and "torch_tpu" in err
+    assert code == 2 and "torch:tpu is not available here" in err and "tpubench[tpu]" in err
     code, _, err = cli(monkeypatch, capsys, "run", str(tiny_workload), "--device", "cuda")
     assert code == 2 and "no CUDA device" in err
     code, _, err = cli(monkeypatch, capsys, "run", str(tiny_workload), "--device", "gpu0")

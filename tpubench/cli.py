@@ -18,6 +18,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Measure a PyTorch workload on TPU, GPU, Trainium, JAX or CPU and price it per token.")
 
 
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def _console(stderr: bool = False):
     from rich.console import Console
 
@@ -81,12 +87,12 @@ def backends():
 
     table = Table("backend", "device", "available", "detail")
     for a in all_availability():
-        table.add_row(a.backend, a.device, "[green]yes[/green]" if a.available else "[red]no[/red]", a.detail)
+        table.add_row(a.backend, a.device, "[green]yes[/green]" if a.available else "[red]no[/red]", escape(a.detail))
     _console().print(table)
 
 
 def _warn_stderr(msg: str) -> None:
-    _console(stderr=True).print(f"[yellow]warning:[/yellow] {msg}")
+    _console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(msg)}")
 
 
 def _load_prices(price_files: List[Path], discount: Optional[float]):
@@ -274,7 +280,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # click returns typer.Exit's code instead of raising it
     except UserError as exc:
-        _console(stderr=True).print(f"[red]error:[/red] {exc.one_line()}", soft_wrap=True)
+        _console(stderr=True).print(f"[red]error:[/red] {escape(exc.one_line())}", soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, click.exceptions.Abort):
         _console(stderr=True).print("interrupted: every finished point is already on disk (use --resume)")
@@ -288,7 +294,7 @@ def main() -> None:
         if os.environ.get("TPUBENCH_DEBUG"):
             raise
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        _console(stderr=True).print(f"[red]internal error:[/red] {type(exc).__name__}: {first} "
+        _console(stderr=True).print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(first)} "
                                     "(set TPUBENCH_DEBUG=1 for the traceback, and please report it)")
         sys.exit(1)
     if isinstance(code, int) and code:

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from tpubench.runner import PointOutcome
@@ -47,7 +48,7 @@ class RichReporter:
         return self.progress.__exit__(*exc)
 
     def note(self, message):
-        self.console.print(message)
+        self.console.print(escape(message))
 
     def sweep_started(self, points):
         self.points_task = self.progress.add_task("points", total=len(points))
@@ -65,7 +66,7 @@ class RichReporter:
         if outcome.skipped:
             self.console.print(f"skipped {outcome.point.label()}: already measured (--resume)")
         elif outcome.result.status == "failed":
-            self.console.print(f"[red]failed[/red] {outcome.point.label()}: {outcome.result.error}")
+            self.console.print(f"[red]failed[/red] {outcome.point.label()}: {escape(str(outcome.result.error))}")
 
 
 def render_run_table(console, outcomes: list[PointOutcome]) -> None:
@@ -93,13 +94,13 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
             f"{percent(m.get('prefill_mfu'))} / {percent(m.get('decode_mbu'))}",
             human_bytes(m.get("peak_memory_bytes")),
             f"{r.timing.get('compile_s', math.nan):.2f}",
-            "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + "; ".join(r.validity.reasons) + "[/yellow]",
+            "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]",
         )
     console.print(table)
     for o in outcomes:
         if o.result is not None and o.result.warnings and o.result.status == "ok":
             for w in o.result.warnings:
-                console.print(f"[yellow]warning[/yellow] {o.point.label()}: {w}")
+                console.print(f"[yellow]warning[/yellow] {o.point.label()}: {escape(w)}")
     if written:
         folder = {str(Path(p).parent) for p in written}
         console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
@@ -117,7 +118,7 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
             console.print(table)
         n = c.numerics
         colour = {"agree": "green", "disagree": "red"}.get(n.verdict, "yellow")
-        console.print(f"numerics: [{colour}]{n.verdict}[/{colour}] ({n.detail})")
+        console.print(f"numerics: [{colour}]{n.verdict}[/{colour}] ({escape(n.detail)})")
     for f in unmatched:
         console.print(f"[yellow]unmatched[/yellow] {f}")
 
@@ -134,7 +135,7 @@ def render_run_cost(console, paths) -> None:
         return
     priced, unpriced = price_results(df, load_prices(), plans=["on_demand", "spot"])
     for _, row in unpriced.iterrows():
-        console.print(f"[yellow]unpriced[/yellow] {row['accelerator']}: {row['reason']}")
+        console.print(f"[yellow]unpriced[/yellow] {escape(str(row['accelerator']))}: {escape(str(row['reason']))}")
     if priced.empty:
         return
     table = Table(title="cost per million tokens (time-attributed; cheapest instance per plan)", title_justify="left")
@@ -150,7 +151,7 @@ def render_run_cost(console, paths) -> None:
                       f"-{_usd(r['blended_usd_per_mtok_ci95_high'])})")
     console.print(table)
     source = best.iloc[0]
-    console.print(f"prices: {source['price_source'][:90]}... as of {source['price_as_of']}. "
+    console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "
                   f"Full report: tpubench report {Path(paths[0]).parent} --format html --out report.html")
 
 
