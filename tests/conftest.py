@@ -26,3 +26,11 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A fake perf_counter for the measurement loop (see fakes.py)."""
+    from fakes import install_clock
+
+    return install_clock(monkeypatch)

@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any, Iterable
 
-from tpubench.results import RunResult, write_result
+from tpubench.results import RunResult, flatten, write_result
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 
@@ -133,3 +133,10 @@ def make_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str = "cu
 def write_results(out_dir: str | Path, specs: Iterable[dict[str, Any]]) -> list[Path]:
     """One result file per spec (keyword arguments of `make_result`)."""
     return [write_result(make_result(**spec), out_dir) for spec in specs]
+
+
+def results_frame(*results: RunResult):
+    """What load_results returns for these results, without touching the disk."""
+    import pandas as pd
+
+    return pd.DataFrame([flatten(r, f"r{i}.json") for i, r in enumerate(results)])

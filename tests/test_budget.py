@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from helpers_synthetic import make_result
+from helpers_synthetic import results_frame as frame
 from tpubench import budget, pricing
 from tpubench.errors import UserError
-from tpubench.results import flatten
 
 TODAY = date(2026, 12, 2)
 
@@ -21,9 +21,6 @@ TODAY = date(2026, 12, 2)
 def prices():
     return pricing.load_prices(today=TODAY)
 
-
-def frame(*results) -> pd.DataFrame:
-    return pd.DataFrame([flatten(r, f"r{i}.json") for i, r in enumerate(results)])
 
 
 def option(result: budget.BudgetResult, instance: str, region: str, plan: str = "on_demand") -> pd.Series:

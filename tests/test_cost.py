@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from helpers_synthetic import make_result
+from helpers_synthetic import results_frame as frame
 from tpubench import cost, pricing
 from tpubench.errors import UserError
-from tpubench.results import flatten
 
 TODAY = date(2026, 12, 2)
 
@@ -20,10 +20,6 @@ TODAY = date(2026, 12, 2)
 def prices():
     return pricing.load_prices(today=TODAY)
 
-
-def frame(*results) -> pd.DataFrame:
-    """What load_results returns, without touching the disk."""
-    return pd.DataFrame([flatten(r, f"r{i}.json") for i, r in enumerate(results)])
 
 
 def priced_row(priced: pd.DataFrame, instance: str, region: str, plan: str = "on_demand") -> pd.Series:

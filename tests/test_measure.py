@@ -1,85 +1,15 @@
 """The measurement loop against a mock session on a fake clock: exact, deterministic figures."""
 
-import math
-
-import numpy as np
 import pytest
 
+from fakes import ScriptedSession
+from fakes import make_point as point
 from tpubench import measure
 from tpubench.scenarios import generate
-from tpubench.workload import RunPoint
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-class FakeSession:
-    """Prefill takes 0.1 s (1.0 s on the first call: 'compilation'), each decode step 0.01 s."""
-
-    identical_weights = True
-
-    def __init__(self, clock, batch, vocab=10, first_call_s=1.0):
-        self.clock, self.batch, self.vocab = clock, batch, vocab
-        self.calls = 0
-        self.first_call_s = first_call_s
-        self.last_logits = None
-        self.fences = 0
-
-    def reset(self):
-        pass
-
-    def prefill(self):
-        self.calls += 1
-        self.clock.t += self.first_call_s if self.calls == 1 else 0.1
-        self.last_logits = np.tile(np.arange(self.vocab, dtype=np.float32), (self.batch, 1))
-        return np.full(self.batch, 9)
-
-    def decode(self, tokens, step):
-        self.clock.t += 0.01
-        return np.full(self.batch, step % self.vocab)
-
-    def fence(self):
-        self.fences += 1
-
-    def compile_count(self):
-        return 1 if self.calls else 0
-
-    def peak_memory_bytes(self):
-        return 123
-
-    def reset_peak_memory(self):
-        pass
-
-    def tokens_to_host(self, tokens):
-        return np.stack(tokens, axis=1).tolist()
-
-    def logits_to_host(self, logits):
-        return logits
-
-
-def point(**measurement):
-    m = dict(warmup=1, min_iterations=4, min_seconds=0.0, max_seconds=100.0, target_ci=None, max_cv=0.1, seed=0)
-    m.update(measurement)
-    return RunPoint(workload="w", scale="full", family="f", hub_id=None, weights="random", trust_remote_code=False,
-                    dtype="float32", experts_implementation=None, model_config={}, batch_size=2, input_length=8,
-                    output_length=5, measurement=m)
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    c = FakeClock()
-    monkeypatch.setattr(measure.time, "perf_counter", c)
-    monkeypatch.setattr(generate.time, "perf_counter", c)
-    return c
 
 
 def test_generate_metrics_exact(clock):
-    session = FakeSession(clock, batch=2)
+    session = ScriptedSession(clock, batch=2)
     m = generate.measure_generate(session, point())
     # steady state: TTFT 0.1 s; 4 decode steps of 0.01 s -> E2E 0.14 s, TPOT 0.01 s
     assert m.measure_iterations == 4
@@ -103,7 +33,7 @@ def test_generate_metrics_exact(clock):
 
 
 def test_summarize_samples_names_carry_units(clock):
-    m = generate.measure_generate(FakeSession(clock, batch=2), point())
+    m = generate.measure_generate(ScriptedSession(clock, batch=2), point())
     flat = generate.summarize_samples(m.samples)
     assert flat["ttft_p50_s"] == pytest.approx(0.1)
     assert flat["tpot_p99_s"] == pytest.approx(0.01)
@@ -113,7 +43,7 @@ def test_summarize_samples_names_carry_units(clock):
 
 
 def test_min_seconds_extends_iterations(clock):
-    m = generate.measure_generate(FakeSession(clock, batch=2), point(min_iterations=2, min_seconds=1.0))
+    m = generate.measure_generate(ScriptedSession(clock, batch=2), point(min_iterations=2, min_seconds=1.0))
     # 0.14 s per iteration: 1.0 s needs 8 iterations (7 * 0.14 = 0.98 < 1.0)
     assert m.measure_iterations == 8
 

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from fakes import ScriptedSession, make_point
 from tpubench import measure
 from tpubench.scenarios import generate
 from tpubench.validity import assess, warnings_for
@@ -48,57 +49,12 @@ def test_warnings_with_hints():
     assert any("high variation" in x for x in warnings_for([100, 130, 70, 110, 90], [], [], 0.1))
 
 
-class NoisyClock:
-    """Each iteration's E2E comes from a fixed sequence, so stopping is exactly predictable."""
-
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-class NoisySession:
-    identical_weights = True
-
-    def __init__(self, clock, prefill_s):
-        self.clock, self.prefill_s, self.calls, self.last_logits = clock, list(prefill_s), 0, None
-
-    def reset(self): pass
-    def fence(self): pass
-    def compile_count(self): return 0
-    def peak_memory_bytes(self): return 0
-    def reset_peak_memory(self): pass
-    def tokens_to_host(self, tokens): return np.stack(tokens, axis=1).tolist()
-    def logits_to_host(self, logits): return logits
-
-    def prefill(self):
-        self.clock.t += self.prefill_s[min(self.calls, len(self.prefill_s) - 1)]
-        self.calls += 1
-        self.last_logits = np.zeros((1, 4), dtype=np.float32)
-        return np.zeros(1, dtype=int)
-
-    def decode(self, tokens, step):
-        self.clock.t += 0.01
-        return tokens
-
-
 def point(**m):
-    from tpubench.workload import RunPoint
-
-    meas = dict(warmup=0, min_iterations=3, min_seconds=0.0, max_seconds=1000.0, target_ci=None, max_cv=0.1, seed=0)
-    meas.update(m)
-    return RunPoint(workload="w", scale="full", family="f", hub_id=None, weights="random", trust_remote_code=False,
-                    dtype="float32", experts_implementation=None, model_config={}, batch_size=1, input_length=4,
-                    output_length=2, measurement=meas)
+    return make_point(batch_size=1, input_length=4, output_length=2, **{"warmup": 0, "min_iterations": 3, **m})
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    c = NoisyClock()
-    monkeypatch.setattr(measure.time, "perf_counter", c)
-    monkeypatch.setattr(generate.time, "perf_counter", c)
-    return c
+def NoisySession(clock, prefill_s):
+    return ScriptedSession(clock, batch=1, prefill_s=prefill_s)
 
 
 def test_adaptive_stopping_reaches_target_ci(clock):

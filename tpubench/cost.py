@@ -99,9 +99,16 @@ def cost_ci_from_throughput_ci(cost, throughput_mean, throughput_low, throughput
     return low, high
 
 
+# Costs closer than this are a tie even when their intervals collapse (whole-instance rounding
+# gives a fleet's monthly cost no spread, and cents a month decide nothing).
+NEGLIGIBLE_COST_RATIO = 1e-3
+
+
 def compare_costs(a: float, a_half: float, b: float, b_half: float) -> str:
     """'cheaper', 'dearer' or 'tie within noise': a against b, each with its 95% half-width."""
     ratio, half = ratio_with_uncertainty(a, a_half, b, b_half)
+    if math.isfinite(ratio) and abs(ratio - 1) < NEGLIGIBLE_COST_RATIO:
+        return "tie within noise"
     return verdict(ratio, half, higher_is_better=False, words=("cheaper", "dearer"))
 
 

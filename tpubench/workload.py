@@ -30,6 +30,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
 
+def _axis(value):
+    """A sweep axis may be a scalar or a non-empty list."""
+    if isinstance(value, list) and not value:
+        raise ValueError("an empty list sweeps over nothing")
+    return value
+
+
 def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
@@ -43,12 +50,7 @@ class ModelSpec(_Strict):
     trust_remote_code: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("dtype", "experts_implementation")
-    @classmethod
-    def _non_empty(cls, v):
-        if isinstance(v, list) and not v:
-            raise ValueError("an empty list sweeps over nothing")
-        return v
+    _non_empty = field_validator("dtype", "experts_implementation")(classmethod(lambda cls, v: _axis(v)))
 
 
 class GenerateScenario(_Strict):
@@ -57,12 +59,7 @@ class GenerateScenario(_Strict):
     input_length: Union[PositiveInt, list[PositiveInt]]
     output_length: Union[PositiveInt, list[PositiveInt]]
 
-    @field_validator("batch_size", "input_length", "output_length")
-    @classmethod
-    def _non_empty(cls, v):
-        if isinstance(v, list) and not v:
-            raise ValueError("an empty list sweeps over nothing")
-        return v
+    _non_empty = field_validator("batch_size", "input_length", "output_length")(classmethod(lambda cls, v: _axis(v)))
 
 
 class ScenarioOverride(_Strict):

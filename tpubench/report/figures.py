@@ -118,7 +118,11 @@ def cost_by_platform(summary: pd.DataFrame, title: str = ""):
     from matplotlib.patches import Patch
 
     handles = [Patch(color=colours[p], label=plan_label(p)) for p in plans]
-    ax.legend(handles=handles, fontsize=8, loc="lower right")
+    # Bars run dearest (bottom) to cheapest (top): the upper right corner stays clear of whiskers.
+    ax.legend(handles=handles, fontsize=8, loc="upper right")
+    finite = (value + high)[np.isfinite(value + high)]
+    if finite.size:
+        ax.set_xlim(0, finite.max() * 1.3)
     ax.grid(axis="x", alpha=0.3)
     return fig
 

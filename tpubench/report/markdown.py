@@ -89,13 +89,13 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
     options = result.options
     if len(options):
         compare = "saving_vs_current_usd_per_month" in options
-        headers = ["#", "Platform", "Plan", "Monthly", "Instances (chips)", "Tokens/s/chip (mix)",
+        headers = ["Workload", "#", "Platform", "Plan", "Monthly", "Instances (chips)", "Tokens/s/chip (mix)",
                    "Point", "TTFT/TPOT p99 ms", "Hardware", "Software", "Price as of"]
         if compare:
             headers += [f"vs {result.current}"]
         rows = []
         for _, r in options.head(max_rows).iterrows():
-            cells = [str(r["rank_overall"]), f.platform_label(r), f.plan_label(r["plan"]),
+            cells = [f"{r['workload']} ({r['scale']})", str(r["rank_overall"]), f.platform_label(r), f.plan_label(r["plan"]),
                      f.with_ci(r["monthly_usd"], r["monthly_usd_ci95_low"], r["monthly_usd_ci95_high"], f.usd_whole),
                      f"{r['instances']} ({r['rented_chips']})", f.sig(r["tokens_per_s_per_chip"]),
                      f.point_label(r), f"{f.ms(r['ttft_p99_s'])} / {f.ms(r['tpot_p99_s'])}",

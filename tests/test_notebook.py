@@ -1,0 +1,116 @@
+"""notebooks/analysis.ipynb runs top to bottom against the committed results/ (as CI runs it).
+
+The notebook is executed with nbclient on a `python3` kernel that is *this* interpreter: a
+kernelspec pointing at sys.executable is written into a temporary JUPYTER_PATH, which Jupyter
+searches before the user's and the system's kernel folders, so a fresh CI venv without any
+installed kernelspec (or a machine whose system-wide `python3` kernel lacks tpubench) still runs
+the notebook in the venv.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = REPO / "notebooks" / "analysis.ipynb"
+
+# Appended to an in-memory copy of the notebook (the stored one stays clean): which interpreter ran
+# it, and whether anything pulled in torch or JAX (the notebook must not need them).
+PROBE = """\
+import json, sys
+print("PROBE " + json.dumps({"prefix": sys.prefix,
+                             "heavy": sorted(m for m in ("torch", "jax", "transformers") if m in sys.modules)}))
+"""
+
+
+def _venv_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel_dir = tmp_path / "jupyter" / "kernels" / "python3"
+    kernel_dir.mkdir(parents=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (tpubench test)", "language": "python",
+            "metadata": {"debugger": False}}
+    (kernel_dir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    # Keep the user's IPython profile (startup scripts, config) out of the run.
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")
+
+
+def _outputs(cell) -> list:
+    return cell.get("outputs", []) if cell.cell_type == "code" else []
+
+
+def _text(output) -> str:
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    data = output.get("data", {})
+    return "".join(str(data.get(k, "")) for k in ("text/plain", "text/markdown", "text/html"))
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """The notebook after a full run (once for the module), and the run's wall time."""
+    tmp_path = tmp_path_factory.mktemp("nb")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _venv_kernel(tmp_path, monkeypatch)
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(PROBE, id="test-probe"))
+        client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                         resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+        start = time.perf_counter()
+        client.execute()           # raises CellExecutionError on the first cell that errors
+        return nb, time.perf_counter() - start
+
+
+def test_stored_notebook_is_clean():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, "store the notebook without outputs"
+
+
+def test_notebook_runs_without_errors(executed):
+    nb, seconds = executed
+    errors = [o for c in nb.cells for o in _outputs(c) if o.get("output_type") == "error"]
+    assert not errors, errors
+    # Generous against slow CI runners; the notebook takes a few seconds on 2 cores.
+    assert seconds < 120, f"notebook took {seconds:.0f} s"
+
+
+def test_notebook_ran_in_this_interpreter_without_torch_or_jax(executed):
+    nb, _ = executed
+    probe = "".join(_text(o) for o in _outputs(nb.cells[-1]))
+    assert probe.startswith("PROBE "), probe
+    found = json.loads(probe.removeprefix("PROBE ").strip())
+    assert Path(found["prefix"]) == Path(sys.prefix)
+    assert found["heavy"] == []
+
+
+def test_notebook_draws_figures(executed):
+    nb, _ = executed
+    pngs = [o for c in nb.cells for o in _outputs(c) if "image/png" in o.get("data", {})]
+    # 3 workloads x (cost bars + Pareto) + latency + batch-size plot.
+    assert len(pngs) >= 8, len(pngs)
+
+
+def test_notebook_budget_section_has_output(executed):
+    nb, _ = executed
+    budget_cells = [c for c in nb.cells if "budget" in c.get("metadata", {}).get("tags", [])]
+    assert budget_cells
+    for cell in budget_cells:
+        assert _outputs(cell), f"budget cell produced no output:\n{cell.source}"
+    text = "\n".join(_text(o) for c in budget_cells for o in _outputs(c))
+    assert "monthly_usd" in text
+    assert "Options, cheapest first" in text       # render_budget's markdown
+    assert "n2-standard-48" in text
