@@ -35,7 +35,7 @@ def main() -> None:
         graphs = c.get("graphs_compiled_first_call", "-") if "aot_prefill_compile_s" not in c else 2
         print(f"{name:26} {r.point['batch_size']:>5} {m['decode_tokens_per_s']:>14,.1f} "
               f"{m['tpot_p50_s'] * 1e3:>12.2f} {r.timing['compile_s']:>10.2f} {graphs!s:>7} "
-              f"{c['recompiles_timed']:>10} {str(r.validity.valid):>6}")
+              f"{c['recompiles_timed']:>10} {str(r.validity.valid):>6} {'; '.join(r.validity.reasons)}")
 
 
 if __name__ == "__main__":
