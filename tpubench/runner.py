@@ -84,16 +84,9 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
         reporter.note(note)
     points = expand(workload, scale, source=str(workload_path))
 
-    env = {**host_environment(), **be.environment()}
-    platform = "cpu" if not _on_accelerator(be) else be.device
-    peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in {p.dtype for p in points}}
-    env["roofline_peaks"] = {dtype: {k: v for k, v in p.items() if k != "probe"} if p else None
-                             for dtype, p in peaks.items()}
-    probe = next((p["probe"] for p in peaks.values() if p and "probe" in p), None)
-    if probe:
-        env["host_probe"] = probe
+    env, peaks = _environment(be, points)
     env_key = environment_key(be.name, be.device, env)
-    fits = _check_memory(be, points, str(workload_path))
+    too_big = _check_memory(be, points, str(workload_path))
     done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
 
     reporter.sweep_started(points)
@@ -111,8 +104,8 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                     environment_key=env_key, backend=be.name, device=be.device, environment=env,
                     started_at=started)
         try:
-            if point.key() in fits:
-                raise MemoryError(fits[point.key()])
+            if point.key() in too_big:
+                raise MemoryError(too_big[point.key()])
             model_key = _model_identity(point)
             load_s = 0.0
             if model_key != built_key:
@@ -137,6 +130,19 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
         outcomes.append(outcome)
         reporter.point_finished(index, outcome)
     return outcomes
+
+
+def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
+    """Provenance for every result of the sweep, and the roofline peaks per dtype."""
+    env = {**host_environment(), **be.environment()}
+    platform = be.device if _on_accelerator(be) else "cpu"
+    peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in {p.dtype for p in points}}
+    env["roofline_peaks"] = {dtype: {k: v for k, v in p.items() if k != "probe"} if p else None
+                             for dtype, p in peaks.items()}
+    probe = next((p["probe"] for p in peaks.values() if p and "probe" in p), None)
+    if probe:
+        env["host_probe"] = probe
+    return env, peaks
 
 
 def _measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter: Reporter,

@@ -189,6 +189,8 @@ class TorchSession:
         length = point.input_length + point.output_length
         self.cache = StaticCache(config=model.config, max_cache_len=length)
         # Positions are made before timing so no host-to-device copy sits inside a timed step.
+        # transformers 5.24's static cache tracks its own write position and ignores
+        # cache_position; earlier 5.x releases need it, so it is passed to both.
         self.prefill_positions = torch.arange(point.input_length, device=dev)
         self.decode_positions = [torch.tensor([point.input_length + s], device=dev) for s in range(point.output_length)]
         self.forward = model.forward
