@@ -34,7 +34,10 @@ def usd(x) -> str:
 
 
 def usd_whole(x) -> str:
-    return "–" if not _finite(x) else f"${float(x):,.0f}"
+    if not _finite(x):
+        return "–"
+    value = round(float(x))
+    return f"-${-value:,.0f}" if value < 0 else f"${value:,.0f}"   # never "$-0"
 
 
 def with_ci(value, low, high, fmt=sig) -> str:
