@@ -39,7 +39,11 @@ def test_run_tiny_scale_end_to_end(tmp_path, tiny_workload, monkeypatch, capsys)
         assert 0 < ttft < e2e
         assert tpot == pytest.approx((e2e - ttft) / (4 - 1))
     assert len(r.samples["itl_s"]) == 3 * len(r.samples["e2e_s"])
-    assert m["output_tokens_per_s"] == pytest.approx(sum(1 * 4 / e for e in r.samples["e2e_s"]) / len(r.samples["e2e_s"]))
+    # DESIGN.md section 7: B*O over the (mean) decode-inclusive wall time, not a mean of ratios
+    mean_e2e = sum(r.samples["e2e_s"]) / len(r.samples["e2e_s"])
+    assert m["output_tokens_per_s"] == pytest.approx(1 * 4 / mean_e2e)
+    assert m["output_tokens_per_s_ci95_high"] == pytest.approx(4 / m["e2e_ci95_low_s"])
+    assert m["decode_tokens_per_s"] == pytest.approx(1 / m["tpot_mean_s"])
     assert m["ttft_p50_s"] <= m["ttft_p99_s"]
     assert m["output_tokens_per_s_ci95_low"] <= m["output_tokens_per_s"] <= m["output_tokens_per_s_ci95_high"]
     assert m["generated_tokens"] == 4 and m["iterations"] >= 3
@@ -114,3 +118,29 @@ def test_cli_start_up_imports_no_torch_or_jax():
             "bad = [m for m in ('torch', 'jax', 'transformers', 'pandas') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_single_output_token_round_trips(tmp_path, tiny_workload, monkeypatch, capsys):
+    one = tmp_path / "one.yaml"
+    one.write_text(tiny_workload.read_text().replace("output_length: 4", "output_length: 1"))
+    run_ok(monkeypatch, capsys, "run", str(one), "--out", str(tmp_path / "r"), "--no-price")
+    seen = []
+    df = load_results(tmp_path / "r", warn=seen.append)
+    assert not seen and len(df) == 1
+    row = df.iloc[0]
+    assert row["status"] == "ok" and row["output_tokens_per_s"] > 0
+    assert "tpot_p50_s" not in df.columns or df["tpot_p50_s"].isna().all()
+    (path,) = (tmp_path / "r").glob("*.json")
+    assert path.stat().st_mode & 0o044 == 0o044       # readable by the group and others, like any file
+
+
+def test_missing_paths_and_unknown_family_are_user_errors(tmp_path, tiny_workload, monkeypatch, capsys):
+    for args in (["report", str(tmp_path / "nope")], ["export", str(tmp_path / "nope")],
+                 ["budget", str(tmp_path / "nope"), "--tokens-per-day", "1e9"]):
+        code, _, err = cli(monkeypatch, capsys, *args)
+        assert code == 2 and "no such file or folder" in err and "internal error" not in err
+    bad = tmp_path / "fam.yaml"
+    bad.write_text(tiny_workload.read_text().replace("family: qwen3_moe", "family: nope"))
+    for command in ("validate", "run"):
+        code, _, err = cli(monkeypatch, capsys, command, str(bad))
+        assert code == 2 and str(bad) in err and "unknown model family 'nope'" in err

@@ -32,6 +32,7 @@ def test_valid_run():
     (dict(throughput=[100, 150, 60, 120, 80]), "above max_cv=10%"),
     (dict(on_device=False), "fell back to the host"),
     (dict(exceeds_peak=True), "more than the chip's peak"),
+    (dict(recompile_limit_hits=1), "recompile limit"),
 ])
 def test_each_rule_invalidates_with_its_reason(change, words):
     valid, reasons = assess(**ok_kwargs(**change))
@@ -47,6 +48,7 @@ def test_warnings_with_hints():
     drifting = list(np.linspace(100, 80, 12))
     assert any("drifted" in x for x in warnings_for(drifting, [], [], 0.5))
     assert any("high variation" in x for x in warnings_for([100, 130, 70, 110, 90], [], [], 0.1))
+    assert any("2 torch.compile graph break(s)" in x for x in warnings_for(steady, [], [], 0.1, graph_breaks=2))
 
 
 def point(**m):

@@ -108,3 +108,8 @@ def test_shipped_workloads_validate(name):
     w = load_workload(path)
     assert "small" in w.scales
     assert expand(w, "small") and expand(w)
+
+
+def test_max_seconds_below_min_seconds(tmp_path):
+    msg = error_of(write(tmp_path, BASE + "measurement: {min_seconds: 5, max_seconds: 1}\n"))
+    assert "measurement.max_seconds" in msg and "below min_seconds" in msg

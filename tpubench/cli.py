@@ -68,12 +68,20 @@ def run(
 @app.command()
 def validate(workloads: List[Path] = typer.Argument(..., help="Workload YAML files.")):
     """Check workload files without running anything."""
+    from tpubench.models.torch_models import hf_config
     from tpubench.workload import expand, load_workload
 
     console = _console()
     for path in workloads:
         w = load_workload(path)
-        sizes = {name: len(expand(w, name, source=str(path))) for name in ["full", *w.scales]}
+        points = {name: expand(w, name, source=str(path)) for name in ["full", *w.scales]}
+        for scale_points in points.values():
+            try:
+                hf_config(scale_points[0])   # transformers knows the family and accepts the config
+            except UserError as exc:
+                exc.where = str(path)
+                raise
+        sizes = {name: len(p) for name, p in points.items()}
         detail = ", ".join(f"{name}: {n} point{'s' * (n != 1)}" for name, n in sizes.items())
         console.print(f"[green]ok[/green] {path}: {w.name} ({w.model.family}); {detail}")
 
@@ -223,11 +231,7 @@ def _emit(text: str, out: Optional[Path]) -> None:
 def _read(paths: List[Path]):
     from tpubench.results import read_results
 
-    try:
-        results = read_results(paths, warn=_warn_stderr)
-    except FileNotFoundError as exc:
-        raise UserError(str(exc)) from None
-    return results
+    return read_results(paths, warn=_warn_stderr)
 
 
 @app.command()

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from tpubench.errors import UserError
-from tpubench.results import EXPORT_COLUMNS, SCHEMA_VERSION
+from tpubench.results import EXPORT_COLUMNS, SCHEMA_VERSION, readable_by_all
 
 
 def tidy(df):
@@ -21,6 +21,7 @@ def export_table(df, fmt: str, out: str | Path) -> Path:
     table = tidy(df)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=out.suffix, dir=out.parent)
+    readable_by_all(fd)
     os.close(fd)
     try:
         if fmt == "csv":

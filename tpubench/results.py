@@ -7,6 +7,7 @@ is enough to price it later, on any machine.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tpubench.errors import UserError
 
 SCHEMA_VERSION = 1
 
@@ -80,15 +83,31 @@ def write_result(result: RunResult, out_dir: str | Path) -> Path:
         n += 1
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=out)
     try:
+        readable_by_all(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        # os.link fails if target appeared meanwhile, so a concurrent writer never clobbers a file.
-        os.link(tmp, target)
+        try:
+            # os.link fails if the target appeared meanwhile: a concurrent writer never clobbers it.
+            os.link(tmp, target)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EOPNOTSUPP):
+                raise
+            # No hard links on this filesystem (some network mounts): rename still never leaves a
+            # half-written file, and the name was checked as unused just above.
+            os.replace(tmp, target)
     finally:
-        os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return target
+
+
+def readable_by_all(fd: int) -> None:
+    """mkstemp creates files 0600; results are shared data, so give them the umask's mode."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
 
 
 def iter_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
@@ -101,7 +120,7 @@ def iter_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
         elif p.is_file():
             files.append(p)
         else:
-            raise FileNotFoundError(f"{p}: no such file or folder")
+            raise UserError("no such file or folder", where=str(p))
     return files
 
 

@@ -148,16 +148,17 @@ def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
 def _measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter: Reporter,
                    peaks: dict | None) -> RunResult:
     from tpubench.efficiency import roofline_metrics
-    from tpubench.scenarios.generate import make_prompt, measure_generate, summarize_samples
+    from tpubench.scenarios.generate import aggregate_rates, make_prompt, measure_generate, summarize_samples
     from tpubench.validity import assess, warnings_for
 
-    vocab = _vocab_size(point)
+    vocab = _vocab_size(point)  # also where an unknown family or bad config surfaces
     prompt = make_prompt(point.measurement["seed"], point.batch_size, point.input_length, vocab)
     session = be.session(built, point, prompt)
     with session:
         m = measure_generate(session, point, on_phase=reporter.phase)
         on_device = session.on_requested_device()
     metrics = summarize_samples(m.samples)
+    metrics.update(aggregate_rates(metrics, point.batch_size, point.input_length, point.output_length))
     metrics.update({
         "iterations": m.measure_iterations,
         "generated_tokens": m.generated_tokens,
@@ -170,9 +171,10 @@ def _measure_point(be, built, point: RunPoint, base: dict, load_s: float, report
                             measurement=point.measurement, recompiles=m.compile["recompiles_timed"],
                             generated_tokens=m.generated_tokens, expected_tokens=m.expected_tokens,
                             throughput=m.samples["output_tokens_per_s"], on_device=on_device,
-                            exceeds_peak=exceeds_peak)
+                            exceeds_peak=exceeds_peak,
+                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0))
     warns = warnings_for(m.samples["output_tokens_per_s"], m.warmup_samples["e2e_s"], m.samples["e2e_s"],
-                         point.measurement["max_cv"])
+                         point.measurement["max_cv"], graph_breaks=m.compile.get("graph_breaks", 0))
     return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile,
                      samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
                      metrics=metrics, numerics=m.numerics, validity={"valid": valid, "reasons": reasons},
@@ -208,7 +210,11 @@ def _check_memory(be, points: list[RunPoint], source: str) -> dict[str, str]:
     """Points that cannot fit, with the reason; refuse the whole run when none can."""
     too_big: dict[str, str] = {}
     for point in points:
-        needed, available = be.estimate_memory(point)
+        try:
+            needed, available = be.estimate_memory(point)
+        except UserError as exc:  # an unknown family or a config transformers rejects
+            exc.where = exc.where or source
+            raise
         if available is not None and needed > 0.9 * available:
             too_big[point.key()] = (f"does not fit: needs about {needed / GiB:.1f} GiB "
                                     f"({point.dtype} weights, KV cache, activations), {available / GiB:.1f} GiB free "

@@ -15,7 +15,7 @@ SLOW_FIRST_FACTOR = 1.5    # a warm-up iteration this much slower than steady st
 
 def assess(*, iterations: int, measure_s: float, measurement: dict, recompiles: int, generated_tokens: int,
            expected_tokens: int, throughput: Sequence[float], on_device: bool = True,
-           exceeds_peak: bool = False) -> tuple[bool, list[str]]:
+           exceeds_peak: bool = False, recompile_limit_hits: int = 0) -> tuple[bool, list[str]]:
     """(valid, reasons): a run is valid only when every rule holds."""
     reasons = []
     if iterations < measurement["min_iterations"]:
@@ -25,6 +25,9 @@ def assess(*, iterations: int, measure_s: float, measurement: dict, recompiles: 
         reasons.append(f"timed phase lasted {measure_s:.2f} s, under min_seconds={measurement['min_seconds']:g}")
     if recompiles:
         reasons.append(f"{recompiles} recompilation(s) during the timed phase")
+    if recompile_limit_hits:
+        reasons.append("torch.compile hit its recompile limit and runs part of the model eager: "
+                       "not a compiled measurement")
     if generated_tokens != expected_tokens:
         reasons.append(f"generated {generated_tokens} tokens, expected {expected_tokens}")
     cv = _cv(throughput)
@@ -38,9 +41,12 @@ def assess(*, iterations: int, measure_s: float, measurement: dict, recompiles: 
 
 
 def warnings_for(throughput: Sequence[float], warmup_e2e: Sequence[float], e2e: Sequence[float],
-                 max_cv: float) -> list[str]:
-    """Flag, don't hide: outliers, high variation, slow first iterations, drift."""
+                 max_cv: float, graph_breaks: int = 0) -> list[str]:
+    """Flag, don't hide: outliers, high variation, slow first iterations, drift, graph breaks."""
     out = []
+    if graph_breaks:
+        out.append(f"{graph_breaks} torch.compile graph break(s): those parts run eager "
+                   "(TORCH_LOGS=graph_breaks shows where)")
     outliers = mad_outliers(throughput)
     if outliers:
         out.append(f"{len(outliers)} outlier iteration(s) by modified z-score (MAD) at {outliers[:5]}: "

@@ -90,6 +90,13 @@ class Measurement(_Strict):
     max_cv: float = Field(0.10, gt=0)
     seed: int = 0
 
+    @field_validator("max_seconds")
+    @classmethod
+    def _after_min(cls, v, info):
+        if v < info.data.get("min_seconds", 0):
+            raise ValueError(f"max_seconds ({v:g}) is below min_seconds ({info.data['min_seconds']:g})")
+        return v
+
 
 class Workload(_Strict):
     name: str

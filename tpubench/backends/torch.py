@@ -195,9 +195,13 @@ class TorchSession:
         self.decode_positions = [torch.tensor([point.input_length + s], device=dev) for s in range(point.output_length)]
         self.forward = model.forward
         if point.execution_mode == "compile":
+            # Start from empty dynamo caches: otherwise graphs (and dynamic-shape decisions) made
+            # for an earlier point of the sweep would change what this point measures.
+            torch._dynamo.reset()
             options = dict(point.compile_options)
             compile_backend = options.pop("backend", _COMPILE_BACKENDS[self.device])
             self.forward = torch.compile(model.forward, backend=compile_backend, **options)
+        self._dynamo_start = _dynamo_fallbacks()
         self.last_logits = None
         self._inference = torch.inference_mode()
 
@@ -254,6 +258,12 @@ class TorchSession:
             count += int(data[0]) if data else 0
         return count
 
+    def compile_diagnostics(self) -> dict:
+        """Graph breaks and recompile-limit hits since this session began: both leave part of the
+        model running eager under torch.compile, which a 'compile' result must not hide."""
+        now = _dynamo_fallbacks()
+        return {k: now[k] - self._dynamo_start[k] for k in now}
+
     def reset_peak_memory(self) -> None:
         if self.device not in ("cpu", "xla"):
             import torch
@@ -274,6 +284,14 @@ class TorchSession:
         """False when parameters silently stayed on the CPU (a CPU fallback)."""
         param = next(self.model.parameters())
         return self.device == "cpu" or param.device.type != "cpu"
+
+
+def _dynamo_fallbacks() -> dict[str, int]:
+    import torch._dynamo.utils as dynamo_utils
+
+    counters = dynamo_utils.counters
+    limit_hits = sum(n for msg, n in counters["unimplemented"].items() if "recompile limit" in msg.lower())
+    return {"graph_breaks": int(sum(counters["graph_break"].values())), "recompile_limit_hits": int(limit_hits)}
 
 
 def _dist_version(name: str) -> str | None:

@@ -48,17 +48,43 @@ def run_iteration(session, output_length: int, *, capture_first_logits: bool = F
 
 
 def iteration_metrics(stamps: list[float], batch: int, input_length: int) -> dict[str, float]:
-    """Per-iteration figures from one batch's token timestamps (seconds)."""
+    """Per-iteration figures from one batch's token timestamps (seconds).
+
+    With a single output token there is no decode phase: TPOT and decode tokens/s are absent.
+    """
     ttft, e2e, out = stamps[0], stamps[-1], len(stamps)
-    decode_s = e2e - ttft
-    return {
+    figures = {
         "ttft_s": ttft,
         "e2e_s": e2e,
-        "tpot_s": decode_s / (out - 1) if out > 1 else float("nan"),
         "output_tokens_per_s": batch * out / e2e,
         "prefill_tokens_per_s": batch * input_length / ttft,
-        "decode_tokens_per_s": batch * (out - 1) / decode_s if out > 1 and decode_s > 0 else float("nan"),
     }
+    if out > 1:
+        decode_s = e2e - ttft
+        figures["tpot_s"] = decode_s / (out - 1)
+        figures["decode_tokens_per_s"] = batch * (out - 1) / decode_s
+    return figures
+
+
+def aggregate_rates(metrics: dict, batch: int, input_length: int, output_length: int) -> dict[str, float]:
+    """Headline rates as DESIGN.md section 7 defines them: tokens over the mean time, not the
+    mean of per-iteration rates (which runs high). Their 95% CI maps from the time's CI."""
+    out: dict[str, float] = {}
+    rates = [("output_tokens_per_s", batch * output_length, "e2e"),
+             ("prefill_tokens_per_s", batch * input_length, "ttft")]
+    for name, tokens, time_name in rates:
+        mean, lo, hi = (metrics.get(f"{time_name}_{k}_s") for k in ("mean", "ci95_low", "ci95_high"))
+        if mean:
+            out[name] = tokens / mean
+            out[f"{name}_ci95_low"] = tokens / hi if hi and hi > 0 else float("nan")
+            out[f"{name}_ci95_high"] = tokens / lo if lo and lo > 0 else float("nan")
+    tpot = metrics.get("tpot_mean_s")
+    if output_length > 1 and tpot:
+        out["decode_tokens_per_s"] = batch / tpot
+        lo, hi = metrics.get("tpot_ci95_low_s"), metrics.get("tpot_ci95_high_s")
+        out["decode_tokens_per_s_ci95_low"] = batch / hi if hi and hi > 0 else float("nan")
+        out["decode_tokens_per_s_ci95_high"] = batch / lo if lo and lo > 0 else float("nan")
+    return out
 
 
 @dataclass
@@ -90,6 +116,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     on_phase("compile", 1, 1)
 
     warm = []
+    compiled_warm_before = session.compile_count()
     t_warm = time.perf_counter()
     for k in range(m["warmup"]):
         on_phase("warm-up", k, m["warmup"])
@@ -119,19 +146,24 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     recompiles = session.compile_count() - compiled_timed_before
 
     steady_ttft = float(np.median(per_iter["ttft_s"]))
-    steady_step = float(np.median(itl)) if itl else 0.0
+    steady_decode = float(np.median(per_iter["e2e_s"])) - steady_ttft
     first_prefill = first.stamps_s[0]
-    first_decode = first.stamps_s[1] - first.stamps_s[0] if o > 1 else 0.0
-    # The first call per shape pays for compilation (or lazy initialisation in eager mode);
-    # what it took beyond a steady call is charged to compile time.
+    first_decode = first.stamps_s[-1] - first.stamps_s[0]
+    # The first iteration pays for compilation (or lazy initialisation in eager mode), on the
+    # first call of each shape and on any step that recompiles; what its prefill and its whole
+    # decode took beyond a steady iteration is charged to compile time.
     compile_info = {
-        "mode": point.execution_mode,
+        "mode": getattr(session, "compile_mode", point.execution_mode),
         "graphs_compiled_first_call": graphs_first,
         "recompiles_timed": recompiles,
         "prefill_first_call_s": first_prefill,
-        "decode_first_call_s": first_decode,
+        "decode_first_iteration_s": first_decode,
         "prefill_compile_s": max(0.0, first_prefill - steady_ttft),
-        "decode_compile_s": max(0.0, first_decode - steady_step),
+        "decode_compile_s": max(0.0, first_decode - steady_decode),
+        # A shape can compile again on its second call (dynamic-shape recompiles): warm-up absorbs it.
+        "graphs_compiled_warmup": compiled_timed_before - compiled_warm_before,
+        "warmup_compile_s": max(0.0, warmup_s - len(warm) * (steady_ttft + steady_decode)),
+        **getattr(session, "compile_diagnostics", dict)(),
     }
     # Ahead-of-time compilation (JAX) happens before the first call and is timed by the session.
     for key, seconds in getattr(session, "aot_compile", {}).items():
