@@ -72,3 +72,14 @@ def test_torch_compile_counts_graphs_and_no_timed_recompiles(tmp_path, tiny_work
     assert r.compile["graph_breaks"] == 0 and r.compile["recompile_limit_hits"] == 0
     assert r.timing["compile_s"] > 0 and math.isfinite(r.timing["compile_s"])
     assert r.validity.valid, r.validity.reasons
+
+
+def test_tpu_name_from_the_vm_when_the_runtime_gives_none(monkeypatch):
+    from tpubench.accelerators import normalize_accelerator
+    from tpubench.backends.torch import TorchBackend
+
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
+    name = TorchBackend("tpu").accelerator_name()
+    assert name == "TPU v5litepod" and normalize_accelerator(name, "tpu") == "TPU v5e"
+    monkeypatch.delenv("TPU_ACCELERATOR_TYPE")
+    assert TorchBackend("neuron").accelerator_name() == "NEURON"

@@ -8,6 +8,7 @@ torch.compile backend name, memory reporting and compile counting. Everything el
 from __future__ import annotations
 
 import importlib.util
+import os
 import platform
 import resource
 from typing import Any
@@ -90,7 +91,12 @@ class TorchBackend:
         try:
             return str(mod.get_device_name(0))
         except Exception:  # not every out-of-tree device module offers get_device_name
-            return self.device.upper()
+            pass
+        # TPU VMs name their slice type (e.g. v6e-8, v5litepod-4): enough to price and roofline it.
+        tpu_type = os.environ.get("TPU_ACCELERATOR_TYPE", "") if self.device in ("tpu", "xla") else ""
+        if tpu_type:
+            return f"TPU {tpu_type.split('-')[0]}"
+        return self.device.upper()
 
     def torch_device(self):
         import torch
