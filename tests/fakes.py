@@ -28,13 +28,14 @@ def install_clock(monkeypatch) -> FakeClock:
 class ScriptedSession:
     """Prefill call i takes prefill_s[i] seconds (the last value repeats); each decode step decode_s.
 
-    Prefill's greedy token is 9, decode step s yields s % vocab; first-step logits are 0..vocab-1.
+    Prefill call numbers in `compiling_calls` count as one compiled graph each. Prefill's greedy token is 9, decode step s yields s % vocab; first-step logits are 0..vocab-1.
     """
 
     identical_weights = True
 
-    def __init__(self, clock, batch, prefill_s=(1.0, 0.1), decode_s=0.01, vocab=10):
+    def __init__(self, clock, batch, prefill_s=(1.0, 0.1), decode_s=0.01, vocab=10, compiling_calls=(1,)):
         self.clock, self.batch, self.vocab = clock, batch, vocab
+        self.compiling_calls = set(compiling_calls)   # prefill calls (1-based) that "compile" a graph
         self.prefill_s, self.decode_s = list(prefill_s), decode_s
         self.calls = 0
         self.fences = 0
@@ -57,7 +58,7 @@ class ScriptedSession:
         self.fences += 1
 
     def compile_count(self):
-        return 1 if self.calls else 0
+        return sum(1 for c in self.compiling_calls if c <= self.calls)
 
     def peak_memory_bytes(self):
         return 123

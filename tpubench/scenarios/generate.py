@@ -144,6 +144,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
             break
     measure_s = time.perf_counter() - start
     recompiles = session.compile_count() - compiled_timed_before
+    graphs_warm = compiled_timed_before - compiled_warm_before
 
     steady_ttft = float(np.median(per_iter["ttft_s"]))
     steady_decode = float(np.median(per_iter["e2e_s"])) - steady_ttft
@@ -160,9 +161,10 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
         "decode_first_iteration_s": first_decode,
         "prefill_compile_s": max(0.0, first_prefill - steady_ttft),
         "decode_compile_s": max(0.0, first_decode - steady_decode),
-        # A shape can compile again on its second call (dynamic-shape recompiles): warm-up absorbs it.
-        "graphs_compiled_warmup": compiled_timed_before - compiled_warm_before,
-        "warmup_compile_s": max(0.0, warmup_s - len(warm) * (steady_ttft + steady_decode)),
+        # A shape can compile again on its second call (dynamic-shape recompiles): warm-up absorbs
+        # it, and then its excess over steady state is compile time (otherwise it is only noise).
+        "graphs_compiled_warmup": graphs_warm,
+        "warmup_compile_s": max(0.0, warmup_s - len(warm) * (steady_ttft + steady_decode)) if graphs_warm else 0.0,
         **getattr(session, "compile_diagnostics", dict)(),
     }
     # Ahead-of-time compilation (JAX) happens before the first call and is timed by the session.
