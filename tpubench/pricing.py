@@ -148,32 +148,34 @@ def _check_header(path: Path, header_line: int, header: list[str]) -> None:
         raise UserError(f"no price column; add at least one of {', '.join(PLANS)}", where=where)
 
 
-def _parse_positive_price(text: str, where: str, field: str) -> float | None:
+def _parse_number(text: str, where: str, field: str, what: str) -> float | None:
+    """None for an empty cell, else a finite float; anything else names file, row and column."""
     text = text.strip()
     if not text:
         return None
     try:
         value = float(text)
     except ValueError:
-        raise UserError(f"'{text}' is not a number (USD per instance-hour)", where=where, field=field) from None
-    if not math.isfinite(value) or value <= 0:
-        raise UserError(f"price must be a positive number of USD per instance-hour, got {text} "
+        raise UserError(f"'{text}' is not a number ({what})", where=where, field=field) from None
+    if not math.isfinite(value):
+        raise UserError(f"'{text}' is not a finite number ({what})", where=where, field=field)
+    return value
+
+
+def _parse_positive_price(text: str, where: str, field: str) -> float | None:
+    value = _parse_number(text, where, field, "USD per instance-hour")
+    if value is not None and value <= 0:
+        raise UserError(f"price must be a positive number of USD per instance-hour, got {text.strip()} "
                         "(leave the cell empty when a plan is not offered)", where=where, field=field)
     return value
 
 
 def _parse_chips(text: str, where: str) -> int | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UserError(f"'{text}' is not a number of chips", where=where, field="chips_per_instance") from None
-    if not math.isfinite(value) or value < 1 or value != int(value):
-        raise UserError(f"chips per instance must be a whole number >= 1, got {text}",
+    value = _parse_number(text, where, "chips_per_instance", "chips")
+    if value is not None and (value < 1 or value != int(value)):
+        raise UserError(f"chips per instance must be a whole number >= 1, got {text.strip()}",
                         where=where, field="chips_per_instance")
-    return int(value)
+    return None if value is None else int(value)
 
 
 def _parse_as_of(text: str, where: str, today: date) -> str:

@@ -23,7 +23,6 @@ _PACKAGES = {
 }
 _COMPILE_BACKENDS = {"cpu": "inductor", "cuda": "inductor", "mps": "inductor", "tpu": "tpu",
                      "neuron": "neuron", "xla": "openxla"}
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
 # device gets bit-identical weights and numerics fingerprints are comparable across devices.
 _HOST_INIT_LIMIT_BYTES = 2 << 30

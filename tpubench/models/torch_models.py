@@ -6,8 +6,8 @@ import functools
 import json
 
 from tpubench.errors import UserError
+from tpubench.roofline import bytes_per_element
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def hf_config(point):
@@ -43,7 +43,7 @@ def parameter_count(point) -> int:
 
 
 def weight_bytes(point) -> int:
-    return parameter_count(point) * DTYPE_BYTES[point.dtype]
+    return parameter_count(point) * bytes_per_element(point.dtype)
 
 
 def full_config(point) -> dict:
@@ -61,7 +61,7 @@ def estimate_bytes(point) -> int:
 
     shape = ModelShape.from_config(point.family, full_config(point))
     b, length = point.batch_size, point.input_length + point.output_length
-    elt = DTYPE_BYTES[point.dtype]
+    elt = bytes_per_element(point.dtype)
     kv = kv_cache_bytes(shape, b, length, elt)
     # Prefill keeps a few hidden-sized tensors per token alive, plus the MLP's intermediate
     # activations (its weights per token over the hidden size: about 3x the MLP width).
