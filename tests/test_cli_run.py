@@ -59,8 +59,11 @@ def test_run_tiny_scale_end_to_end(tmp_path, tiny_workload, monkeypatch, capsys)
     assert a.numerics["greedy_tokens"] == b.numerics["greedy_tokens"]
     assert a.numerics["logits_sample"] == pytest.approx(b.numerics["logits_sample"], abs=1e-6)
 
+    # The same point measured twice: load_results keeps the latest run (keep="all" keeps both).
     df = load_results(tmp_path)
-    assert len(df) == 2
+    assert len(df) == 1 and df["older_runs"].tolist() == [1] and df.attrs["older_runs_left_out"] == 1
+    assert df["file"].iloc[0] == str(sorted(tmp_path.glob("*.json"))[-1])
+    assert len(load_results(tmp_path, keep="all")) == 2
     assert {"ttft_p50_s", "tpot_p99_s", "output_tokens_per_s", "accelerator", "chips", "valid"} <= set(df.columns)
 
 
@@ -69,6 +72,10 @@ def test_full_scale_sweep_and_never_overwrite(tmp_path, tiny_workload, monkeypat
     files = sorted(tmp_path.glob("*.json"))
     assert len(files) == 2
     assert sorted(read_result(f).point["batch_size"] for f in files) == [1, 2]
+    # Both points share one model: the second reuses it, says so, and spends no load time.
+    df = load_results(tmp_path).sort_values("batch_size")
+    assert df["model_reused"].tolist() == [False, True]
+    assert df["load_s"].iloc[0] > 0 and df["load_s"].iloc[1] == 0
 
 
 def test_load_results_skips_corrupt_file(tmp_path, tiny_workload, monkeypatch, capsys):
@@ -100,7 +107,9 @@ def test_bad_inputs_exit_2_one_line(tmp_path, tiny_workload, monkeypatch, capsys
 
 def test_model_too_big_is_refused(tmp_path, tiny_workload, monkeypatch, capsys):
     huge = tmp_path / "huge.yaml"
-    huge.write_text(tiny_workload.read_text().replace("vocab_size: 64", "vocab_size: 40000000000"))
+    # Within every size bound, but two 8M x 131072 embedding tables are terabytes.
+    huge.write_text(tiny_workload.read_text().replace("vocab_size: 64", "vocab_size: 8000000")
+                    .replace("hidden_size: 32", "hidden_size: 131072"))
     code, out, err = cli(monkeypatch, capsys, "run", str(huge), "--scale", "full", "--out", str(tmp_path / "r"))
     assert code == 2 and "does not fit" in err and "GiB" in err
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("*.json"))

@@ -1,4 +1,6 @@
-"""notebooks/analysis.ipynb runs top to bottom against the committed results/ (as CI runs it).
+"""notebooks/analysis.ipynb runs top to bottom on the committed results/ (as CI runs it), here on a
+copy of them in which some points were measured again (TPUBENCH_RESULTS points the notebook at it),
+so one run checks both the notebook and that repeated points are counted once.
 
 The notebook is executed with nbclient on a `python3` kernel that is *this* interpreter: a
 kernelspec pointing at sys.executable is written into a temporary JUPYTER_PATH, which Jupyter
@@ -15,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from helpers_repeats import REPO_RESULTS, repo_results_with_repeats
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -57,11 +61,19 @@ def _text(output) -> str:
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """The notebook after a full run (once for the module), and the run's wall time."""
+def repeats(tmp_path_factory) -> dict:
+    """A copy of results/ with 3 older runs of 2 points added (helpers_repeats), and its counts."""
+    folder = tmp_path_factory.mktemp("results-repeated")
+    return {"path": folder, **repo_results_with_repeats(folder)}
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory, repeats):
+    """The notebook after a full run on `repeats` (once for the module), and the run's wall time."""
     tmp_path = tmp_path_factory.mktemp("nb")
     with pytest.MonkeyPatch.context() as monkeypatch:
         _venv_kernel(tmp_path, monkeypatch)
+        monkeypatch.setenv("TPUBENCH_RESULTS", str(repeats["path"]))
         nb = nbformat.read(NOTEBOOK, as_version=4)
         nb.cells.append(nbformat.v4.new_code_cell(PROBE, id="test-probe"))
         client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
@@ -114,3 +126,37 @@ def test_notebook_budget_section_has_output(executed):
     assert "monthly_usd" in text
     assert "Options, cheapest first" in text       # render_budget's markdown
     assert "n2-standard-48" in text
+
+
+def _cell(nb, cell_id: str):
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+def test_notebook_counts_repeated_points_once(executed, repeats):
+    nb, _ = executed
+    points, left_out = repeats["originals"], repeats["left_out"]
+    text = "".join(_text(o) for o in _outputs(_cell(nb, "code-02")))
+    assert f"results: {repeats['path']}" in text          # TPUBENCH_RESULTS was read
+    loaded = "".join(_text(o) for o in _outputs(_cell(nb, "code-04")))
+    assert f"{points} measured points" in loaded
+    assert f"{left_out} older run(s) of points measured again left out" in loaded
+    runs_cells = [c for c in nb.cells if "repeats" in c.get("metadata", {}).get("tags", [])]
+    assert len(runs_cells) == 1 and 'keep="all"' in runs_cells[0].source
+    runs = "".join(_text(o) for o in _outputs(runs_cells[0]))
+    assert (f"{repeats['files']} result files for {points} measured points; "
+            f"{repeats['repeated_points']} point(s) measured more than once") in runs
+
+
+def test_notebook_reads_the_committed_results_unless_told_otherwise(monkeypatch, capsys):
+    """The setup cell alone, in this process (no kernel): RESULTS defaults to the repo's results/."""
+    pytest.importorskip("IPython")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    setup = _cell(nb, "code-02")
+    monkeypatch.chdir(NOTEBOOK.parent)
+    monkeypatch.delenv("TPUBENCH_RESULTS", raising=False)
+    namespace: dict = {}
+    exec(compile(setup.source, "code-02", "exec"), namespace)
+    assert namespace["RESULTS"] == REPO_RESULTS
+    monkeypatch.setenv("TPUBENCH_RESULTS", str(REPO_RESULTS / "missing"))
+    with pytest.raises(AssertionError, match="no results folder"):
+        exec(compile(setup.source, "code-02", "exec"), {})

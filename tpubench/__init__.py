@@ -5,11 +5,15 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "load_results"]
 
 
-def load_results(paths, *, warn=None):
+def load_results(paths, *, warn=None, keep="latest"):
     """Load result files or folders into a tidy pandas DataFrame, one row per run point.
+
+    A point measured several times counts once: keep="latest" (the default) keeps its most recent
+    result, keep="all" every file; the `older_runs` column and df.attrs["older_runs_left_out"] say
+    how many older runs there are (see tpubench.results.load_results).
 
     Imported lazily so that `import tpubench` stays cheap (no pandas, torch or jax).
     """
     from tpubench.results import load_results as _load
 
-    return _load(paths, warn=warn)
+    return _load(paths, warn=warn, keep=keep)

@@ -46,6 +46,8 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="Skip points already measured in --out for this environment."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume, measure failed points again."),
     price: bool = typer.Option(True, "--price/--no-price", help="Print what the run costs per token."),
+    max_points: Optional[int] = typer.Option(None, "--max-points", min=1,
+                                             help="Refuse sweeps with more points than this (default 10,000)."),
 ):
     """Measure every point of a workload's sweep and write one result file per point."""
     from tpubench.console import RichReporter, render_run_table
@@ -54,7 +56,8 @@ def run(
     console = _console()
     with RichReporter(console) as reporter:
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
-                             resume=resume, retry_failed=retry_failed, reporter=reporter)
+                             resume=resume, retry_failed=retry_failed, reporter=reporter,
+                             **({"max_points": max_points} if max_points else {}))
     render_run_table(console, outcomes)
     if price:
         from tpubench.console import render_run_cost
@@ -66,24 +69,25 @@ def run(
 
 
 @app.command()
-def validate(workloads: List[Path] = typer.Argument(..., help="Workload YAML files.")):
-    """Check workload files without running anything."""
-    from tpubench.models.torch_models import hf_config
-    from tpubench.workload import expand, load_workload
+def validate(
+    workloads: List[Path] = typer.Argument(..., help="Workload YAML files."),
+    max_points: Optional[int] = typer.Option(None, "--max-points", min=1,
+                                             help="Refuse sweeps with more points than this (default 10,000)."),
+):
+    """Check workload files without running anything (nor importing torch or transformers)."""
+    from tpubench.models.config_check import covered_family
+    from tpubench.workload import check_sweep_size, load_workload, scale_names
 
     console = _console()
     for path in workloads:
-        w = load_workload(path)
-        points = {name: expand(w, name, source=str(path)) for name in ["full", *w.scales]}
-        for scale_points in points.values():
-            try:
-                hf_config(scale_points[0])   # transformers knows the family and accepts the config
-            except UserError as exc:
-                exc.where = str(path)
-                raise
-        sizes = {name: len(p) for name, p in points.items()}
-        detail = ", ".join(f"{name}: {n} point{'s' * (n != 1)}" for name, n in sizes.items())
-        console.print(f"[green]ok[/green] {path}: {w.name} ({w.model.family}); {detail}")
+        w = load_workload(path)   # schema, names, family and every scale's model config values
+        limit = {"max_points": max_points} if max_points else {}
+        sizes = {name: check_sweep_size(w, name, source=str(path), **limit) for name in scale_names(w)}
+        detail = ", ".join(f"{name}: {n:,} point{'s' * (n != 1)}" for name, n in sizes.items())
+        console.print(f"[green]ok[/green] {escape(str(path))}: {w.name} ({w.model.family}); {detail}")
+        if not covered_family(w.model.family):
+            _warn_stderr(f"{path}: tpubench's config table does not cover '{w.model.family}': its model.config "
+                         "keys are checked by transformers when the model is built")
 
 
 @app.command()
@@ -121,12 +125,15 @@ def report(
     region: Optional[str] = typer.Option(None, "--region"),
     instance: Optional[str] = typer.Option(None, "--instance"),
     what_if: Optional[str] = typer.Option(None, "--what-if-instance", help="Price every result as this instance."),
+    all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
+                                                            "(default: only the latest per point)."),
 ):
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
     from tpubench.report import build_report, render
 
     data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
-                        region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr)
+                        region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
+                        keep="all" if all_runs else "latest")
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
@@ -150,13 +157,18 @@ def budget(
     region: Optional[str] = typer.Option(None, "--region"),
     fmt: str = typer.Option("md", "--format", "-f", help="md or csv."),
     out: Optional[Path] = typer.Option(None, "--out", "-o"),
+    all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
+                                                            "(default: only the latest per point)."),
 ):
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking."""
     from tpubench.budget import plan_budget
     from tpubench.report import render_budget
+    from tpubench.report.data import older_runs_note
     from tpubench.results import load_results
 
-    df = load_results(paths, warn=_warn_stderr)
+    df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest")
+    if df.attrs.get("older_runs_left_out"):
+        _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
     result = plan_budget(df, _load_prices(prices, discount), tokens_per_day=tokens_per_day,
                          output_share=output_share, peak_factor=peak_factor,
                          slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
@@ -268,12 +280,17 @@ def export(
     paths: List[Path] = typer.Argument(..., help="Result files or folders."),
     to: str = typer.Option("csv", "--to", help="csv or parquet."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (default: results.<format>)."),
+    all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
+                                                            "(default: only the latest per point)."),
 ):
     """Write the tidy table (one row per run point, stable columns) for spreadsheets and notebooks."""
     from tpubench.export import export_table
+    from tpubench.report.data import older_runs_note
     from tpubench.results import load_results
 
-    df = load_results(paths, warn=_warn_stderr)
+    df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest")
+    if df.attrs.get("older_runs_left_out"):
+        _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
     target = export_table(df, to, out or Path(f"results.{to}"))
     _console().print(f"wrote {len(df)} row(s) to {target}")
 

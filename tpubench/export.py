@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from tpubench.csv_safety import neutralize_frame
 from tpubench.errors import UserError
 from tpubench.results import EXPORT_COLUMNS, SCHEMA_VERSION, readable_by_all
 
@@ -25,7 +26,7 @@ def export_table(df, fmt: str, out: str | Path) -> Path:
     os.close(fd)
     try:
         if fmt == "csv":
-            table.to_csv(tmp, index=False)
+            neutralize_frame(table).to_csv(tmp, index=False)
         elif fmt == "parquet":
             try:
                 import pyarrow  # noqa: F401

@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from tpubench.accelerators import CPU_ARM, CPU_X86, normalize_accelerator  # noqa: F401 (re-exported)
+from tpubench.csv_safety import neutralize_frame
 from tpubench.errors import UserError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -340,7 +341,7 @@ def prices_wide(prices: pd.DataFrame) -> pd.DataFrame:
 
 def write_price_csv(wide: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
-    wide.to_csv(path, index=False, float_format="%.6g")
+    neutralize_frame(wide).to_csv(path, index=False, float_format="%.6g")
     return path
 
 

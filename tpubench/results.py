@@ -45,6 +45,8 @@ class RunResult(BaseModel):
     started_at: str = ""
     finished_at: str = ""
     timing: dict[str, float] = Field(default_factory=dict)     # load_s, compile_s, warmup_s, measure_s
+    # True when the point ran on the model the previous point built (its load_s is then 0).
+    model_reused: bool = False
     compile: dict[str, Any] = Field(default_factory=dict)      # per-shape compile seconds, recompiles
     samples: dict[str, list[float]] = Field(default_factory=dict)
     metrics: dict[str, float | int | None] = Field(default_factory=dict)
@@ -192,6 +194,7 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     }
     for key, value in result.timing.items():
         row[key] = value
+    row["model_reused"] = result.model_reused
     for key, value in result.metrics.items():
         row[key] = math.nan if value is None else value
     return row
@@ -220,16 +223,78 @@ def _metric_columns() -> list[str]:
 # The stable column set of `tpubench export` (schema_version 1): new columns are only ever added.
 EXPORT_COLUMNS = BASE_COLUMNS + ["load_s", "compile_s", "first_iteration_s", "warmup_s", "measure_s",
                                  "iterations", "generated_tokens", "peak_memory_bytes",
-                                 "output_tokens_per_s_ci95_rel"] + _metric_columns()
+                                 "output_tokens_per_s_ci95_rel"] + _metric_columns() + ["model_reused",
+                                                                                      "older_runs"]
 
 
-def load_results(paths, *, warn: Callable[[str], None] | None = None):
-    """A tidy pandas DataFrame, one row per run point (failed points included, status='failed')."""
+# What `load_results(keep=...)` accepts, and what makes two result files the same measurement: the
+# run point, the environment (hash of backend, device and versions), the backend and the device.
+KEEP_CHOICES = ("latest", "all")
+SAME_POINT_KEYS = ("point_key", "environment_key", "backend", "device")
+
+
+def check_keep(keep: str) -> None:
+    if keep not in KEEP_CHOICES:
+        raise UserError(f"must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}", field="keep")
+
+
+def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest"):
+    """A tidy pandas DataFrame, one row per run point (failed points included, status='failed').
+
+    A point measured more than once (several files with the same `point_key`, `environment_key`,
+    backend and device) is counted once by default:
+
+    - `keep="latest"` keeps only its most recent result: the latest `started_at` (a missing or
+      unreadable time counts as oldest), ties broken by file name, then by full path.
+    - `keep="all"` keeps every file.
+
+    Every row has an int column `older_runs`: how many results of the same point and environment
+    are older than this one (in the order above). With keep="latest" that is the number of runs
+    left out for the row (0 for a point measured once; runs per point = older_runs + 1); with
+    keep="all" it numbers a point's runs from 0 (the oldest) to n - 1 (the latest, which has the
+    same value as under keep="latest"). `df.attrs["older_runs_left_out"]` is the total number of rows left out (0 for
+    keep="all"). Any other `keep` raises UserError.
+    """
     import pandas as pd
 
-    rows = [flatten(r, str(f)) for f, r in read_results(paths, warn=warn)]
+    check_keep(keep)
+    loaded = read_results(paths, warn=warn)
+    rows = [flatten(r, str(f)) for f, r in loaded]
     df = pd.DataFrame(rows)
     if df.empty:
-        return pd.DataFrame(columns=BASE_COLUMNS)
+        df = pd.DataFrame(columns=BASE_COLUMNS).assign(older_runs=pd.Series(dtype="int64"))
+        df.attrs["older_runs_left_out"] = 0
+        return df
+    older, newer = _run_order(df, [r.environment_key for _, r in loaded], [f.name for f, _ in loaded])
+    df["older_runs"] = older
+    left_out = 0
+    if keep == "latest":
+        latest = newer == 0
+        left_out = int(len(df) - latest.sum())
+        if left_out:
+            df = df[latest].reset_index(drop=True)
     extra = sorted(c for c in df.columns if c not in BASE_COLUMNS)
-    return df[[c for c in BASE_COLUMNS if c in df.columns] + extra]
+    df = df[[c for c in BASE_COLUMNS if c in df.columns] + extra]
+    df.attrs["older_runs_left_out"] = left_out
+    return df
+
+
+def _run_order(df, environment_keys: list[str], names: list[str]):
+    """Per row, (results of the same point older than it, results newer than it), as int
+    arrays aligned with `df`: one stable sort by time and a groupby, no per-group Python."""
+    import numpy as np
+    import pandas as pd
+
+    started = pd.to_datetime(df["started_at"], utc=True, errors="coerce", format="ISO8601")
+    order = pd.DataFrame({"point_key": df["point_key"].to_numpy(), "environment_key": environment_keys,
+                          "backend": df["backend"].to_numpy(), "device": df["device"].to_numpy(),
+                          "started": started.dt.tz_convert(None).to_numpy(), "name": names,
+                          "file": df["file"].to_numpy()})
+    order = order.sort_values(["started", "name", "file"], na_position="first", kind="stable")
+    groups = order.groupby(list(SAME_POINT_KEYS), sort=False, dropna=False)
+    older = np.empty(len(df), dtype=np.int64)
+    newer = np.empty(len(df), dtype=np.int64)
+    positions = order.index.to_numpy()
+    older[positions] = groups.cumcount().to_numpy()
+    newer[positions] = groups.cumcount(ascending=False).to_numpy()
+    return older, newer

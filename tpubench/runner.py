@@ -19,7 +19,8 @@ from tpubench.efficiency import peaks_for
 from tpubench.environment import environment_key, host_environment
 from tpubench.errors import UserError
 from tpubench.results import RunResult, now_iso, read_results, write_result
-from tpubench.workload import FULL_SCALE, RunPoint, expand, load_workload
+from tpubench.workload import (FULL_SCALE, MAX_POINTS, RunPoint, check_sweep_size, expand, load_workload,
+                               scale_names)
 
 SMALL_SCALE = "small"
 GiB = 1 << 30
@@ -73,16 +74,19 @@ def choose_scale(workload, requested: str | None, on_accelerator: bool) -> tuple
 
 def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str | None = None,
               scale: str | None = None, out_dir: str | Path = "results", resume: bool = False,
-              retry_failed: bool = False, reporter: Reporter | None = None) -> list[PointOutcome]:
+              retry_failed: bool = False, reporter: Reporter | None = None,
+              max_points: int = MAX_POINTS) -> list[PointOutcome]:
     reporter = reporter or SilentReporter()
     workload = load_workload(workload_path)
+    for name in scale_names(workload):   # an absurd sweep is refused before touching any device
+        check_sweep_size(workload, name, source=str(workload_path), max_points=max_points)
     device = device or default_device(backend)
     be = get_backend(backend, device)
     require_available(be)
     scale, note = choose_scale(workload, scale, on_accelerator=_on_accelerator(be))
     if note:
         reporter.note(note)
-    points = expand(workload, scale, source=str(workload_path))
+    points = expand(workload, scale, source=str(workload_path), max_points=max_points)
 
     env, peaks = _environment(be, points)
     env_key = environment_key(be.name, be.device, env)
@@ -107,9 +111,9 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
             if point.key() in too_big:
                 raise MemoryError(too_big[point.key()])
             model_key = _model_identity(point)
-            load_s = 0.0
-            if model_key != built_key:
-                built = None
+            load_s, reused = 0.0, model_key == built_key
+            if not reused:
+                built, built_key = None, None   # a failed build must not be "reused" by the next point
                 gc.collect()
                 reporter.phase("load", 0, 1)
                 t = time.perf_counter()
@@ -117,6 +121,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                 load_s = time.perf_counter() - t
                 built_key = model_key
             result = _measure_point(be, built, point, base, load_s, reporter, peaks.get(point.dtype))
+            result.model_reused = reused
         except KeyboardInterrupt:
             raise
         except Exception as exc:  # a failed point is data, not a crash: record it and go on

@@ -11,6 +11,8 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -24,6 +26,17 @@ Dtype = Literal["float32", "bfloat16", "float16"]
 ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm"]
 ExecutionMode = Literal["eager", "compile"]
 FULL_SCALE = "full"
+# Sweeps above this many points are refused before any per-point work (`--max-points` raises it).
+MAX_POINTS = 10_000
+# Names travel into file names, CSV cells and HTML: letters, digits, '.', '_' and '-' only.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _safe_name(value: str) -> str:
+    if not _SAFE_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return value
 
 
 class _Strict(BaseModel):
@@ -107,11 +120,15 @@ class Workload(_Strict):
     execution: Execution = Execution()
     measurement: Measurement = Measurement()
 
+    _name_is_safe = field_validator("name")(classmethod(lambda cls, v: _safe_name(v)))
+
     @field_validator("scales")
     @classmethod
     def _no_full(cls, v):
         if FULL_SCALE in v:
             raise ValueError(f"'{FULL_SCALE}' is the architecture under model.config; name scales otherwise")
+        for name in v:
+            _safe_name(name)
         return v
 
 
@@ -177,13 +194,36 @@ def load_workload(path: str | Path) -> Workload:
     if not isinstance(data, dict):
         raise UserError(f"expected a mapping at the top level, found {type(data).__name__}", where=str(path))
     try:
-        return Workload.model_validate(data)
+        workload = Workload.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
-        line = _line_of(root, loc)
-        where = f"{path}:{line}" if line else str(path)
-        raise UserError(_explain(err, loc), where=where, field=_dotted(loc) or None) from None
+        raise _user_error(path, root, loc, _explain(err, loc)) from None
+    _check_model(workload, path, root)
+    return workload
+
+
+def _user_error(path: Path, root, loc: tuple, message: str) -> UserError:
+    line = _line_of(root, loc)
+    where = f"{path}:{line}" if line else str(path)
+    return UserError(message, where=where, field=_dotted(loc) or None)
+
+
+def _check_model(workload: Workload, path: Path, root) -> None:
+    """The family and every scale's resolved config values, against the table of transformers'
+    config classes (no transformers import: see models/config_check.py)."""
+    from tpubench.models.config_check import ConfigProblem, check_model_config, family_problem
+
+    problem = family_problem(workload.model.family)
+    if problem:
+        raise _user_error(path, root, ("model", "family"), problem)
+    for scale in scale_names(workload):
+        own = workload.scales[scale].config if scale != FULL_SCALE else {}
+        try:
+            check_model_config(workload.model.family, {**workload.model.config, **own})
+        except ConfigProblem as exc:
+            prefix = ("scales", scale, "config") if exc.path[0] in own else ("model", "config")
+            raise _user_error(path, root, prefix + exc.path, exc.message) from None
 
 
 def _dotted(loc: tuple) -> str:
@@ -205,7 +245,7 @@ def _explain(err: dict, loc: tuple) -> str:
         return f"unknown key '{key}'{hint}"
     if kind == "missing":
         return "required field is missing"
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
     if "input" in err and kind not in ("missing",):
         msg = f"{msg} (got {err['input']!r})"
     return msg
@@ -265,17 +305,16 @@ def scale_names(workload: Workload) -> list[str]:
     return [FULL_SCALE, *workload.scales]
 
 
-def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "") -> list[RunPoint]:
-    """Resolve a scale and expand every list-valued axis into run points (cartesian product)."""
+def sweep_axes(workload: Workload, scale: str = FULL_SCALE, *, source: str = "") -> dict[str, list]:
+    """Every sweep axis of one scale with its values (a scalar is an axis of one value)."""
     if scale != FULL_SCALE and scale not in workload.scales:
         known = ", ".join(scale_names(workload))
         raise UserError(f"unknown scale '{scale}' (this workload has: {known})", where=source or None, field="scales")
     spec = workload.scales.get(scale, ScaleSpec())
-    config = {**workload.model.config, **spec.config}
     dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
     scen = workload.scenario
     over = spec.scenario or ScenarioOverride()
-    axes = {
+    return {
         "dtype": _as_list(dtypes),
         "experts_implementation": _as_list(workload.model.experts_implementation),
         "batch_size": _as_list(over.batch_size or scen.batch_size),
@@ -283,6 +322,32 @@ def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "") -> 
         "output_length": _as_list(over.output_length or scen.output_length),
         "execution_mode": _as_list(workload.execution.mode),
     }
+
+
+def count_points(workload: Workload, scale: str = FULL_SCALE, *, source: str = "") -> int:
+    return math.prod(len(v) for v in sweep_axes(workload, scale, source=source).values())
+
+
+def check_sweep_size(workload: Workload, scale: str = FULL_SCALE, *, source: str = "",
+                     max_points: int = MAX_POINTS) -> int:
+    """The number of points of one scale; a UserError naming the axes when it exceeds `max_points`."""
+    axes = sweep_axes(workload, scale, source=source)
+    n = math.prod(len(v) for v in axes.values())
+    if n > max_points:
+        sizes = " x ".join(f"{name} {len(values)}" for name, values in axes.items() if len(values) > 1)
+        raise UserError(f"the sweep of scale '{scale}' has {n:,} points ({sizes}), above the limit of "
+                        f"{max_points:,}; shorten an axis or raise the limit with --max-points",
+                        where=source or None, field="scenario")
+    return n
+
+
+def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "",
+           max_points: int = MAX_POINTS) -> list[RunPoint]:
+    """Resolve a scale and expand every list-valued axis into run points (cartesian product)."""
+    check_sweep_size(workload, scale, source=source, max_points=max_points)
+    axes = sweep_axes(workload, scale, source=source)
+    spec = workload.scales.get(scale, ScaleSpec())
+    config = {**workload.model.config, **spec.config}
     points = []
     for combo in itertools.product(*axes.values()):
         values = dict(zip(axes, combo))

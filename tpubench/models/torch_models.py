@@ -21,8 +21,10 @@ def hf_config(point):
                         field="model.family") from None
     try:
         return config_class(**point.model_config)
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"transformers rejected the config: {exc}", field="model.config") from None
+    except Exception as exc:  # noqa: BLE001 - whatever transformers raises about a config is bad input
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise UserError(f"transformers rejected the config ({type(exc).__name__}): {first}",
+                        field="model.config") from None
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,10 +1,12 @@
 """CSV for spreadsheets: every priced row (all columns, seconds and USD), then every unpriced
-result with its reason, so no result silently disappears."""
+result with its reason, so no result silently disappears. Text cells a spreadsheet would run as a
+formula are neutralised (tpubench.csv_safety)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from tpubench.csv_safety import neutralize_frame
 from tpubench.report.data import ReportData
 
 
@@ -15,9 +17,9 @@ def render_csv(data: ReportData) -> str:
     table = pd.concat(frames, ignore_index=True) if frames else priced
     front = ["priced", "unpriced_reason"]
     table = table[front + [c for c in table.columns if c not in front]]
-    return table.to_csv(index=False, float_format="%.6g")
+    return neutralize_frame(table).to_csv(index=False, float_format="%.6g")
 
 
 def render_budget_csv(result) -> str:
     """The ranked options of a BudgetResult, one row per platform x plan."""
-    return result.options.to_csv(index=False, float_format="%.6g")
+    return neutralize_frame(result.options).to_csv(index=False, float_format="%.6g")

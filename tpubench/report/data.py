@@ -42,6 +42,12 @@ class ReportData:
                 "unpriced": len(self.unpriced)}
 
 
+def older_runs_note(left_out: int) -> str:
+    """The line reports and the budget show when load_results(keep="latest") left runs out."""
+    return (f"{left_out} older result(s) of points measured again were left out (the latest per point "
+            "and environment is kept; --all-runs keeps them)")
+
+
 def summarise(priced: pd.DataFrame) -> pd.DataFrame:
     """The cheapest operating point (lowest blended $/Mtok; valid runs first) per workload,
     platform and plan, with a verdict against the cheapest platform of the same plan."""
@@ -90,15 +96,22 @@ def price_provenance(prices: pd.DataFrame, priced: pd.DataFrame, today: date,
 def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Sequence[str | Path] = (),
                  plans: Sequence[str] | None = None, discount_pct: float | None = None, cloud=None,
                  region=None, instance=None, what_if_instance: str | None = None,
-                 today: date | None = None, warn: Callable[[str], None] | None = None) -> ReportData:
-    """Load results (paths or a DataFrame from `load_results`), price them and summarise."""
+                 today: date | None = None, warn: Callable[[str], None] | None = None,
+                 keep: str = "latest") -> ReportData:
+    """Load results (paths or a DataFrame from `load_results`), price them and summarise.
+
+    `keep` is load_results': "latest" counts a point measured several times once (its most recent
+    result), "all" keeps every run. A DataFrame is used as it was loaded; either way, when older
+    runs were left out (df.attrs["older_runs_left_out"]) a warning says how many.
+    """
     today = today or pricing.today_utc()
+    from tpubench.results import check_keep, load_results
+
     if isinstance(source, pd.DataFrame):
+        check_keep(keep)
         results = source
     else:
-        from tpubench.results import load_results
-
-        results = load_results(source, warn=warn)
+        results = load_results(source, warn=warn, keep=keep)
     if prices is None:
         prices = pricing.load_prices(price_files, discount_pct=discount_pct, today=today)
     elif discount_pct is not None:
@@ -110,6 +123,9 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     provenance = price_provenance(prices, priced, today)
     used = priced.rename(columns={"price_as_of": "as_of"}) if len(priced) else prices
     warnings = pricing.stale_price_warnings(used, today)
+    left_out = int(results.attrs.get("older_runs_left_out", 0) or 0)
+    if left_out:
+        warnings.append(older_runs_note(left_out))
     if what_if_instance:
         warnings.insert(0, f"what-if pricing: every result is priced as if its per-chip speed were had on "
                            f"{what_if_instance}, whatever it was measured on")

@@ -1,0 +1,211 @@
+"""Checking a workload's `model.config` values before anything is built, without transformers.
+
+Every key must be one the family's config class knows (with a "did you mean"), every value of the
+type that class declares, every size within bounds that a model can have (a layer count of 1e15
+would otherwise keep transformers busy forever), and the values must agree with one another
+(layer_types per layer, heads divisible into KV groups, top-k within the experts, rope settings
+per rope type). The facts about each family come from the table in `config_table`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from tpubench.models.config_table import load_table
+
+# Inclusive bounds for sizes, whatever the family. Generous: the largest open models are far inside
+# them; what lies outside is a typo or a unit slip, and would take minutes to build, if ever.
+SIZE_BOUNDS: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 1 << 17),
+    "num_hidden_layers": (1, 1024),
+    "num_attention_heads": (1, 4096),
+    "num_key_value_heads": (1, 4096),
+    "num_global_key_value_heads": (1, 4096),
+    "head_dim": (1, 8192),
+    "global_head_dim": (1, 8192),
+    "intermediate_size": (1, 1 << 20),
+    "moe_intermediate_size": (1, 1 << 20),
+    "shared_expert_intermediate_size": (0, 1 << 20),
+    "num_experts": (1, 1 << 16),
+    "num_local_experts": (1, 1 << 16),
+    "n_routed_experts": (1, 1 << 16),
+    "n_shared_experts": (0, 1 << 10),
+    "num_experts_per_tok": (1, 1 << 16),
+    "top_k_experts": (1, 1 << 16),
+    "vocab_size": (1, 1 << 23),
+    "vocab_size_per_layer_input": (1, 1 << 23),
+    "hidden_size_per_layer_input": (0, 1 << 17),
+    "max_position_embeddings": (1, 1 << 24),
+    "sliding_window": (1, 1 << 24),
+    "num_kv_shared_layers": (0, 1024),
+    "decoder_sparse_step": (1, 1024),
+    "first_k_dense_replace": (0, 1024),
+    "kv_lora_rank": (1, 1 << 16),
+    "q_lora_rank": (1, 1 << 16),
+    "qk_rope_head_dim": (1, 8192),
+    "qk_nope_head_dim": (1, 8192),
+    "v_head_dim": (1, 8192),
+}
+_EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
+_TOP_KS = ("num_experts_per_tok", "top_k_experts")
+_ROPE_NUMBERS = {"rope_theta", "factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+                 "low_freq_factor", "high_freq_factor", "partial_rotary_factor"}
+
+
+class ConfigProblem(Exception):
+    """A bad value at `path` inside the model config (e.g. ("rope_parameters", "factr"))."""
+
+    def __init__(self, path: tuple, message: str):
+        self.path = tuple(path)
+        self.message = message
+        super().__init__(message)
+
+
+def known_family(family: str) -> bool:
+    if family in load_table()["model_types"]:
+        return True
+    # A transformers newer than the table may know it: asked only on this rare path (it costs seconds).
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    except ImportError:
+        return False
+    return family in CONFIG_MAPPING_NAMES
+
+
+def covered_family(family: str) -> bool:
+    """Whether the table knows this family's keys (otherwise transformers checks them at build)."""
+    return family in load_table()["families"]
+
+
+def family_problem(family: str) -> str | None:
+    """Why `family` is not a transformers model_type, with a suggestion; None when it is one."""
+    if known_family(family):
+        return None
+    table = load_table()
+    guess = difflib.get_close_matches(family, table["model_types"], n=1)
+    hint = f"; did you mean '{guess[0]}'?" if guess else ""
+    return f"unknown model family '{family}' (not a transformers {table['transformers_version']} model_type){hint}"
+
+
+def check_model_config(family: str, config: dict[str, Any]) -> None:
+    """Raise ConfigProblem for the first problem in `config` (the resolved values of one scale)."""
+    table = load_table()
+    entry = table["families"].get(family)
+    if entry is not None:
+        allowed = {**entry["keys"], **{alias: entry["keys"][real] for alias, real in entry["aliases"].items()}}
+        for key, value in config.items():
+            if key not in allowed:
+                raise ConfigProblem((key,), f"unknown key '{key}' for {entry['config_class']}{_did_you_mean(key, allowed)}")
+            _check_type((key,), value, allowed[key])
+    for key, (lo, hi) in SIZE_BOUNDS.items():
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigProblem((key,), f"expected an integer, got {_show(value)}")
+        if not lo <= value <= hi:
+            raise ConfigProblem((key,), f"{value} is out of range [{lo}, {hi}]")
+    _check_consistency(config, table, entry)
+
+
+def _check_consistency(config: dict, table: dict, entry: dict | None) -> None:
+    heads, kv = config.get("num_attention_heads"), config.get("num_key_value_heads")
+    if heads and kv and heads % kv:
+        raise ConfigProblem(("num_key_value_heads",),
+                            f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv})")
+    experts = next((config[k] for k in _EXPERT_COUNTS if config.get(k)), None)
+    for key in _TOP_KS:
+        if experts and config.get(key) and config[key] > experts:
+            raise ConfigProblem((key,), f"{key} ({config[key]}) exceeds the number of experts ({experts})")
+    layers = config.get("num_hidden_layers")
+    for key, allowed in (("layer_types", table["layer_types"]), ("mlp_layer_types", table["mlp_layer_types"])):
+        types = config.get(key)
+        if types is None:
+            continue
+        if not isinstance(types, list):
+            raise ConfigProblem((key,), f"expected a list with one entry per layer, got {_show(types)}")
+        for i, t in enumerate(types):
+            if t not in allowed:
+                raise ConfigProblem((key, i), f"unknown layer type {_show(t)}{_did_you_mean(str(t), allowed)}")
+        if layers is not None and len(types) != layers:
+            raise ConfigProblem((key,), f"{len(types)} entries for num_hidden_layers={layers}; give one per layer")
+    dense = config.get("mlp_only_layers")
+    if isinstance(dense, list) and layers is not None:
+        for i, layer in enumerate(dense):
+            if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+                raise ConfigProblem(("mlp_only_layers", i), f"{_show(layer)} is not a layer index in [0, {layers})")
+    rope = config.get("rope_parameters")
+    if rope is not None:
+        _check_rope(rope, table, entry)
+
+
+def _check_rope(rope: Any, table: dict, entry: dict | None) -> None:
+    if not isinstance(rope, dict):
+        raise ConfigProblem(("rope_parameters",), f"expected a mapping, got {_show(rope)}")
+    nested = rope and all(isinstance(v, dict) or v is None for v in rope.values())
+    blocks = rope.items() if nested else [(None, rope)]
+    for layer_type, block in blocks:
+        base = ("rope_parameters",) if layer_type is None else ("rope_parameters", layer_type)
+        if layer_type is not None and layer_type not in table["layer_types"]:
+            raise ConfigProblem(base, f"'{layer_type}' is not a layer type{_did_you_mean(layer_type, table['layer_types'])}")
+        if block is None:
+            continue  # a layer type without rotary embeddings
+        rope_type = block.get("rope_type", block.get("type", "default"))
+        if rope_type not in table["rope_types"]:
+            raise ConfigProblem(base + ("rope_type",),
+                                f"unknown rope_type {_show(rope_type)}{_did_you_mean(str(rope_type), table['rope_types'])}")
+        spec = table["rope_types"][rope_type]
+        ignore = set(entry["rope_ignore_keys"]) if entry else set()
+        allowed = set(spec["required"]) | set(spec["optional"]) | {"type"} | ignore
+        for key, value in block.items():
+            if key not in allowed:
+                raise ConfigProblem(base + (key,), f"unknown key '{key}' for rope_type '{rope_type}'"
+                                                   f"{_did_you_mean(key, allowed)}")
+            if key in _ROPE_NUMBERS and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ConfigProblem(base + (key,), f"expected a positive number, got {_show(value)}")
+        missing = set(spec["required"]) - set(block) - {"rope_type"}
+        if missing:
+            raise ConfigProblem(base, f"rope_type '{rope_type}' needs {', '.join(sorted(missing))}")
+        factor = block.get("partial_rotary_factor")
+        if factor is not None and factor > 1:
+            raise ConfigProblem(base + ("partial_rotary_factor",), f"must be at most 1, got {factor}")
+
+
+def _check_type(path: tuple, value: Any, spec: list) -> None:
+    kind = _kind(value)
+    for allowed in spec:
+        if allowed == "any" or allowed == kind or (allowed == "float" and kind == "int"):
+            return
+        if isinstance(allowed, dict) and value in allowed["literal"]:
+            return
+    wanted = " or ".join(_spec_name(s) for s in spec)
+    raise ConfigProblem(path, f"expected {wanted}, got {_show(value)}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    for python_type, name in ((int, "int"), (float, "float"), (str, "str"), (list, "list"), (dict, "dict")):
+        if isinstance(value, python_type):
+            return name
+    return type(value).__name__
+
+
+def _spec_name(spec) -> str:
+    if isinstance(spec, dict):
+        return "one of " + ", ".join(repr(v) for v in spec["literal"])
+    return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+            "list": "a list", "dict": "a mapping", "null": "null"}.get(spec, spec)
+
+
+def _did_you_mean(key: str, allowed) -> str:
+    guess = difflib.get_close_matches(key, sorted(allowed), n=1)
+    return f"; did you mean '{guess[0]}'?" if guess else ""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{_kind(value)} {text[:60]}{'...' if len(text) > 60 else ''}"
