@@ -48,8 +48,15 @@ def run(
     price: bool = typer.Option(True, "--price/--no-price", help="Print what the run costs per token."),
     max_points: Optional[int] = typer.Option(None, "--max-points", min=1,
                                              help="Refuse sweeps with more points than this (default 10,000)."),
+    tensor_parallel: Optional[int] = typer.Option(None, "--tensor-parallel", "--tp", min=1,
+                                                  help="Shard the model over N chips by tensor parallel (overrides the workload's parallel block)."),
+    expert_parallel: Optional[int] = typer.Option(None, "--expert-parallel", "--ep", min=1,
+                                                  help="Split a MoE model's experts over N chips (overrides the workload's parallel block)."),
 ):
-    """Measure every point of a workload's sweep and write one result file per point."""
+    """Measure every point of a workload's sweep and write one result file per point.
+
+    A point that needs N > 1 chips runs in a world of N processes started with torch.distributed's
+    launcher; under your own torchrun, every rank runs this command and rank 0 writes the results."""
     from tpubench.console import RichReporter, render_run_table
     from tpubench.runner import run_sweep
 
@@ -57,7 +64,10 @@ def run(
     with RichReporter(console) as reporter:
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
                              resume=resume, retry_failed=retry_failed, reporter=reporter,
+                             tensor_parallel=tensor_parallel, expert_parallel=expert_parallel,
                              **({"max_points": max_points} if max_points else {}))
+    if os.environ.get("RANK", "0") != "0":
+        return   # under torchrun, rank 0 reports for the world
     render_run_table(console, outcomes)
     if price:
         from tpubench.console import render_run_cost

@@ -66,7 +66,9 @@ def _slug(text: str) -> str:
 def result_filename(result: RunResult) -> str:
     p = result.point
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    parts = [p.get("workload", "run"), p.get("scale", ""), result.device,
+    layout = "".join(f"{kind}{p[key]}" for kind, key in (("tp", "tensor_parallel"), ("ep", "expert_parallel"))
+                     if p.get(key, 1) > 1)
+    parts = [p.get("workload", "run"), p.get("scale", ""), result.device, layout,
              f"b{p.get('batch_size')}-i{p.get('input_length')}-o{p.get('output_length')}", stamp]
     return _slug("_".join(str(x) for x in parts if x)) + ".json"
 
@@ -195,6 +197,11 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     for key, value in result.timing.items():
         row[key] = value
     row["model_reused"] = result.model_reused
+    # The parallel layout (section 16): chips above is the world size (vCPUs over all ranks on a CPU).
+    row["tensor_parallel"] = p.get("tensor_parallel", 1)
+    row["expert_parallel"] = p.get("expert_parallel", 1)
+    row["world_size"] = env.get("world_size", 1)
+    row["process_group_backend"] = env.get("process_group_backend")
     for key, value in result.metrics.items():
         row[key] = math.nan if value is None else value
     return row
@@ -223,8 +230,8 @@ def _metric_columns() -> list[str]:
 # The stable column set of `tpubench export` (schema_version 1): new columns are only ever added.
 EXPORT_COLUMNS = BASE_COLUMNS + ["load_s", "compile_s", "first_iteration_s", "warmup_s", "measure_s",
                                  "iterations", "generated_tokens", "peak_memory_bytes",
-                                 "output_tokens_per_s_ci95_rel"] + _metric_columns() + ["model_reused",
-                                                                                      "older_runs"]
+                                 "output_tokens_per_s_ci95_rel"] + _metric_columns() + [
+    "model_reused", "older_runs", "tensor_parallel", "expert_parallel", "world_size", "process_group_backend"]
 
 
 # What `load_results(keep=...)` accepts, and what makes two result files the same measurement: the

@@ -111,6 +111,25 @@ class Measurement(_Strict):
         return v
 
 
+class Parallel(_Strict):
+    """How many chips one point's model is sharded over (DESIGN.md section 16); chips = world size."""
+
+    tensor: Union[PositiveInt, list[PositiveInt]] = 1   # transformers tp_plan="auto"
+    expert: Union[PositiveInt, list[PositiveInt]] = 1   # MoE experts split over ranks (expert parallel)
+    # A collective that waits longer than this fails the point: a dead or hung rank never hangs a sweep.
+    collective_timeout_s: float = Field(300.0, gt=0)
+
+    _non_empty = field_validator("tensor", "expert")(classmethod(lambda cls, v: _axis(v)))
+
+    @field_validator("expert")
+    @classmethod
+    def _one_kind(cls, v, info):
+        if max(_as_list(v)) > 1 and max(_as_list(info.data.get("tensor", 1))) > 1:
+            raise ValueError("tensor and expert parallel cannot be combined in one workload yet: "
+                             "sweep them in two workloads")
+        return v
+
+
 class Workload(_Strict):
     name: str
     description: str = ""
@@ -119,6 +138,7 @@ class Workload(_Strict):
     scenario: GenerateScenario
     execution: Execution = Execution()
     measurement: Measurement = Measurement()
+    parallel: Parallel = Parallel()
 
     _name_is_safe = field_validator("name")(classmethod(lambda cls, v: _safe_name(v)))
 
@@ -149,6 +169,8 @@ class RunPoint:
     input_length: int = 1
     output_length: int = 1
     execution_mode: str = "eager"
+    tensor_parallel: int = 1
+    expert_parallel: int = 1
     compile_options: dict = field(default_factory=dict, hash=False)
     measurement: dict = field(default_factory=dict, hash=False)
 
@@ -160,15 +182,29 @@ class RunPoint:
         return cls(**data)
 
     def key(self) -> str:
-        """A stable hash of everything that defines what is measured (for --resume)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        """A stable hash of everything that defines what is measured (for --resume). A single-chip
+        layout is left out of it, so points measured before `parallel` existed keep their key."""
+        data = self.to_dict()
+        for name in ("tensor_parallel", "expert_parallel"):
+            if data[name] == 1:
+                del data[name]
+        blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def world_size(self) -> int:
+        """Processes (one per chip) the point runs on."""
+        return self.tensor_parallel * self.expert_parallel
 
     def label(self) -> str:
         parts = [f"b{self.batch_size}", f"in{self.input_length}", f"out{self.output_length}",
                  self.dtype, self.execution_mode]
         if self.experts_implementation:
             parts.append(f"experts={self.experts_implementation}")
+        if self.tensor_parallel > 1:
+            parts.append(f"tp{self.tensor_parallel}")
+        if self.expert_parallel > 1:
+            parts.append(f"ep{self.expert_parallel}")
         return " ".join(parts)
 
 
@@ -220,10 +256,33 @@ def _check_model(workload: Workload, path: Path, root) -> None:
     for scale in scale_names(workload):
         own = workload.scales[scale].config if scale != FULL_SCALE else {}
         try:
-            check_model_config(workload.model.family, {**workload.model.config, **own})
+            check_model_config(workload.model.family, {**workload.model.config, **own},
+                               tensor=_as_list(workload.parallel.tensor), expert=_as_list(workload.parallel.expert))
         except ConfigProblem as exc:
+            if exc.path[0] == "parallel":
+                raise _user_error(path, root, exc.path, f"{exc.message} (scale '{scale}')") from None
             prefix = ("scales", scale, "config") if exc.path[0] in own else ("model", "config")
             raise _user_error(path, root, prefix + exc.path, exc.message) from None
+
+
+def with_layout(workload: Workload, tensor: int | None = None, expert: int | None = None) -> Workload:
+    """The workload with its parallel layout replaced (`run --tensor-parallel/--expert-parallel`)."""
+    from tpubench.models.config_check import ConfigProblem, check_model_config
+
+    if tensor is None and expert is None:
+        return workload
+    if (tensor or 1) > 1 and (expert or 1) > 1:
+        raise UserError("tensor and expert parallel cannot be combined in one run yet", field="--expert-parallel")
+    layout = {**workload.parallel.model_dump(), "tensor": tensor or 1, "expert": expert or 1}
+    for scale in scale_names(workload):
+        own = workload.scales[scale].config if scale != FULL_SCALE else {}
+        try:
+            check_model_config(workload.model.family, {**workload.model.config, **own},
+                               tensor=(layout["tensor"],), expert=(layout["expert"],))
+        except ConfigProblem as exc:
+            flag = "--tensor-parallel" if exc.path[-1] == "tensor" else "--expert-parallel"
+            raise UserError(f"{exc.message} (scale '{scale}')", field=flag) from None
+    return workload.model_copy(update={"parallel": Parallel(**layout)})
 
 
 def _dotted(loc: tuple) -> str:
@@ -321,6 +380,8 @@ def sweep_axes(workload: Workload, scale: str = FULL_SCALE, *, source: str = "")
         "input_length": _as_list(over.input_length or scen.input_length),
         "output_length": _as_list(over.output_length or scen.output_length),
         "execution_mode": _as_list(workload.execution.mode),
+        "tensor_parallel": _as_list(workload.parallel.tensor),
+        "expert_parallel": _as_list(workload.parallel.expert),
     }
 
 

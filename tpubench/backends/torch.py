@@ -21,6 +21,9 @@ _PACKAGES = {
     "neuron": ("torch_neuronx", "pip install 'tpubench[neuron]' --extra-index-url https://pip.repos.neuron.amazonaws.com"),
     "xla": ("torch_xla", "pip install 'tpubench[xla]' (torch_xla matching your torch)"),
 }
+# torch.distributed backends per device (DESIGN.md section 16; sources and assumptions in README).
+_PROCESS_GROUP_BACKENDS = {"cpu": "gloo", "cuda": "nccl", "mps": "gloo", "xla": "xla", "tpu": "tpu_dist",
+                           "neuron": "neuron"}
 _COMPILE_BACKENDS = {"cpu": "inductor", "cuda": "inductor", "mps": "inductor", "tpu": "tpu",
                      "neuron": "neuron", "xla": "openxla"}
 # Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
@@ -168,6 +171,41 @@ class TorchBackend:
 
         ids = torch.as_tensor(prompt, dtype=torch.long, device=built.device)
         return TorchSession(self, built, point, ids)
+
+    # ------------------------------------------------------------------ multi-chip (one process per chip)
+    def process_group_backend(self) -> str:
+        return _PROCESS_GROUP_BACKENDS[self.device]
+
+    def bind_rank(self, local_rank: int) -> None:
+        """Give this process its own chip (the CPU has one address space: nothing to bind)."""
+        if self.device in ("cpu", "xla", "tpu"):
+            # torch_xla's PJRT runtime assigns the chip from the launcher's environment; TorchTPU
+            # shows each process one chip, always at index 0 (TPU_VISIBLE_CHIPS, set per rank).
+            return
+        import torch
+
+        torch.accelerator.set_device_index(local_rank)
+
+    def init_process_group(self, timeout_s: float) -> None:
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        kwargs: dict[str, Any] = {"backend": self.process_group_backend(), "timeout": timedelta(seconds=timeout_s)}
+        if self.device == "xla":
+            import torch_xla.distributed.xla_backend  # noqa: F401  (registers "xla")
+
+            kwargs["init_method"] = "xla://"
+        elif self.device in ("tpu", "neuron"):
+            importlib.import_module(_PACKAGES[self.device][0])   # registers the device's backend
+        dist.init_process_group(**kwargs)
+
+    def build_sharded(self, point, checkpoint: str) -> "TorchModel":
+        from tpubench.models.torch_models import load_sharded
+
+        model = load_sharded(point, checkpoint)
+        device = next(model.parameters()).device
+        return TorchModel(model, device, identical_weights=point.weights == "random")
 
 
 class TorchModel:

@@ -88,8 +88,9 @@ def family_problem(family: str) -> str | None:
     return f"unknown model family '{family}' (not a transformers {table['transformers_version']} model_type){hint}"
 
 
-def check_model_config(family: str, config: dict[str, Any]) -> None:
-    """Raise ConfigProblem for the first problem in `config` (the resolved values of one scale)."""
+def check_model_config(family: str, config: dict[str, Any], *, tensor=(1,), expert=(1,)) -> None:
+    """Raise ConfigProblem for the first problem in `config` (the resolved values of one scale),
+    or in the parallel layouts (`tensor`, `expert`: the sizes swept) it must shard into."""
     table = load_table()
     entry = table["families"].get(family)
     if entry is not None:
@@ -107,6 +108,22 @@ def check_model_config(family: str, config: dict[str, Any]) -> None:
         if not lo <= value <= hi:
             raise ConfigProblem((key,), f"{value} is out of range [{lo}, {hi}]")
     _check_consistency(config, table, entry)
+    _check_layouts(config, tensor, expert)
+
+
+def _check_layouts(config: dict, tensor, expert) -> None:
+    """transformers shards attention heads over tensor-parallel ranks and experts over
+    expert-parallel ranks: both must divide evenly."""
+    for n in tensor:
+        for key in ("num_attention_heads", "num_key_value_heads"):
+            if n > 1 and config.get(key) and config[key] % n:
+                raise ConfigProblem(("parallel", "tensor"), f"{n} ranks cannot split {key}={config[key]} evenly")
+    experts = next((config[k] for k in _EXPERT_COUNTS if config.get(k)), None)
+    for n in expert:
+        if n > 1 and not experts:
+            raise ConfigProblem(("parallel", "expert"), "expert parallel needs a mixture-of-experts model")
+        if n > 1 and experts % n:
+            raise ConfigProblem(("parallel", "expert"), f"{n} ranks cannot split {experts} experts evenly")
 
 
 def _check_consistency(config: dict, table: dict, entry: dict | None) -> None:

@@ -54,7 +54,8 @@ def full_config(point) -> dict:
 
 
 def estimate_bytes(point) -> int:
-    """Weights + static KV cache + a margin for prefill activations and last-position logits.
+    """Weights + static KV cache + a margin for prefill activations and last-position logits, per
+    chip of the point's parallel layout.
 
     A rough upper estimate, used only to refuse runs that cannot fit before spending minutes
     building them.
@@ -65,13 +66,18 @@ def estimate_bytes(point) -> int:
     b, length = point.batch_size, point.input_length + point.output_length
     elt = bytes_per_element(point.dtype)
     kv = kv_cache_bytes(shape, b, length, elt)
+    # Per chip of a sharded layout: both layouts split every layer's matmuls (expert parallel splits
+    # the experts and runs attention tensor-parallel) and the KV heads over the world; embeddings,
+    # small beside them, are counted as split too.
+    weights = weight_bytes(point) // point.world_size
+    kv //= point.world_size
     # Prefill keeps a few hidden-sized tensors per token alive, plus the MLP's intermediate
     # activations (its weights per token over the hidden size: about 3x the MLP width).
     mlp = max((layer.mlp_matmul_params + layer.top_k * layer.params_per_expert for layer in shape.layers),
               default=0) // max(shape.hidden_size, 1)
     activations = b * point.input_length * (8 * shape.hidden_size + mlp) * elt
     logits = 2 * b * shape.vocab_size * 4
-    return int(weight_bytes(point) + kv + activations + logits)
+    return int(weights + kv + activations + logits)
 
 
 def build_model(point, init_device):
@@ -91,6 +97,44 @@ def build_model(point, init_device):
         torch.manual_seed(point.measurement.get("seed", 0))
         with torch.device(init_device):
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return _ready(model, point)
+
+
+def save_host_checkpoint(point, folder) -> None:
+    """The point's random weights, made on the host from the seed (as a single-chip build makes
+    them), saved for the ranks of a world to load sharded: numerics compare across layouts."""
+    from transformers.utils import logging as hf_logging
+
+    model = build_model(point, "cpu")
+    hf_logging.disable_progress_bar()   # tpubench's own progress display is showing
+    model.save_pretrained(folder)
+
+
+def load_sharded(point, checkpoint: str):
+    """This rank's shard of the model: tensor parallel through the model's own tp_plan, expert
+    parallel through transformers' DistributedConfig (experts split over the ranks)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict = {"tp_plan": "auto"}
+    if point.expert_parallel > 1:
+        from transformers.distributed import DistributedConfig
+
+        # Each of the N ranks holds 1/N of the experts, and attention is tensor-parallel over the
+        # same ranks (transformers 5.24 refuses an empty tp_plan with tp_size > 1, and
+        # enable_expert_parallel=True alone leaves ep_size at 1: nothing would be split).
+        n = point.expert_parallel
+        kwargs = {"distributed_config": DistributedConfig(tp_size=n, ep_size=n)}
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()   # one bar per rank would only clutter tpubench's own display
+    source = point.hub_id if point.weights == "pretrained" else checkpoint
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, point.dtype),
+                                                 trust_remote_code=point.trust_remote_code, **kwargs)
+    return _ready(model, point)
+
+
+def _ready(model, point):
     if point.experts_implementation:
         if not getattr(model, "_can_set_experts_implementation", lambda: False)():
             raise UserError(f"{point.family} has no switchable experts implementation",

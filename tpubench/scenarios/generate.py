@@ -7,6 +7,7 @@ give TTFT, TPOT, ITL and E2E exactly as DESIGN.md section 7 defines them.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -87,6 +88,15 @@ def aggregate_rates(metrics: dict, batch: int, input_length: int, output_length:
     return out
 
 
+def planned_iterations(seconds_per_iteration: float, measurement: dict) -> int:
+    """Iterations that meet min_iterations and min_seconds at this pace, within max_seconds
+    (target_ci cannot be used: it would need the ranks to agree inside the timed loop)."""
+    pace = max(seconds_per_iteration, 1e-9)
+    wanted = max(measurement["min_iterations"], math.ceil(measurement["min_seconds"] / pace))
+    affordable = max(2, int(measurement["max_seconds"] / pace))
+    return max(1, min(wanted, affordable))
+
+
 @dataclass
 class GenerateMeasurement:
     samples: dict[str, list[float]]
@@ -100,9 +110,14 @@ class GenerateMeasurement:
     measure_iterations: int
 
 
-def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None] = lambda *a: None
-                     ) -> GenerateMeasurement:
-    """First call (compile) apart, then warm-up, then the timed loop; raw samples kept."""
+def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None] = lambda *a: None,
+                     world=None) -> GenerateMeasurement:
+    """First call (compile) apart, then warm-up, then the timed loop; raw samples kept.
+
+    In a multi-process world (`world`: parallel.WorldSync) every rank must run the same number of
+    iterations without talking inside the timed loop, so the count is agreed before it, from the
+    warm-up's pace; afterwards each iteration's stamps become its slowest rank's.
+    """
     m = point.measurement
     b, i, o = point.batch_size, point.input_length, point.output_length
 
@@ -123,9 +138,13 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
         warm.append(run_iteration(session, o)[0].stamps_s)
     warmup_s = time.perf_counter() - t_warm
 
+    fixed = None
+    if world is not None:
+        pace = float(np.median([s[-1] for s in warm])) if warm else first.stamps_s[-1]
+        fixed = world.agree_iterations(planned_iterations(pace, m))
     compiled_timed_before = session.compile_count()
-    per_iter: dict[str, list[float]] = {}
-    itl: list[float] = []
+    stamps: list[list[float]] = []
+    headline: list[float] = []
     start = time.perf_counter()
     n = 0
     while True:
@@ -133,16 +152,26 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
         n += 1
         if len(it.tokens) != o or int(np.prod(np.shape(it.tokens[-1]))) != b:
             raise AssertionError(f"generated {len(it.tokens)} steps of {np.shape(it.tokens[-1])}, expected {o} x {b}")
-        for k, v in iteration_metrics(it.stamps_s, b, i).items():
-            per_iter.setdefault(k, []).append(v)
-        itl.extend(np.diff(it.stamps_s).tolist())
+        stamps.append(it.stamps_s)
+        headline.append(b * o / it.stamps_s[-1])
         elapsed = time.perf_counter() - start
-        on_phase("measure", min(n, m["min_iterations"]), m["min_iterations"])
-        if not keep_measuring(n, elapsed, per_iter["output_tokens_per_s"], min_iterations=m["min_iterations"],
-                              min_seconds=m["min_seconds"], max_seconds=m["max_seconds"],
-                              target_ci=m.get("target_ci")):
+        on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
+        if fixed is not None:
+            if n >= fixed:
+                break
+        elif not keep_measuring(n, elapsed, headline, min_iterations=m["min_iterations"],
+                                min_seconds=m["min_seconds"], max_seconds=m["max_seconds"],
+                                target_ci=m.get("target_ci")):
             break
     measure_s = time.perf_counter() - start
+    if world is not None:
+        stamps = world.slowest(stamps)
+    per_iter: dict[str, list[float]] = {}
+    itl: list[float] = []
+    for iteration in stamps:
+        for k, v in iteration_metrics(iteration, b, i).items():
+            per_iter.setdefault(k, []).append(v)
+        itl.extend(np.diff(iteration).tolist())
     recompiles = session.compile_count() - compiled_timed_before
     graphs_warm = compiled_timed_before - compiled_warm_before
 

@@ -1,0 +1,297 @@
+"""Multi-chip points: a world of one process per chip, started by torch.distributed's own launcher.
+
+A point whose layout needs N > 1 chips runs in a fresh world: `run_in_world` (the parent, i.e.
+`tpubench run`) saves the point's random weights once on the host, then starts
+`python -m torch.distributed.run --standalone --nproc-per-node N -m tpubench.parallel SPEC`
+(torchrun: the elastic agent, rendezvous and failure handling are torch's) in its own session,
+waits with a deadline and always stops every process it started, by process group and by the
+PIDs the ranks record. Each rank runs `measure_in_world`: it binds its chip, joins the process
+group (with a collective timeout, so a dead or hung peer ends the world instead of hanging it),
+loads its shard and runs the same fenced loop as a single chip; only rank 0's result comes back.
+
+`tpubench run` started under a user's own torchrun (multi-node through its rendezvous) is the
+same `measure_in_world` on every rank, with the world the user made (see runner.run_sweep).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Set by a test to make one rank fail at one phase: "RANK:PHASE:kill|hang|raise" (PHASE is a
+# reporter phase such as "load", "compile" or "measure").
+FAULT_ENV = "TPUBENCH_FAULT_INJECT"
+
+
+class WorldFailed(Exception):
+    """A world that did not produce a result; the message names the failing rank and why."""
+
+
+# ----------------------------------------------------------------------------- inside the world
+
+
+class WorldSync:
+    """The few collectives a multi-chip measurement needs, all outside its timed loop."""
+
+    def __init__(self):
+        import torch.distributed as dist
+
+        self._dist = dist
+        self.rank = dist.get_rank()
+        self.size = dist.get_world_size()
+
+    def gather(self, obj) -> list:
+        out = [None] * self.size
+        self._dist.all_gather_object(out, obj)
+        return out
+
+    def agree_iterations(self, planned: int) -> int:
+        """Every rank runs the largest count any rank planned (each planned from its own pace)."""
+        return max(self.gather(int(planned)))
+
+    def slowest(self, stamps: list[list[float]]) -> list[list[float]]:
+        """Per iteration, the token stamps of the rank whose iteration ended last: a sharded step
+        is only done when every chip is done."""
+        per_rank = self.gather(stamps)
+        return [max((rank[i] for rank in per_rank), key=lambda s: s[-1]) for i in range(len(stamps))]
+
+
+def in_user_world() -> bool:
+    """True under a torchrun the user started (not one of tpubench's own worlds)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "TPUBENCH_OWN_WORLD" not in os.environ
+
+
+def join_world(be, collective_timeout_s: float) -> None:
+    import torch.distributed as dist
+
+    be.bind_rank(int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        be.init_process_group(collective_timeout_s)
+
+
+def measure_in_world(be, point, base: dict, checkpoint: str, peaks: dict | None, reporter,
+                     world_start_s: float | None = None):
+    """This rank's part of one point; returns the RunResult on every rank (rank 0's is written).
+    `world_start_s`: how long this rank took from the launch to joining the process group."""
+    import torch.distributed as dist
+
+    from tpubench.runner import measure_point
+
+    world = WorldSync()
+    reporter.phase("load", 0, 1)
+    t = time.perf_counter()
+    built = be.build_sharded(point, checkpoint)
+    load_s = max(world.gather(time.perf_counter() - t))
+    ranks = world.gather({"rank": world.rank, "device": str(built.device), "host": socket.gethostname(),
+                          "pid": os.getpid()})
+    base = {**base, "environment": {**base["environment"], "ranks": ranks}}
+    result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world)
+    if world_start_s is not None:
+        result.timing["world_start_s"] = max(world.gather(world_start_s))
+    dist.barrier()
+    return result
+
+
+class _FaultReporter:
+    """Passes phases on and injects the fault a test asked for (FAULT_ENV) on its rank."""
+
+    def __init__(self, rank: int, fault: str | None):
+        self.rank = rank
+        parts = (fault or "").split(":")
+        self.fault = parts if len(parts) == 3 and parts[0] == str(rank) else None
+
+    def phase(self, name: str, done: int, total: int) -> None:
+        if self.fault and self.fault[1] == name:
+            action, self.fault = self.fault[2], None
+            if action == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif action == "hang":
+                time.sleep(1e6)
+            raise RuntimeError(f"fault injected on rank {self.rank} at {name}")
+
+    def note(self, message): pass
+    def sweep_started(self, points): pass
+    def point_started(self, index, point): pass
+    def point_finished(self, index, outcome): pass
+
+
+def worker_main(spec_path: str) -> None:
+    """Entry point of one rank of a world tpubench started (`python -m tpubench.parallel SPEC`)."""
+    from tpubench.backends import get_backend
+    from tpubench.results import RunResult
+    from tpubench.workload import RunPoint
+
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    folder = Path(spec_path).parent
+    rank = int(os.environ["RANK"])
+    if spec["device"] == "tpu":
+        # Before torch loads TorchTPU: one chip per process (the rest of TorchTPU's multi-process
+        # environment, TORCH_TPU_TOPOLOGY and friends, comes from its launch wrapper: see README).
+        os.environ.setdefault("TPU_VISIBLE_CHIPS", os.environ.get("LOCAL_RANK", "0"))
+    (folder / f"pid-rank{rank}").write_text(str(os.getpid()))
+    try:
+        be = get_backend(spec["backend"], spec["device"])
+        if spec["device"] == "cpu":
+            import torch
+
+            torch.set_num_threads(spec["threads_per_rank"])
+        join_world(be, spec["collective_timeout_s"])
+        joined_s = time.time() - spec["launched_at"]
+        reporter = _FaultReporter(rank, spec.get("fault"))
+        result: RunResult = measure_in_world(be, RunPoint.from_dict(spec["point"]), spec["base"],
+                                             spec["checkpoint"], spec["peaks"], reporter, world_start_s=joined_s)
+        if rank == 0:
+            tmp = folder / "result.json.tmp"
+            tmp.write_text(result.model_dump_json(), encoding="utf-8")
+            os.replace(tmp, folder / "result.json")
+    except BaseException as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        (folder / f"error-rank{rank}.txt").write_text(f"{type(exc).__name__}: {text}"[:500])
+        raise
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------- the parent
+
+
+def threads_per_rank(world_size: int) -> int:
+    """CPU worlds split this process's threads between the ranks (at least one each)."""
+    import torch
+
+    return max(1, torch.get_num_threads() // world_size)
+
+
+def world_environment(be, point, env: dict) -> dict:
+    """The environment of a multi-chip result: chips = world size (vCPUs of all ranks on a CPU)."""
+    n = point.world_size
+    chips = threads_per_rank(n) * n if be.device == "cpu" else n
+    return {**env, "chips": chips, "world_size": n, "process_group_backend": be.process_group_backend(),
+            "parallel_layout": {"tensor": point.tensor_parallel, "expert": point.expert_parallel},
+            "launcher": "torch.distributed.run (elastic launch, --standalone)"}
+
+
+def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, collective_timeout_s: float,
+                 deadline_s: float, log_tail_chars: int = 4000):
+    """Start a world of `point.world_size` ranks for one point and return rank 0's RunResult.
+
+    Raises WorldFailed with the failing rank and its error (or the deadline) otherwise; every
+    process started for the point is gone when this returns.
+    """
+    from tpubench.results import RunResult
+
+    n = point.world_size
+    with tempfile.TemporaryDirectory(prefix="tpubench-world-") as tmp:
+        folder = Path(tmp)
+        spec = {"backend": be.name, "device": be.device, "point": point.to_dict(), "base": base,
+                "checkpoint": checkpoint, "peaks": peaks, "collective_timeout_s": collective_timeout_s,
+                "threads_per_rank": threads_per_rank(n),
+                # A fault is injected once: the next world starts clean, as after a real failure.
+                "fault": os.environ.pop(FAULT_ENV, None)}
+        spec_path = folder / "spec.json"
+        spec["launched_at"] = time.time()   # wall clock: compared across processes
+        spec_path.write_text(json.dumps(spec, default=str), encoding="utf-8")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+               f"--nproc-per-node={n}", "--max-restarts=0", "--monitor-interval=0.2",
+               "-m", "tpubench.parallel", str(spec_path)]
+        env = {**os.environ, "TPUBENCH_OWN_WORLD": "1", "OMP_NUM_THREADS": str(spec["threads_per_rank"])}
+        log_path = folder / "launcher.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=deadline_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                stop_world(proc, folder)
+        result_path = folder / "result.json"
+        if proc.returncode == 0 and result_path.is_file():
+            return RunResult.model_validate_json(result_path.read_bytes())
+        log_text = log_path.read_text(encoding="utf-8", errors="replace")
+        raise WorldFailed(_failure_reason(folder, log_text, timed_out, deadline_s, n))
+
+
+def stop_world(proc: subprocess.Popen, folder: Path, grace_s: float = 10.0) -> None:
+    """Stop the launcher (it stops its ranks on SIGTERM), then anything left of the world, each
+    by its own process group: the launcher's and each rank's (torchrun starts every rank in a
+    session of its own). Never by name."""
+    if proc.poll() is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pid_file in folder.glob("pid-rank*"):
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if _is_our_rank(pid, folder):
+            _signal_group(pid, signal.SIGKILL)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _is_our_rank(pid: int, folder: Path) -> bool:
+    """The PID still belongs to a rank of this world (not a recycled PID): its command line names
+    this world's spec file."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return not Path("/proc").is_dir() and _alive(pid)
+    return str(folder) in cmdline
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def _failure_reason(folder: Path, log: str, timed_out: bool, deadline_s: float, n: int) -> str:
+    if timed_out:
+        return (f"the {n}-rank world did not finish within {deadline_s:.0f} s (a rank hung?); "
+                "every process of the point was stopped")
+    # torchrun names the first rank that failed ("Root Cause"); the others failed because of it.
+    root = log.split("Root Cause", 1)[-1]
+    found = re.search(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", root)
+    if found:
+        rank, code = int(found.group(1)), int(found.group(2))
+        error = folder / f"error-rank{rank}.txt"
+        if error.is_file():
+            return f"rank {rank}: {error.read_text(errors='replace')}"
+        if code < 0:
+            name = signal.Signals(-code).name if -code in {s.value for s in signal.Signals} else f"signal {-code}"
+            return f"rank {rank} died ({name})"
+        return f"rank {rank} exited with code {code}"
+    errors = sorted(folder.glob("error-rank*.txt"))
+    if errors:
+        return f"rank {errors[0].stem.removeprefix('error-rank')}: {errors[0].read_text(errors='replace')}"
+    tail = " | ".join(line.strip() for line in log.strip().splitlines()[-3:])
+    return f"the {n}-rank world failed: {tail[:400]}"
+
+
+if __name__ == "__main__":
+    worker_main(sys.argv[1])
