@@ -260,3 +260,162 @@ def test_host_probe_positive_and_cached():
     assert first["threads"] >= 1
     assert first["probe_seconds"] < 3.0  # aimed at ~1 s; slack for a busy CI host
     assert probe_host() == first  # cached per process
+
+
+# --- multi-chip: per-chip roofline and bytes between chips (DESIGN §16) -------------------------
+
+
+def test_per_chip_decode_bytes_by_hand():
+    shape = ModelShape.from_config("qwen3_moe", TINY_MOE)
+    # fp32, batch 1, context 5, 2 chips. Split over the chips: attention 192 + lm_head 80 = 272
+    # -> 136 each; replicated: router 32 + norms 24 + final norm 8 = 64 -> weights (136+64)*4 = 800.
+    # Experts 2 distinct * 144 * 4 = 1152 -> 576 per chip; KV 160 -> 80; embedding row 32 as is.
+    assert decode_bytes_breakdown(shape, 1, 5, "float32", world_size=2) == {
+        "weights": 800, "experts": 576, "kv_cache": 80, "embeddings": 32}
+    # One chip: the single-chip figures, unchanged.
+    assert decode_bytes_breakdown(shape, 1, 5, "float32", world_size=1) == \
+        decode_bytes_breakdown(shape, 1, 5, "float32")
+
+
+def test_interconnect_bytes_tensor_parallel_by_hand():
+    from tpubench.roofline import (decode_interconnect_bytes_per_step, interconnect_bytes_per_forward,
+                                   ring_all_gather_send_bytes, ring_all_reduce_send_bytes)
+
+    assert ring_all_reduce_send_bytes(100, 4) == 150      # 2 * 3/4 * 100
+    assert ring_all_gather_send_bytes(100, 4) == 75       # 3/4 * 100
+    moe = ModelShape.from_config("qwen3_moe", TINY_MOE)
+    # Batch 4, fp32: the hidden state is 4*8*4 = 128 B. All-reduces: embedding 1 + o_proj 1 +
+    # experts 1 = 3, each sends 2*(1/2)*128 = 128 on 2 chips -> 384; logits 4*10*4 = 160 B
+    # gathered -> 80 sent. 464 per chip per step.
+    assert interconnect_bytes_per_forward(moe, 4, 4, 2, "float32") == {
+        "all_reduce": 384, "all_gather": 80, "all_to_all": 0}
+    assert decode_interconnect_bytes_per_step(moe, 4, 2, "float32") == 464
+    # 4 chips: 3 * 2*(3/4)*128 = 576 + 3/4*160 = 120.
+    assert decode_interconnect_bytes_per_step(moe, 4, 4, 4) == 696
+    # One chip sends nothing.
+    assert decode_interconnect_bytes_per_step(moe, 4, 1, 4) == 0
+    # Expert parallel as transformers runs it at inference (all_reduce): the same collectives.
+    assert decode_interconnect_bytes_per_step(moe, 4, 2, 4, expert_parallel=True) == 464
+    # Dense Qwen3, 2 layers, bf16, batch 1: hidden 1*8*2 = 16 B; all-reduces 1 + 2*(o_proj + down)
+    # = 5 -> 5*16 = 80; logits 1*10*2 = 20 -> 10.
+    dense = ModelShape.from_config("qwen3", TINY_DENSE)
+    assert decode_interconnect_bytes_per_step(dense, 1, 2, "bfloat16") == 90
+
+
+def test_interconnect_bytes_gemma4_dense_mlp_beside_experts():
+    from tpubench.roofline import decode_interconnect_bytes_per_step
+
+    # Gemma 4 runs a dense MLP and the MoE block in every layer: 3 all-reduces per layer
+    # (o_proj, dense down, experts) + the embedding's = 1 + 4*3 = 13. fp32, batch 1, 2 chips:
+    # 13 * (2*(1/2)*32) = 416, logits 10*4 = 40 -> 20.
+    shape = ModelShape.from_config("gemma4_text", dict(
+        vocab_size=10, hidden_size=8, intermediate_size=12, num_hidden_layers=4,
+        num_attention_heads=2, num_key_value_heads=2, head_dim=4, global_head_dim=6,
+        num_global_key_value_heads=1, attention_k_eq_v=True, enable_moe_block=True,
+        num_experts=4, top_k_experts=2, moe_intermediate_size=6, sliding_window=3,
+        layer_types=["sliding_attention", "full_attention"] * 2, hidden_size_per_layer_input=0))
+    assert decode_interconnect_bytes_per_step(shape, 1, 2, "float32") == 436
+
+
+def test_interconnect_bytes_expert_parallel_all_to_all_by_hand():
+    from tpubench.roofline import interconnect_bytes_per_forward
+
+    moe = ModelShape.from_config("qwen3_moe", TINY_MOE)
+    # Batch 4, fp32, 2 chips, all_to_all: all-reduces embedding + o_proj = 2 -> 256; per MoE layer
+    # counts 1/2 * 4 experts * 8 B = 16, dispatch and combine 2 * (4/2 tokens * k=2 * 1/2 * 8*4 B)
+    # = 128, output all-gather 1/2 * 128 = 64 beside the logits' 80.
+    assert interconnect_bytes_per_forward(moe, 4, 4, 2, 4, expert_parallel=True,
+                                          ep_implementation="all_to_all") == {
+        "all_reduce": 256, "all_gather": 144, "all_to_all": 144}
+    with pytest.raises(ValueError):
+        interconnect_bytes_per_forward(moe, 4, 4, 2, 4, ep_implementation="nccl")
+
+
+def test_efficiency_for_run_on_two_chips_by_hand():
+    # The single-chip case of test_mfu_mbu_and_efficiency_for_run, on 2 chips, 1 GB/s to send.
+    r = efficiency_for_run("qwen3_moe", TINY_MOE, "float32", 1, 3, 3, 3.424e-6, 2.672e-6,
+                           2e9, 4e9, world_size=2, interconnect_send_bytes_per_s=1e9)
+    assert r["world_size"] == 2
+    # Prefill: 3424 FLOPs in 3.424 us = 1e9 FLOP/s over both chips, 5e8 per chip of 2e9.
+    assert r["prefill_achieved_flops_per_s"] == pytest.approx(1e9)
+    assert r["prefill_achieved_flops_per_s_per_chip"] == pytest.approx(5e8)
+    assert r["prefill_mfu"] == pytest.approx(0.25)
+    # Decode per chip: weights 800 + experts 576 + KV 2*4*4.5*4/2 = 72 + embedding 32 = 1480.
+    assert r["decode_bytes_per_step_per_chip"] == pytest.approx(1480)
+    assert r["decode_bytes_per_step"] == pytest.approx(2960)
+    assert r["decode_achieved_bytes_per_s_per_chip"] == pytest.approx(1480 / 2.672e-6)
+    assert r["decode_mbu"] == pytest.approx(1480 / (2.672e-6 * 4e9))
+    assert r["decode_flops_per_step"] == pytest.approx(1328)          # the model's
+    assert r["decode_mfu"] == pytest.approx(664 / 5344)
+    # Sent per step: 3 all-reduces of 1*8*4 = 32 B (32 each on 2 chips) + logits 40/2 = 116 B;
+    # at 1e9 B/s the floor is 116 ns, 116e-9 / 2.672e-6 of the step.
+    assert r["interconnect_bytes_per_step"] == pytest.approx(116)
+    assert r["interconnect_floor_s"] == pytest.approx(116e-9)
+    assert r["interconnect_share_of_tpot"] == pytest.approx(116e-9 / 2.672e-6)
+    assert r["exceeds_peak"] is False
+    # No bandwidth figure: no floor. One chip: nothing sent and no floor.
+    blind = efficiency_for_run("qwen3_moe", TINY_MOE, "float32", 1, 3, 3, 3.424e-6, 2.672e-6,
+                               2e9, 4e9, world_size=2)
+    assert blind["interconnect_bytes_per_step"] == pytest.approx(116)
+    assert blind["interconnect_floor_s"] is None and blind["interconnect_share_of_tpot"] is None
+    one = efficiency_for_run("qwen3_moe", TINY_MOE, "float32", 1, 3, 3, 3.424e-6, 2.672e-6,
+                             2e9, 4e9, interconnect_send_bytes_per_s=1e9)
+    assert one["interconnect_bytes_per_step"] == 0 and one["interconnect_floor_s"] is None
+    assert one["decode_bytes_per_step"] == one["decode_bytes_per_step_per_chip"] == pytest.approx(2672)
+
+
+def _tiny_point(**layout):
+    from types import SimpleNamespace
+
+    tensor, expert = layout.get("tensor", 1), layout.get("expert", 1)
+    return SimpleNamespace(family="qwen3_moe", dtype="float32", batch_size=1, input_length=3,
+                           output_length=3, tensor_parallel=tensor, expert_parallel=expert,
+                           world_size=tensor * expert,
+                           model_config={k: v for k, v in TINY_MOE.items() if k != "model_type"})
+
+
+def test_roofline_metrics_per_chip_and_cpu_world():
+    from tpubench.efficiency import roofline_metrics
+
+    metrics = {"ttft_p50_s": 3.424e-6, "tpot_p50_s": 2.672e-6}
+    chip = {"peak_flops": 2e9, "peak_bytes_per_s": 4e9, "interconnect_send_bytes_per_s": 1e9,
+            "shared_by_world": False, "tolerance": 1.0}
+    single, _ = roofline_metrics(_tiny_point(), metrics, chip)
+    assert single["prefill_mfu"] == pytest.approx(0.5)
+    assert "interconnect_bytes_per_step" not in single     # single-chip results keep their fields
+    tp, exceeds = roofline_metrics(_tiny_point(tensor=2), metrics, chip)
+    assert tp["prefill_mfu"] == pytest.approx(0.25) and exceeds is False
+    assert tp["interconnect_bytes_per_step"] == pytest.approx(116)
+    assert tp["interconnect_floor_s"] == pytest.approx(116e-9)
+    ep, _ = roofline_metrics(_tiny_point(expert=2), metrics, chip)
+    assert ep["decode_bytes_per_step_per_chip"] == pytest.approx(tp["decode_bytes_per_step_per_chip"])
+    # A CPU world: the ranks share the host's probed peaks (each gets half) and there is no
+    # interconnect figure, so the per-rank MFU equals the whole host's and no floor is given.
+    host = {"peak_flops": 2e9, "peak_bytes_per_s": 4e9, "interconnect_send_bytes_per_s": None,
+            "shared_by_world": True, "tolerance": 1.5}
+    cpu, _ = roofline_metrics(_tiny_point(tensor=2), metrics, host)
+    assert cpu["prefill_mfu"] == pytest.approx(0.5)
+    assert cpu["interconnect_bytes_per_step"] == pytest.approx(116)
+    assert cpu["interconnect_floor_s"] is None and cpu["interconnect_share_of_tpot"] is None
+
+
+def test_spec_table_interconnect_figures():
+    from tpubench.accelerators import chip_peaks, interconnect_send_bytes_per_s
+    from tpubench.efficiency import peaks_for
+
+    # Bidirectional figures: a chip sends half. AWS's (direction unstated) are taken whole.
+    assert interconnect_send_bytes_per_s(900e9, "bidirectional") == 450e9
+    assert interconnect_send_bytes_per_s(1.28e12, "unstated") == 1.28e12
+    assert interconnect_send_bytes_per_s(None, "bidirectional") is None
+    expected = {"TPU v5e": 400e9, "TPU v5p": 1200e9, "TPU v6e": 800e9, "TPU7x": 1200e9,
+                "A100 80GB": 600e9, "H100": 900e9, "H200": 900e9, "B200": 1.8e12,
+                "Trainium": 384e9, "Trainium2": 1.28e12}
+    for name, figure in expected.items():
+        spec = chip_peaks(name)
+        assert spec["interconnect_bytes_per_s"] == figure, name
+        assert spec["interconnect_direction"] in ("bidirectional", "unstated"), name
+        assert "interconnect figure:" in spec["source"], name
+    for name in ("TPU v4", "L4", "Inferentia2"):   # no public per-chip figure: left empty
+        assert chip_peaks(name)["interconnect_bytes_per_s"] is None, name
+    assert peaks_for("cuda", "NVIDIA H100 80GB HBM3", "bfloat16")["interconnect_send_bytes_per_s"] == 450e9
+    assert peaks_for("tpu", "TPU v6e", "bfloat16")["interconnect_send_bytes_per_s"] == 400e9

@@ -1,5 +1,13 @@
 """Accelerator names and specs: map what a runtime reports to the canonical names of the price and
-spec tables, and read a chip's peaks. No pandas: the measurement side uses it at run time."""
+spec tables, and read a chip's peaks. No pandas: the measurement side uses it at run time.
+
+The spec table (data/accelerators.csv) holds per chip, in base units, the peaks and, for the
+chip-to-chip links, `interconnect_bytes_per_s`: the vendor's per-chip figure (all of the chip's
+links together) in bytes/s, and `interconnect_direction`, what that figure counts:
+`bidirectional` (both directions summed, as Google's ICI and NVIDIA's NVLink figures are quoted:
+a chip can send half of it while it receives the other half) or `unstated` (AWS's NeuronLink
+figures say neither). Empty where no public source gives a figure (TPU v4, L4, Inferentia2, CPU).
+"""
 
 from __future__ import annotations
 
@@ -79,11 +87,24 @@ def _specs() -> dict[str, dict[str, str]]:
         return {row["accelerator"]: row for row in csv.DictReader(fh)}
 
 
+def interconnect_send_bytes_per_s(figure: float | None, direction: str | None) -> float | None:
+    """What one chip can send per second over all its links: half a bidirectional figure; an
+    `unstated` one taken whole, the most it could mean, so a time floor from it stays a floor."""
+    if figure is None or not figure > 0:
+        return None
+    return figure / 2 if (direction or "").strip().lower() == "bidirectional" else figure
+
+
 def chip_peaks(canonical: str | None) -> dict[str, float] | None:
-    """Peak dense bf16 FLOP/s and memory bytes/s of one chip, from the shipped spec table."""
+    """Peak dense bf16 FLOP/s and memory bytes/s of one chip, from the shipped spec table, with
+    its interconnect figure (None where the table has none) and the send bandwidth that implies."""
     row = _specs().get(canonical or "")
     if not row or not row.get("peak_bf16_flops") or not row.get("memory_bandwidth_bytes_per_s"):
         return None
+    link = float(row["interconnect_bytes_per_s"]) if row.get("interconnect_bytes_per_s") else None
+    direction = row.get("interconnect_direction") or None
     return {"peak_bf16_flops": float(row["peak_bf16_flops"]),
             "memory_bandwidth_bytes_per_s": float(row["memory_bandwidth_bytes_per_s"]),
+            "interconnect_bytes_per_s": link, "interconnect_direction": direction,
+            "interconnect_send_bytes_per_s": interconnect_send_bytes_per_s(link, direction),
             "source": row.get("source", "")}

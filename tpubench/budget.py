@@ -29,9 +29,14 @@ the most tokens/s/chip whose p99 TTFT and p99 TPOT meet the SLOs is chosen. Then
                   = replicas * ceil(chips per replica / chips_per_instance)            (it does not)
     monthly_usd   = instances * instance $/h * 730 h
 
-A TPU slice is an instance of its size (tpu-v6e-8 rents 8 chips at once). The monthly cost CI
-comes from the point's throughput CI. Platforms with no point meeting the SLOs are listed with the
-point that came closest.
+A TPU slice is an instance of its size (tpu-v6e-8 rents 8 chips at once). A multi-chip point
+(tensor or expert parallel, `chips` = its world size) is one replica of that many chips: a 2-chip
+point packs 4 replicas into a tpu-v6e-8 slice, a 4-chip point 2 into an 8-GPU instance, and a
+16-chip point takes 2 such instances per replica. Only TPU slices never share a replica: their
+chips talk over ICI only inside one slice, so a point wider than a slice is left out of that slice
+type (with a note) rather than priced as if separate slices were one. The monthly cost CI comes
+from the point's throughput CI. Platforms with no point meeting the SLOs are listed with the point
+that came closest.
 """
 
 from __future__ import annotations
@@ -210,6 +215,11 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
             rate * candidates[f"output_tokens_per_s_per_chip_{bound}"] / per_chip)
     candidates["slo_ratio"] = _slo_ratio(candidates, slo)
     candidates = candidates[np.isfinite(candidates["tokens_per_s_per_chip"])]
+    wider = _wider_than_tpu_slice(candidates)
+    if wider.any():
+        notes.append(f"{candidates.loc[wider, 'file'].nunique()} multi-chip point(s) left out on TPU slices "
+                     "smaller than their world (ICI links chips only within one slice)")
+        candidates = candidates[~wider]
     meets = candidates[candidates["slo_ratio"] <= 1]
 
     group = PLATFORM_COLUMNS + ["plan"]
@@ -225,6 +235,13 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     return BudgetResult(traffic=traffic, slo=slo, options=options.reset_index(drop=True),
                         infeasible=infeasible.reset_index(drop=True), unpriced=unpriced,
                         current=current, notes=notes)
+
+
+def _wider_than_tpu_slice(df: pd.DataFrame) -> pd.Series:
+    """Rows pricing a replica of more chips than one TPU slice (an instance type named tpu-...,
+    as the price table names whole slices) holds."""
+    tpu = df["instance_type"].astype(str).str.lower().str.startswith("tpu-")
+    return tpu & (df["chips"].astype(float) > df["chips_per_instance"].astype(float))
 
 
 def _size_fleet(best: pd.DataFrame, traffic: Traffic) -> pd.DataFrame:
@@ -257,7 +274,8 @@ OPTION_COLUMNS = [
     "fleet_utilisation", "replica_spans_instances", "tokens_per_s_per_chip",
     "tokens_per_s_per_chip_ci95_low", "tokens_per_s_per_chip_ci95_high", "output_tokens_per_s_per_chip",
     "ttft_p99_s", "tpot_p99_s", "batch_size", "input_length", "output_length", "dtype", "execution_mode",
-    "chips", "backend", "device", "accelerator", "torch_version", "transformers_version", "jax_version",
+    "chips", "tensor_parallel", "expert_parallel", "world_size", "backend", "device", "accelerator", "torch_version",
+    "transformers_version", "jax_version",
     "file", "price_source", "price_as_of", "price_age_days", "blended_usd_per_mtok",
 ]
 

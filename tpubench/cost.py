@@ -11,6 +11,12 @@ That split is ours ("time-attributed"). Published tables such as InferenceX char
 to output tokens: $/Mtok = price per chip-hour * 1e6 / (3600 * output tokens/s per chip). Both are
 reported, labelled.
 
+A multi-chip point (tensor or expert parallel, DESIGN §16) is priced as all of its chips: `chips`
+is the world size (on a CPU, the vCPUs of all ranks), so its throughput per chip is the measured
+throughput / chips and, at equal measured throughput, its $/Mtok is `chips` times a single chip's.
+The layout (`tensor_parallel`, `expert_parallel`, `world_size`; 1 for results that predate it)
+travels with every priced row.
+
 Uncertainty: a cost proportional to a time takes that time's 95% CI; a cost proportional to
 1/throughput takes its bounds from the opposite throughput bounds (the low cost bound comes from
 the high throughput bound). The functions accept floats or numpy/pandas arrays alike.
@@ -123,7 +129,8 @@ def half_width(low, high):
 IDENTITY_COLUMNS = [
     "file", "workload", "scale", "family", "dtype", "experts_implementation", "execution_mode",
     "batch_size", "input_length", "output_length", "backend", "device", "accelerator", "chips",
-    "valid", "invalid_reasons", "host", "torch_version", "transformers_version", "jax_version",
+    "tensor_parallel", "expert_parallel", "world_size", "valid", "invalid_reasons", "host", "torch_version",
+    "transformers_version", "jax_version",
     "tpubench_version", "started_at", "iterations",
 ]
 PRICE_COLUMNS = [
@@ -161,6 +168,17 @@ def _ensure(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     for col in columns:
         if col not in df:
             df[col] = None
+    return df
+
+
+LAYOUT_COLUMNS = ["tensor_parallel", "expert_parallel", "world_size"]
+
+
+def _with_layout(df: pd.DataFrame) -> pd.DataFrame:
+    """The parallel layout as ints, 1 (one chip, no sharding) where a result predates it."""
+    for col in LAYOUT_COLUMNS:
+        values = pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(1, index=df.index)
+        df[col] = values.fillna(1).astype(int)
     return df
 
 
@@ -252,8 +270,8 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
         if chosen.empty:
             raise UserError(f"no price rows for instance '{what_if_instance}' with the chosen filters",
                             field="--what-if-instance")
-    results = _ensure(df.copy(), ["status", "error", "accelerator", "device", "chips", "file", "workload",
-                                  "scale", "backend"])
+    results = _with_layout(_ensure(df.copy(), ["status", "error", "accelerator", "device", "chips", "file",
+                                               "workload", "scale", "backend"]))
     ok_mask = results["status"].eq("ok")
     failed = results[~ok_mask].copy()
     failed["priced_accelerator"] = None

@@ -19,6 +19,40 @@ Counting conventions (DESIGN §10), chosen so that an efficiency above 1.0 can o
   cache), and the batch's embedding rows. Activations and the new K/V writes are left out.
 - A decode step at `context_len` processes one token per sequence that attends to `context_len`
   tokens (the cache after this token is appended); a sliding layer attends to min(context, window).
+
+Multi-chip (DESIGN §16), a world of N chips sharded the way transformers 5.24 shards it (read off
+its `distributed/` code and checked by counting the collectives of one forward on 2 CPU ranks):
+- Tensor parallel is `tp_plan="auto"`: q/k/v and the MLP's gate/up column-wise, o_proj and down
+  row-wise, each expert sliced the same way (`moe_tp_experts`), the token embedding split over the
+  vocabulary and the lm_head column-wise with its logits gathered. Expert parallel is what
+  `DistributedConfig(tp_size=N, ep_size=N)` builds (an empty tp_plan is refused with tp_size > 1,
+  and ep_size needs tp_size * fsdp_size to be a multiple of it): the same tensor-parallel attention,
+  embedding, lm_head and dense MLP, and whole experts, E/N per chip; at inference its `auto`
+  implementation is `AllReduceEP`: every chip runs its own experts on the whole batch (routes to
+  other chips' experts masked) and one all-reduce sums the partial outputs. Replicated on every
+  chip either way: norms, biases, the router, Gemma 4's per-layer-input weights.
+- Bytes one chip reads per decode step: (attention + dense MLP + lm_head weights) / N + the
+  replicated weights in full + (distinct experts x expert size) / N (tensor parallel: a 1/N slice
+  of each; expert parallel: on average 1/N of the distinct experts live on a chip) + KV cache / N
+  (KV heads split) + the batch's embedding rows (every chip looks them up).
+- FLOPs are the model's; a chip does 1/N of them (replicated router work is not model work).
+  Per chip: achieved = model FLOPs / N / time, and MFU, MBU compare per-chip figures with one
+  chip's peaks. The all-chips figures (`decode_bytes_per_step`, `*_achieved_*`) are N x per chip.
+- Bytes each chip sends per forward of T tokens (decode: T = B, the batch), ring collectives over
+  N chips of an S-byte tensor: an all-reduce sends 2 (N-1)/N S, an all-gather (N-1)/N S.
+  With d bytes per element, H hidden, V vocab:
+    all-reduces of T x H x d: 1 (embedding) + per layer 1 (o_proj) + 1 if it has a dense MLP
+      + 1 if it has an MoE block (tensor parallel: the experts' row-wise down; expert parallel
+      `all_reduce`: the combine), i.e. 2 per layer for Qwen3 and Qwen3-MoE, 3 for Gemma 4's MoE
+      layers (dense MLP beside the experts);
+    one all-gather of the last position's logits, B x V x d.
+  Expert parallel with `ep_implementation="all_to_all"` instead (each chip takes T/N of the shared
+  tokens): per MoE layer the per-expert counts (E int64, (N-1)/N of them leave the chip), the
+  dispatch and the combine ((T/N) k (N-1)/N rows of H x d each: uniform routing sends (N-1)/N of
+  a chip's routes to other chips) and an all-gather of the outputs ((N-1)/N T H d).
+- `interconnect_floor_s` = bytes sent per step / the chip's send bandwidth (half a bidirectional
+  figure): the time the step cannot beat even if every link of the chip were busy; None when the
+  bandwidth is unknown (always on the CPU). `interconnect_share_of_tpot` = floor / TPOT p50.
 """
 
 from __future__ import annotations
@@ -484,14 +518,21 @@ def _distinct_per_moe_layer(shape: ModelShape, batch: int,
 
 def _decode_bytes(shape: ModelShape, batch: int, attended: Callable[[LayerShape], float],
                   dtype_bytes: int, kv_dtype_bytes: int,
-                  distinct_experts: float | Sequence[float] | None) -> dict[str, float]:
-    weights = (sum(layer.non_expert_params for layer in shape.layers) + shape.lm_head_params
-               + shape.global_matmul_params + shape.global_other_params) * dtype_bytes
+                  distinct_experts: float | Sequence[float] | None,
+                  world_size: int = 1) -> dict[str, float]:
+    """Bytes one chip of `world_size` reads (module notes); with one chip, the whole step's."""
+    n = world_size
+    sharded = (sum(layer.attn_matmul_params + layer.mlp_matmul_params for layer in shape.layers)
+               + shape.lm_head_params)
+    replicated = (sum(layer.extra_matmul_params + layer.router_params + layer.other_params
+                      for layer in shape.layers)
+                  + shape.global_matmul_params + shape.global_other_params)
+    weights = (sharded / n + replicated) * dtype_bytes
     counts = _distinct_per_moe_layer(shape, batch, distinct_experts)
     experts = sum(count * layer.params_per_expert * dtype_bytes
-                  for layer, count in zip(shape.moe_layers, counts))
+                  for layer, count in zip(shape.moe_layers, counts)) / n
     kv = sum(layer.kv_bytes_per_token(kv_dtype_bytes) * attended(layer) * batch
-             for layer in shape.layers)
+             for layer in shape.layers) / n
     embeddings = batch * (shape.hidden_size + shape.per_layer_embedding_width) * dtype_bytes
     return {"weights": float(weights), "experts": float(experts), "kv_cache": float(kv),
             "embeddings": float(embeddings)}
@@ -499,14 +540,15 @@ def _decode_bytes(shape: ModelShape, batch: int, attended: Callable[[LayerShape]
 
 def decode_bytes_breakdown(shape: ModelShape, batch: int, context_len: float,
                            dtype_bytes: int | str, kv_dtype_bytes: int | str | None = None,
-                           distinct_experts: float | Sequence[float] | None = None
-                           ) -> dict[str, float]:
-    """Bytes one decode step reads, by kind: weights, experts, kv_cache, embeddings."""
-    _check_positive(batch=batch, context_len=context_len)
+                           distinct_experts: float | Sequence[float] | None = None,
+                           world_size: int = 1) -> dict[str, float]:
+    """Bytes one decode step reads, by kind: weights, experts, kv_cache, embeddings; with
+    `world_size` N > 1, what one of the N chips reads (module notes)."""
+    _check_positive(batch=batch, context_len=context_len, world_size=world_size)
     w = bytes_per_element(dtype_bytes)
     kv = bytes_per_element(kv_dtype_bytes) if kv_dtype_bytes is not None else w
     return _decode_bytes(shape, batch, lambda layer: layer.attended(context_len), w, kv,
-                         distinct_experts)
+                         distinct_experts, world_size)
 
 
 def decode_bytes_per_step(shape: ModelShape, batch: int, context_len: float,
@@ -519,6 +561,63 @@ def decode_bytes_per_step(shape: ModelShape, batch: int, context_len: float,
     """
     return sum(decode_bytes_breakdown(shape, batch, context_len, dtype_bytes, kv_dtype_bytes,
                                       distinct_experts).values())
+
+
+# --- bytes between chips ------------------------------------------------------------------------
+
+EP_IMPLEMENTATIONS = ("all_reduce", "all_to_all")
+
+
+def ring_all_reduce_send_bytes(tensor_bytes: float, world_size: int) -> float:
+    """Bytes each chip sends in a ring all-reduce of a `tensor_bytes` tensor: 2 (N-1)/N of it."""
+    return 2 * (world_size - 1) / world_size * tensor_bytes
+
+
+def ring_all_gather_send_bytes(gathered_bytes: float, world_size: int) -> float:
+    """Bytes each chip sends to all-gather a `gathered_bytes` result (1/N held by each): (N-1)/N."""
+    return (world_size - 1) / world_size * gathered_bytes
+
+
+def interconnect_bytes_per_forward(shape: ModelShape, tokens: float, logit_rows: float,
+                                   world_size: int, dtype_bytes: int | str, *,
+                                   expert_parallel: bool = False,
+                                   ep_implementation: str = "all_reduce") -> dict[str, float]:
+    """Bytes each chip sends between chips in one forward of `tokens` tokens whose last
+    `logit_rows` positions get logits, by collective (module notes); zeros on one chip.
+
+    `expert_parallel` selects the expert-parallel layout (whole experts per chip) and
+    `ep_implementation` how its tokens reach the experts: `all_reduce` (transformers' choice at
+    inference when the chips share the batch) or `all_to_all`.
+    """
+    _check_positive(tokens=tokens, logit_rows=logit_rows, world_size=world_size)
+    if ep_implementation not in EP_IMPLEMENTATIONS:
+        raise ValueError(f"ep_implementation must be one of {EP_IMPLEMENTATIONS}, got {ep_implementation!r}")
+    n, d = world_size, bytes_per_element(dtype_bytes)
+    out = {"all_reduce": 0.0, "all_gather": 0.0, "all_to_all": 0.0}
+    if n == 1:
+        return out
+    hidden = tokens * shape.hidden_size * d
+    a2a = expert_parallel and ep_implementation == "all_to_all"
+    reductions = 1 + sum(1 + (layer.mlp_matmul_params > 0) + (layer.is_moe and not a2a)
+                         for layer in shape.layers)
+    out["all_reduce"] = reductions * ring_all_reduce_send_bytes(hidden, n)
+    out["all_gather"] = ring_all_gather_send_bytes(logit_rows * shape.vocab_size * d, n)
+    if a2a:
+        for layer in shape.moe_layers:
+            counts = (n - 1) / n * layer.n_experts * 8            # int64 per-expert counts
+            routes = tokens / n * layer.top_k * (n - 1) / n * shape.hidden_size * d
+            out["all_to_all"] += counts + 2 * routes              # dispatch and combine
+            out["all_gather"] += ring_all_gather_send_bytes(hidden, n)
+    return out
+
+
+def decode_interconnect_bytes_per_step(shape: ModelShape, batch: int, world_size: int,
+                                       dtype_bytes: int | str, *, expert_parallel: bool = False,
+                                       ep_implementation: str = "all_reduce") -> float:
+    """Bytes each chip sends between chips in one decode step (one token per sequence)."""
+    return sum(interconnect_bytes_per_forward(
+        shape, batch, batch, world_size, dtype_bytes, expert_parallel=expert_parallel,
+        ep_implementation=ep_implementation).values())
 
 
 def kv_cache_bytes(shape: ModelShape, batch: int, context_len: int,
@@ -559,15 +658,27 @@ def efficiency_for_run(family: str | None, config: Mapping[str, Any], dtype: str
                        ttft_s: float, tpot_s: float | None,
                        peak_flops: float | None, peak_bytes_per_s: float | None, *,
                        kv_dtype: str | int | None = None,
-                       distinct_experts: float | Sequence[float] | None = None) -> dict[str, Any]:
+                       distinct_experts: float | Sequence[float] | None = None,
+                       world_size: int = 1, expert_parallel: bool = False,
+                       ep_implementation: str = "all_reduce",
+                       interconnect_send_bytes_per_s: float | None = None) -> dict[str, Any]:
     """MFU of the prefill and MBU (and MFU) of the decode for one generate run.
 
     TTFT covers the prefill; TPOT is the mean decode step. The O - 1 decode steps attend to
     I+1 .. I+O-1 tokens, so per-step bytes and FLOPs are their exact mean over those steps.
     Decode fields are None when O == 1. `exceeds_peak` is True when any achieved rate is above
     the chip's peak: physically impossible, so a timing bug (DESIGN §6).
+
+    On `world_size` N chips (module notes; `expert_parallel` picks that layout, else tensor
+    parallel) the peaks are one chip's and MFU / MBU are per chip; `*_per_chip` fields are one
+    chip's share, the others all chips together (equal when N = 1). `interconnect_*` fields give
+    the bytes each chip sends per decode step, the time floor they set against
+    `interconnect_send_bytes_per_s` (one direction, what one chip can send; None when unknown)
+    and that floor's share of TPOT.
     """
-    _check_positive(batch=batch, input_len=input_len, output_len=output_len, ttft_s=ttft_s)
+    _check_positive(batch=batch, input_len=input_len, output_len=output_len, ttft_s=ttft_s,
+                    world_size=world_size)
+    n = world_size
     shape = ModelShape.from_config(family, config)
     w = bytes_per_element(dtype)
     kv = bytes_per_element(kv_dtype) if kv_dtype is not None else w
@@ -575,20 +686,28 @@ def efficiency_for_run(family: str | None, config: Mapping[str, Any], dtype: str
     p_flops = prefill_flops(shape, batch, input_len)
     p_rate = p_flops / ttft_s
     out: dict[str, Any] = {
+        "world_size": n,
         "total_params": shape.total_params,
         "active_params": shape.active_params,
         "prefill_flops": p_flops,
         "prefill_achieved_flops_per_s": p_rate,
-        "prefill_mfu": mfu(p_rate, peak_flops),
+        "prefill_achieved_flops_per_s_per_chip": p_rate / n,
+        "prefill_mfu": mfu(p_rate / n, peak_flops),
         "decode_steps": output_len - 1,
         "decode_bytes_per_step": None,
+        "decode_bytes_per_step_per_chip": None,
         "decode_weight_bytes_per_step": None,
         "decode_kv_bytes_per_step": None,
         "decode_achieved_bytes_per_s": None,
+        "decode_achieved_bytes_per_s_per_chip": None,
         "decode_mbu": None,
         "decode_flops_per_step": None,
         "decode_achieved_flops_per_s": None,
+        "decode_achieved_flops_per_s_per_chip": None,
         "decode_mfu": None,
+        "interconnect_bytes_per_step": None,
+        "interconnect_floor_s": None,
+        "interconnect_share_of_tpot": None,
         "expected_distinct_experts": (
             expected_distinct_experts(shape.n_experts, shape.top_k, batch)
             if shape.moe_layers else None),
@@ -601,19 +720,30 @@ def efficiency_for_run(family: str | None, config: Mapping[str, Any], dtype: str
         def mean_attended(layer: LayerShape) -> float:
             return _sum_attended(first, last, layer.window) / steps
 
-        parts = _decode_bytes(shape, batch, mean_attended, w, kv, distinct_experts)
-        d_bytes = sum(parts.values())
+        parts = _decode_bytes(shape, batch, mean_attended, w, kv, distinct_experts, n)
+        chip_bytes = sum(parts.values())
         d_flops = batch * (2 * shape.active_params + sum(
             layer.attention_flops_per_token(mean_attended(layer)) for layer in shape.layers))
+        sent = decode_interconnect_bytes_per_step(shape, batch, n, w, expert_parallel=expert_parallel,
+                                                  ep_implementation=ep_implementation)
+        floor = (sent / interconnect_send_bytes_per_s
+                 if n > 1 and interconnect_send_bytes_per_s and interconnect_send_bytes_per_s > 0
+                 else None)
         out.update({
-            "decode_bytes_per_step": d_bytes,
-            "decode_weight_bytes_per_step": parts["weights"] + parts["experts"] + parts["embeddings"],
-            "decode_kv_bytes_per_step": parts["kv_cache"],
-            "decode_achieved_bytes_per_s": d_bytes / tpot_s,
-            "decode_mbu": mbu(d_bytes / tpot_s, peak_bytes_per_s),
+            "decode_bytes_per_step": chip_bytes * n,
+            "decode_bytes_per_step_per_chip": chip_bytes,
+            "decode_weight_bytes_per_step": (parts["weights"] + parts["experts"] + parts["embeddings"]) * n,
+            "decode_kv_bytes_per_step": parts["kv_cache"] * n,
+            "decode_achieved_bytes_per_s": chip_bytes * n / tpot_s,
+            "decode_achieved_bytes_per_s_per_chip": chip_bytes / tpot_s,
+            "decode_mbu": mbu(chip_bytes / tpot_s, peak_bytes_per_s),
             "decode_flops_per_step": d_flops,
             "decode_achieved_flops_per_s": d_flops / tpot_s,
-            "decode_mfu": mfu(d_flops / tpot_s, peak_flops),
+            "decode_achieved_flops_per_s_per_chip": d_flops / n / tpot_s,
+            "decode_mfu": mfu(d_flops / n / tpot_s, peak_flops),
+            "interconnect_bytes_per_step": sent,
+            "interconnect_floor_s": floor,
+            "interconnect_share_of_tpot": floor / tpot_s if floor is not None else None,
         })
     ratios = (out["prefill_mfu"], out["decode_mbu"], out["decode_mfu"])
     out["exceeds_peak"] = any(r is not None and r > 1.0 for r in ratios)
@@ -624,4 +754,6 @@ __all__ = [
     "LayerShape", "ModelShape", "bytes_per_element", "flops_per_token", "prefill_flops",
     "decode_flops_per_step", "expected_distinct_experts", "decode_bytes_breakdown",
     "decode_bytes_per_step", "kv_cache_bytes", "mfu", "mbu", "efficiency_for_run",
+    "EP_IMPLEMENTATIONS", "ring_all_reduce_send_bytes", "ring_all_gather_send_bytes",
+    "interconnect_bytes_per_forward", "decode_interconnect_bytes_per_step",
 ]
