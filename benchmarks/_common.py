@@ -20,7 +20,7 @@ def small_point(workload: str = "workloads/qwen3_moe.yaml", batch: int = 8, **ov
 
 def session_for(point, device: str = "cpu"):
     from tpubench.backends import get_backend
-    from tpubench.runner import _vocab_size
+    from tpubench.scenarios.generate import _vocab_size
     from tpubench.scenarios.generate import make_prompt
 
     be = get_backend("torch", device)

@@ -29,7 +29,7 @@ def worker(args) -> None:
 
     from tpubench.backends import get_backend
     from tpubench.parallel import join_world
-    from tpubench.runner import _vocab_size
+    from tpubench.scenarios.generate import _vocab_size
     from tpubench.scenarios.generate import make_prompt
 
     torch.set_num_threads(max(1, args.threads))

@@ -165,7 +165,7 @@ def test_memory_check_per_chip_names_the_smallest_layout(monkeypatch):
 
     from tpubench.backends.torch import TorchBackend
     from tpubench.models.torch_models import estimate_bytes
-    from tpubench.runner import _check_memory
+    from tpubench.fit import check_fit as _check_memory
     from tpubench.workload import expand, load_workload
 
     (point,) = [p for p in expand(load_workload(REPO / "workloads" / "qwen3_moe.yaml"), "small") if p.batch_size == 1]

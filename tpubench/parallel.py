@@ -15,9 +15,13 @@ same `measure_in_world` on every rank, with the world the user made (see runner.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -83,7 +87,7 @@ def measure_in_world(be, point, base: dict, checkpoint: str, peaks: dict | None,
     `world_start_s`: how long this rank took from the launch to joining the process group."""
     import torch.distributed as dist
 
-    from tpubench.runner import measure_point
+    from tpubench.scenarios.generate import measure_point
 
     world = WorldSync()
     reporter.phase("load", 0, 1)
@@ -164,6 +168,88 @@ def worker_main(spec_path: str) -> None:
 
 
 # ----------------------------------------------------------------------------- the parent
+
+
+class Checkpoints:
+    """Random weights saved once per model on the host, for the ranks of a world to load sharded.
+
+    tpubench's own worlds read them from a temporary folder that goes with the sweep; under a
+    user's torchrun each node's local rank 0 writes a folder named after the model, which the
+    node's ranks share."""
+
+    def __init__(self, cleanup: contextlib.ExitStack, *, shared: bool):
+        self.shared = shared
+        self.folders: dict[tuple, Path] = {}
+        if shared:
+            cleanup.callback(self._remove_shared)
+        else:
+            self.root = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="tpubench-ckpt-")))
+
+    def folder_for(self, point, reporter) -> str:
+        if point.weights == "pretrained":
+            return point.hub_id or ""
+        key = point.model_identity()
+        if key not in self.folders:
+            name = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+            folder = (Path(tempfile.gettempdir()) / f"tpubench-ckpt-{name}") if self.shared else self.root / name
+            if not self.shared or int(os.environ.get("LOCAL_RANK", "0")) == 0:
+                reporter.phase("weights", 0, 1)
+                _save_checkpoint(point, folder)
+            if self.shared:
+                import torch.distributed as dist
+
+                dist.barrier()
+            self.folders[key] = folder
+        return str(self.folders[key])
+
+    def _remove_shared(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            for folder in self.folders.values():
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _save_checkpoint(point, folder: Path) -> None:
+    from tpubench.models.torch_models import save_host_checkpoint
+
+    if (folder / "config.json").is_file():
+        return
+    partial = folder.with_name(folder.name + f".partial-{os.getpid()}")
+    save_host_checkpoint(point, partial)
+    os.replace(partial, folder)
+    gc.collect()
+
+
+def measure_sharded(ctx, point, base: dict, peaks: dict | None, checkpoints: Checkpoints):
+    """One point on a world of chips: a fresh world of tpubench's own, or the user's torchrun.
+    `ctx` is the sweep's scenarios.SweepContext."""
+    from tpubench.errors import UserError
+
+    be, reporter = ctx.backend, ctx.reporter
+    if ctx.user_world:
+        import torch.distributed as dist
+
+        if point.world_size != dist.get_world_size():
+            raise UserError(f"this point needs {point.world_size} rank(s) (tensor {point.tensor_parallel} x expert "
+                            f"{point.expert_parallel}); the torchrun world has {dist.get_world_size()}")
+    base = {**base, "environment": world_environment(be, point, base["environment"])}
+    checkpoint = checkpoints.folder_for(point, reporter)
+    if ctx.user_world:
+        return measure_in_world(be, point, base, checkpoint, peaks, reporter)
+    reporter.phase("world", 0, 1)
+    timeout = ctx.collective_timeout_s
+    # Load and compile wait at collectives too, so the deadline allows a few collective timeouts
+    # on top of the measurement's own limit.
+    return run_in_world(be, point, base, checkpoint=checkpoint, peaks=peaks, collective_timeout_s=timeout,
+                        deadline_s=3 * timeout + 2 * point.measurement["max_seconds"])
+
+
+def plain_peaks(peaks: dict | None) -> dict | None:
+    """The peaks a result needs, without the host probe's raw data (JSON for a world's ranks)."""
+    return {k: v for k, v in peaks.items() if k != "probe"} if peaks else None
+
 
 
 def threads_per_rank(world_size: int) -> int:

@@ -201,6 +201,7 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     row["tensor_parallel"] = p.get("tensor_parallel", 1)
     row["expert_parallel"] = p.get("expert_parallel", 1)
     row["world_size"] = env.get("world_size", 1)
+    row["scenario_kind"] = p.get("scenario_kind", "generate")
     row["process_group_backend"] = env.get("process_group_backend")
     for key, value in result.metrics.items():
         row[key] = math.nan if value is None else value
@@ -231,7 +232,8 @@ def _metric_columns() -> list[str]:
 EXPORT_COLUMNS = BASE_COLUMNS + ["load_s", "compile_s", "first_iteration_s", "warmup_s", "measure_s",
                                  "iterations", "generated_tokens", "peak_memory_bytes",
                                  "output_tokens_per_s_ci95_rel"] + _metric_columns() + [
-    "model_reused", "older_runs", "tensor_parallel", "expert_parallel", "world_size", "process_group_backend"]
+    "model_reused", "older_runs", "tensor_parallel", "expert_parallel", "world_size", "process_group_backend",
+    "scenario_kind"]
 
 
 # What `load_results(keep=...)` accepts, and what makes two result files the same measurement: the

@@ -115,7 +115,7 @@ class Parallel(_Strict):
     """How many chips one point's model is sharded over (DESIGN.md section 16); chips = world size."""
 
     tensor: Union[PositiveInt, list[PositiveInt]] = 1   # transformers tp_plan="auto"
-    expert: Union[PositiveInt, list[PositiveInt]] = 1   # MoE experts split over ranks (expert parallel)
+    expert: Union[PositiveInt, list[PositiveInt]] = 1   # experts split over ranks, attention tensor-parallel
     # A collective that waits longer than this fails the point: a dead or hung rank never hangs a sweep.
     collective_timeout_s: float = Field(300.0, gt=0)
 
@@ -171,6 +171,7 @@ class RunPoint:
     execution_mode: str = "eager"
     tensor_parallel: int = 1
     expert_parallel: int = 1
+    scenario_kind: str = "generate"
     compile_options: dict = field(default_factory=dict, hash=False)
     measurement: dict = field(default_factory=dict, hash=False)
 
@@ -185,11 +186,16 @@ class RunPoint:
         """A stable hash of everything that defines what is measured (for --resume). A single-chip
         layout is left out of it, so points measured before `parallel` existed keep their key."""
         data = self.to_dict()
-        for name in ("tensor_parallel", "expert_parallel"):
-            if data[name] == 1:
+        for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", "generate")):
+            if data[name] == default:
                 del data[name]
         blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def model_identity(self) -> tuple:
+        """What makes two points' models the same (one build serves both)."""
+        return (self.family, self.hub_id, self.weights, self.dtype, self.experts_implementation,
+                repr(sorted(self.model_config.items())), self.measurement.get("seed"))
 
     @property
     def world_size(self) -> int:
@@ -421,6 +427,7 @@ def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "",
                 weights=workload.model.weights,
                 trust_remote_code=workload.model.trust_remote_code,
                 model_config=config,
+                scenario_kind=workload.scenario.kind,
                 compile_options=dict(workload.execution.compile_options),
                 measurement=workload.measurement.model_dump(),
                 **values,

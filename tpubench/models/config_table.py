@@ -18,7 +18,6 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 TABLE_PATH = Path(__file__).resolve().parent.parent / "data" / "model_configs.json"
 

@@ -7,6 +7,8 @@ give TTFT, TPOT, ITL and E2E exactly as DESIGN.md section 7 defines them.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
 from dataclasses import dataclass, field
@@ -15,7 +17,9 @@ from typing import Callable
 import numpy as np
 
 from tpubench.measure import fenced_clock, keep_measuring
+from tpubench.results import RunResult, now_iso
 from tpubench.stats import summarize
+from tpubench.workload import RunPoint
 
 FINGERPRINT_SAMPLES = 512
 FINGERPRINT_TOP = 16
@@ -246,3 +250,129 @@ def summarize_samples(samples: dict[str, list[float]]) -> dict[str, float]:
             else:
                 out[f"{base}_{stat}{unit}"] = v
     return out
+
+
+# ----------------------------------------------------------------------------- the scenario
+
+
+class GenerateScenario:
+    """Offline generation on a model tpubench builds: on one chip, or on a world of chips for a
+    sharded layout (parallel.py)."""
+
+    kind = "generate"
+
+    def check(self, ctx, points):
+        from tpubench.fit import check_fit
+
+        return check_fit(ctx.backend, points, ctx.source)
+
+    @contextlib.contextmanager
+    def open(self, ctx, points):
+        from tpubench.parallel import Checkpoints, measure_sharded, plain_peaks
+
+        with contextlib.ExitStack() as cleanup:
+            single = _SingleChipModel(ctx.backend, ctx.reporter)
+            checkpoints = Checkpoints(cleanup, shared=ctx.user_world)
+
+            def measure(point, base):
+                peaks = plain_peaks(ctx.peaks.get(point.dtype))
+                if point.world_size > 1 or ctx.user_world:
+                    single.release()   # one model in memory at a time
+                    return measure_sharded(ctx, point, base, peaks, checkpoints)
+                built, load_s, reused = single.get(point)
+                result = measure_point(ctx.backend, built, point, base, load_s, ctx.reporter, peaks)
+                result.model_reused = reused
+                return result
+
+            yield measure
+
+
+class _SingleChipModel:
+    """The model of the last single-chip point, kept while the next points share it."""
+
+    def __init__(self, be, reporter):
+        self.be, self.reporter = be, reporter
+        self.key, self.built = None, None
+
+    def release(self) -> None:
+        self.key, self.built = None, None
+        gc.collect()
+
+    def get(self, point) -> tuple:
+        """(built model, load seconds, reused?)"""
+        key = point.model_identity()
+        if key == self.key:
+            return self.built, 0.0, True
+        self.release()   # a failed build must not be "reused" by the next point
+        self.reporter.phase("load", 0, 1)
+        t = time.perf_counter()
+        self.built = self.be.build(point)
+        self.key = key
+        return self.built, time.perf_counter() - t, False
+
+
+def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter,
+                  peaks: dict | None, world=None) -> RunResult:
+    """Measure one point on a built model into a RunResult; in a world (parallel.WorldSync), on
+    every rank."""
+    from tpubench.efficiency import roofline_metrics
+    from tpubench.validity import assess, warnings_for
+
+    vocab = _vocab_size(point)  # also where an unknown family or bad config surfaces
+    prompt = make_prompt(point.measurement["seed"], point.batch_size, point.input_length, vocab)
+    session = be.session(built, point, prompt)
+    with session:
+        m = measure_generate(session, point, on_phase=reporter.phase, world=world)
+        on_device = session.on_requested_device()
+    if world is not None:
+        on_device = _merge_ranks(m, on_device, world)
+    metrics = summarize_samples(m.samples)
+    metrics.update(aggregate_rates(metrics, point.batch_size, point.input_length, point.output_length))
+    metrics.update({
+        "iterations": m.measure_iterations,
+        "generated_tokens": m.generated_tokens,
+        "peak_memory_bytes": m.peak_memory_bytes,
+        "output_tokens_per_s_ci95_rel": _rel_half(metrics),
+    })
+    roofline, exceeds_peak = roofline_metrics(point, metrics, peaks)
+    metrics.update(roofline)
+    valid, reasons = assess(iterations=m.measure_iterations, measure_s=m.timing["measure_s"],
+                            measurement=point.measurement, recompiles=m.compile["recompiles_timed"],
+                            generated_tokens=m.generated_tokens, expected_tokens=m.expected_tokens,
+                            throughput=m.samples["output_tokens_per_s"], on_device=on_device,
+                            exceeds_peak=exceeds_peak,
+                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0))
+    warns = warnings_for(m.samples["output_tokens_per_s"], m.warmup_samples["e2e_s"], m.samples["e2e_s"],
+                         point.measurement["max_cv"], graph_breaks=m.compile.get("graph_breaks", 0))
+    return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile,
+                     samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
+                     metrics=metrics, numerics=m.numerics, validity={"valid": valid, "reasons": reasons},
+                     warnings=warns)
+
+
+def _merge_ranks(m, on_device: bool, world) -> bool:
+    """Compile accounting and memory from every rank: a recompile or a CPU fallback on any rank
+    counts, compile time is the slowest rank's, peak memory the fullest chip's."""
+    ranks = world.gather({"compile": m.compile, "compile_s": m.timing["compile_s"], "on_device": on_device,
+                          "peak_memory_bytes": m.peak_memory_bytes})
+    for key in ("recompiles_timed", "recompile_limit_hits", "graph_breaks"):
+        m.compile[key] = max(r["compile"].get(key, 0) for r in ranks)
+    m.compile["per_rank"] = [r["compile"] for r in ranks]
+    m.timing["compile_s"] = max(r["compile_s"] for r in ranks)
+    peaks = [r["peak_memory_bytes"] for r in ranks if r["peak_memory_bytes"] is not None]
+    m.peak_memory_bytes = max(peaks) if peaks else None
+    return all(r["on_device"] for r in ranks)
+
+
+def _rel_half(metrics: dict) -> float:
+    mean, hi = metrics.get("output_tokens_per_s"), metrics.get("output_tokens_per_s_ci95_high")
+    if not mean or hi is None or hi != hi:
+        return float("nan")
+    return (hi - mean) / mean
+
+
+def _vocab_size(point: RunPoint) -> int:
+    from tpubench.models.torch_models import hf_config
+
+    config = hf_config(point)
+    return (getattr(config, "text_config", None) or config).vocab_size
