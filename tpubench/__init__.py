@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load_results"]
+__all__ = ["__version__", "load_requests", "load_results"]
 
 
 def load_results(paths, *, warn=None, keep="latest"):
@@ -15,5 +15,13 @@ def load_results(paths, *, warn=None, keep="latest"):
     Imported lazily so that `import tpubench` stays cheap (no pandas, torch or jax).
     """
     from tpubench.results import load_results as _load
+
+    return _load(paths, warn=warn, keep=keep)
+
+
+def load_requests(paths, *, warn=None, keep="latest"):
+    """Every request of serve results as a pandas DataFrame, one row per request (see
+    tpubench.results.load_requests)."""
+    from tpubench.results import load_requests as _load
 
     return _load(paths, warn=warn, keep=keep)

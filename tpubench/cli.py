@@ -52,6 +52,8 @@ def run(
                                                   help="Shard the model over N chips by tensor parallel (overrides the workload's parallel block)."),
     expert_parallel: Optional[int] = typer.Option(None, "--expert-parallel", "--ep", min=1,
                                                   help="Split a MoE model's experts over N chips (overrides the workload's parallel block)."),
+    server_url: Optional[str] = typer.Option(None, "--server-url",
+                                             help="Measure this running OpenAI-compatible server (serve workloads)."),
 ):
     """Measure every point of a workload's sweep and write one result file per point.
 
@@ -64,7 +66,7 @@ def run(
     with RichReporter(console) as reporter:
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
                              resume=resume, retry_failed=retry_failed, reporter=reporter,
-                             tensor_parallel=tensor_parallel, expert_parallel=expert_parallel,
+                             tensor_parallel=tensor_parallel, expert_parallel=expert_parallel, server_url=server_url,
                              **({"max_points": max_points} if max_points else {}))
     if os.environ.get("RANK", "0") != "0":
         return   # under torchrun, rank 0 reports for the world

@@ -264,6 +264,7 @@ def world_environment(be, point, env: dict) -> dict:
     n = point.world_size
     chips = threads_per_rank(n) * n if be.device == "cpu" else n
     return {**env, "chips": chips, "world_size": n, "process_group_backend": be.process_group_backend(),
+            "process_group_backend_source": be.process_group_source(),
             "parallel_layout": {"tensor": point.tensor_parallel, "expert": point.expert_parallel},
             "launcher": "torch.distributed.run (elastic launch, --standalone)"}
 

@@ -202,6 +202,13 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     row["expert_parallel"] = p.get("expert_parallel", 1)
     row["world_size"] = env.get("world_size", 1)
     row["scenario_kind"] = p.get("scenario_kind", "generate")
+    # Serving: the stack measured and the load point.
+    load = (p.get("params") or {}).get("load") or {}
+    row["server_name"] = env.get("server_name")
+    row["server_version"] = env.get("server_version")
+    row["concurrency"] = load.get("concurrency")
+    row["request_rate"] = load.get("request_rate")
+    row["instance"] = env.get("instance")
     row["process_group_backend"] = env.get("process_group_backend")
     for key, value in result.metrics.items():
         row[key] = math.nan if value is None else value
@@ -233,7 +240,7 @@ EXPORT_COLUMNS = BASE_COLUMNS + ["load_s", "compile_s", "first_iteration_s", "wa
                                  "iterations", "generated_tokens", "peak_memory_bytes",
                                  "output_tokens_per_s_ci95_rel"] + _metric_columns() + [
     "model_reused", "older_runs", "tensor_parallel", "expert_parallel", "world_size", "process_group_backend",
-    "scenario_kind"]
+    "scenario_kind", "server_name", "server_version", "concurrency", "request_rate", "instance"]
 
 
 # What `load_results(keep=...)` accepts, and what makes two result files the same measurement: the
@@ -307,3 +314,25 @@ def _run_order(df, environment_keys: list[str], names: list[str]):
     older[positions] = groups.cumcount().to_numpy()
     newer[positions] = groups.cumcount(ascending=False).to_numpy()
     return older, newer
+
+
+def load_requests(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest"):
+    """Every request of serve results as a pandas DataFrame: one row per request (its timings in
+    seconds, tokens, status and error), with the identity of the point it belongs to."""
+    import pandas as pd
+
+    points = load_results(paths, warn=warn, keep=keep)
+    wanted = set(points["file"]) if len(points) else set()
+    frames = []
+    for f, result in read_results(paths, warn=lambda m: None):
+        requests = getattr(result, "requests", None)
+        if str(f) not in wanted or not requests:
+            continue
+        frame = pd.DataFrame(requests)
+        frame.insert(0, "file", str(f))
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["file"])
+    ids = points[["file", "workload", "scale", "backend", "device", "accelerator", "chips", "server_name",
+                  "concurrency", "request_rate", "point_key"]]
+    return pd.concat(frames, ignore_index=True).merge(ids, on="file", how="left")

@@ -21,7 +21,7 @@ from tpubench.results import RunResult, now_iso, read_results, write_result
 from tpubench.parallel import WorldFailed, in_user_world, join_world
 from tpubench.scenarios import SCENARIOS, SweepContext
 from tpubench.workload import (FULL_SCALE, MAX_POINTS, RunPoint, check_sweep_size, expand, load_workload,
-                               scale_names, with_layout)
+                               scale_names, with_layout, with_server_url)
 
 SMALL_SCALE = "small"
 
@@ -76,7 +76,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
               scale: str | None = None, out_dir: str | Path = "results", resume: bool = False,
               retry_failed: bool = False, reporter: Reporter | None = None,
               max_points: int = MAX_POINTS, tensor_parallel: int | None = None,
-              expert_parallel: int | None = None) -> list[PointOutcome]:
+              expert_parallel: int | None = None, server_url: str | None = None) -> list[PointOutcome]:
     reporter = reporter or SilentReporter()
     workload = load_workload(workload_path)
     for name in scale_names(workload):   # an absurd sweep is refused before touching any device
@@ -87,7 +87,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     scale, note = choose_scale(workload, scale, on_accelerator=_on_accelerator(be))
     if note:
         reporter.note(note)
-    workload = with_layout(workload, tensor_parallel, expert_parallel)
+    workload = with_server_url(with_layout(workload, tensor_parallel, expert_parallel), server_url)
     points = expand(workload, scale, source=str(workload_path), max_points=max_points)
     if be.name != "torch" and any(p.world_size > 1 for p in points):
         raise UserError(f"the {be.name} backend runs on one chip; parallel layouts need --backend torch",
@@ -151,7 +151,9 @@ def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
     """Provenance for every result of the sweep, and the roofline peaks per dtype."""
     env = {**host_environment(), **be.environment()}
     platform = be.device if _on_accelerator(be) else "cpu"
-    peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in {p.dtype for p in points}}
+    # Only models tpubench runs itself have a roofline (a server's are its own business).
+    dtypes = {p.dtype for p in points if p.scenario_kind == "generate"}
+    peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in dtypes}
     env["roofline_peaks"] = {dtype: {k: v for k, v in p.items() if k != "probe"} if p else None
                              for dtype, p in peaks.items()}
     probe = next((p["probe"] for p in peaks.values() if p and "probe" in p), None)

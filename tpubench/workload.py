@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from tpubench.errors import UserError
+from tpubench.workload_serve import ServeScenario, length_axis, load_axis, load_label
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm"]
@@ -133,14 +134,28 @@ class Parallel(_Strict):
 class Workload(_Strict):
     name: str
     description: str = ""
-    model: ModelSpec
+    model: ModelSpec | None = None     # required to generate; for serve, what the server runs (optional)
     scales: dict[str, ScaleSpec] = Field(default_factory=dict)
-    scenario: GenerateScenario
+    scenario: Union[GenerateScenario, ServeScenario] = Field(discriminator="kind")
     execution: Execution = Execution()
     measurement: Measurement = Measurement()
     parallel: Parallel = Parallel()
 
     _name_is_safe = field_validator("name")(classmethod(lambda cls, v: _safe_name(v)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _generate_by_default(cls, data):
+        """A scenario without a kind generates (as every workload did before serve existed)."""
+        if isinstance(data, dict) and isinstance(data.get("scenario"), dict) and "kind" not in data["scenario"]:
+            data = {**data, "scenario": {"kind": "generate", **data["scenario"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _model_to_generate(self):
+        if self.scenario.kind == "generate" and self.model is None:
+            raise ValueError("model is required: scenario generate builds it")
+        return self
 
     @field_validator("scales")
     @classmethod
@@ -172,6 +187,8 @@ class RunPoint:
     tensor_parallel: int = 1
     expert_parallel: int = 1
     scenario_kind: str = "generate"
+    # Scenario-specific resolved values (serve: the load point, lengths, server, SLOs).
+    params: dict = field(default_factory=dict, hash=False)
     compile_options: dict = field(default_factory=dict, hash=False)
     measurement: dict = field(default_factory=dict, hash=False)
 
@@ -186,7 +203,8 @@ class RunPoint:
         """A stable hash of everything that defines what is measured (for --resume). A single-chip
         layout is left out of it, so points measured before `parallel` existed keep their key."""
         data = self.to_dict()
-        for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", "generate")):
+        for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", "generate"),
+                              ("params", {})):
             if data[name] == default:
                 del data[name]
         blob = json.dumps(data, sort_keys=True, default=str)
@@ -203,6 +221,10 @@ class RunPoint:
         return self.tensor_parallel * self.expert_parallel
 
     def label(self) -> str:
+        if self.scenario_kind == "serve":
+            lengths = [f"{name}{v if v is not None else '~'}" for name, v in
+                       (("in", self.input_length), ("out", self.output_length))]
+            return " ".join([load_label(self.params["load"]), *lengths, f"{self.params['endpoint']}"])
         parts = [f"b{self.batch_size}", f"in{self.input_length}", f"out{self.output_length}",
                  self.dtype, self.execution_mode]
         if self.experts_implementation:
@@ -240,7 +262,9 @@ def load_workload(path: str | Path) -> Workload:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
-        raise _user_error(path, root, loc, _explain(err, loc)) from None
+        # The scenario's kind (pydantic's union tag) is in loc but not in the file.
+        shown = tuple(p for i, p in enumerate(loc) if not (i == 1 and loc[0] == "scenario" and p in _SCENARIOS))
+        raise _user_error(path, root, shown, _explain(err, loc)) from None
     _check_model(workload, path, root)
     return workload
 
@@ -256,6 +280,8 @@ def _check_model(workload: Workload, path: Path, root) -> None:
     config classes (no transformers import: see models/config_check.py)."""
     from tpubench.models.config_check import ConfigProblem, check_model_config, family_problem
 
+    if workload.model is None:
+        return
     problem = family_problem(workload.model.family)
     if problem:
         raise _user_error(path, root, ("model", "family"), problem)
@@ -271,12 +297,31 @@ def _check_model(workload: Workload, path: Path, root) -> None:
             raise _user_error(path, root, prefix + exc.path, exc.message) from None
 
 
+def with_server_url(workload: Workload, url: str | None) -> Workload:
+    """A serve workload pointed at a running server (`run --server-url`), its launch block dropped."""
+    from tpubench.workload_serve import Server
+
+    if url is None:
+        return workload
+    if workload.scenario.kind != "serve":
+        raise UserError("--server-url needs a serve workload (scenario kind: serve)", field="--server-url")
+    old = workload.scenario.server
+    try:
+        server = Server(url=url, model=old.model, hardware=old.hardware, tokenizer=old.tokenizer)
+    except ValidationError as exc:
+        raise UserError(exc.errors()[0]["msg"].removeprefix("Value error, "), field="--server-url") from None
+    return workload.model_copy(update={"scenario": workload.scenario.model_copy(update={"server": server})})
+
+
 def with_layout(workload: Workload, tensor: int | None = None, expert: int | None = None) -> Workload:
     """The workload with its parallel layout replaced (`run --tensor-parallel/--expert-parallel`)."""
     from tpubench.models.config_check import ConfigProblem, check_model_config
 
     if tensor is None and expert is None:
         return workload
+    if workload.scenario.kind != "generate":
+        raise UserError("a served model is sharded by its server: set its own flags in the launch args",
+                        field="--tensor-parallel" if tensor else "--expert-parallel")
     if (tensor or 1) > 1 and (expert or 1) > 1:
         raise UserError("tensor and expert parallel cannot be combined in one run yet", field="--expert-parallel")
     layout = {**workload.parallel.model_dump(), "tensor": tensor or 1, "expert": expert or 1}
@@ -318,10 +363,12 @@ def _explain(err: dict, loc: tuple) -> str:
 
 def _allowed_keys(loc: tuple) -> list[str]:
     model: type[BaseModel] | None = Workload
-    for part in loc:
+    for i, part in enumerate(loc):
         if model is None:
             return []
-        if part in model.model_fields:
+        if i == 1 and loc[0] == "scenario" and part in _SCENARIOS:
+            model = _SCENARIOS[part]
+        elif part in model.model_fields:
             ann = model.model_fields[part].annotation
             model = _model_in(ann)
         elif model is Workload and loc and loc[0] == "scales":
@@ -329,6 +376,9 @@ def _allowed_keys(loc: tuple) -> list[str]:
         else:
             model = _model_in(None)
     return list(model.model_fields) if model else []
+
+
+_SCENARIOS = {"generate": GenerateScenario, "serve": ServeScenario}
 
 
 def _model_in(ann) -> type[BaseModel] | None:
@@ -376,8 +426,11 @@ def sweep_axes(workload: Workload, scale: str = FULL_SCALE, *, source: str = "")
         known = ", ".join(scale_names(workload))
         raise UserError(f"unknown scale '{scale}' (this workload has: {known})", where=source or None, field="scales")
     spec = workload.scales.get(scale, ScaleSpec())
-    dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
     scen = workload.scenario
+    if scen.kind == "serve":
+        return {"load": load_axis(scen.load), "input_length": length_axis(scen.input_length),
+                "output_length": length_axis(scen.output_length)}
+    dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
     over = spec.scenario or ScenarioOverride()
     return {
         "dtype": _as_list(dtypes),
@@ -413,6 +466,8 @@ def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "",
     """Resolve a scale and expand every list-valued axis into run points (cartesian product)."""
     check_sweep_size(workload, scale, source=source, max_points=max_points)
     axes = sweep_axes(workload, scale, source=source)
+    if workload.scenario.kind == "serve":
+        return _serve_points(workload, scale, axes, source)
     spec = workload.scales.get(scale, ScaleSpec())
     config = {**workload.model.config, **spec.config}
     points = []
@@ -433,4 +488,32 @@ def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "",
                 **values,
             )
         )
+    return points
+
+
+def _serve_points(workload: Workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
+    """Serve points: the model is the server's; a point is a load level and the request lengths."""
+    scen = workload.scenario
+    model = workload.model
+    config = {**model.config, **workload.scales[scale].config} if model and scale != FULL_SCALE else (
+        dict(model.config) if model else {})
+    common = scen.model_dump(include={"endpoint", "exact_output", "request_timeout_s", "seed"})
+    common.update(server=scen.server.model_dump(), slo=scen.slo.model_dump(),
+                  num_requests=scen.load.num_requests, duration_s=scen.load.duration_s,
+                  warmup_requests=scen.load.warmup_requests, workload_dir=str(Path(source).parent) if source else "")
+    points = []
+    for load, inputs, outputs in itertools.product(axes["load"], axes["input_length"], axes["output_length"]):
+        points.append(RunPoint(
+            workload=workload.name, scale=scale,
+            family=model.family if model else None, hub_id=model.hub_id if model else None,
+            weights=model.weights if model else "server", trust_remote_code=False,
+            dtype=(model.dtype if model and isinstance(model.dtype, str) else "server"),
+            experts_implementation=None, model_config=config,
+            batch_size=load.get("concurrency"),
+            input_length=inputs if isinstance(inputs, int) else None,
+            output_length=outputs if isinstance(outputs, int) else None,
+            execution_mode="serve", scenario_kind="serve",
+            params={**common, "load": load, "input_lengths": inputs, "output_lengths": outputs},
+            measurement=workload.measurement.model_dump(),
+        ))
     return points

@@ -24,6 +24,16 @@ _PACKAGES = {
 # torch.distributed backends per device (DESIGN.md section 16; sources and assumptions in README).
 _PROCESS_GROUP_BACKENDS = {"cpu": "gloo", "cuda": "nccl", "mps": "gloo", "xla": "xla", "tpu": "tpu_dist",
                            "neuron": "neuron"}
+# How sure we are of each (kept in every multi-chip result's environment).
+_PROCESS_GROUP_SOURCES = {
+    "cpu": "tested by tpubench (gloo, one process per rank)",
+    "cuda": "PyTorch and transformers 5.24 docs (nccl, one GPU per rank); not yet run by tpubench on GPUs",
+    "tpu": "assumption from Google's torch_tpu tests and transformers 5.24's backend map (tpu_dist, one chip "
+           "per process via TPU_VISIBLE_CHIPS; TorchTPU's launch environment must be set); not run by tpubench",
+    "neuron": "assumption from AWS's TorchNeuron torch.distributed guide (backend neuron); not run by tpubench",
+    "xla": "pytorch/xla README (xla backend, init_method xla://); not run by tpubench",
+    "mps": "assumption (gloo); not run by tpubench",
+}
 _COMPILE_BACKENDS = {"cpu": "inductor", "cuda": "inductor", "mps": "inductor", "tpu": "tpu",
                      "neuron": "neuron", "xla": "openxla"}
 # Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
@@ -175,6 +185,9 @@ class TorchBackend:
     # ------------------------------------------------------------------ multi-chip (one process per chip)
     def process_group_backend(self) -> str:
         return _PROCESS_GROUP_BACKENDS[self.device]
+
+    def process_group_source(self) -> str:
+        return _PROCESS_GROUP_SOURCES[self.device]
 
     def bind_rank(self, local_rank: int) -> None:
         """Give this process its own chip (the CPU has one address space: nothing to bind)."""
