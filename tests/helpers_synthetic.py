@@ -8,6 +8,17 @@ expected cost by hand:
     every 95% CI = mean * (1 -/+ rel_half_width)
 
 `write_results(dir, [dict(...), ...])` writes one file per spec and returns the paths.
+
+`make_serve_result(...)` builds a result of scenario `serve` (a server under load) from its measured
+window, chips and token counts, with the figures cost reads from a server (seconds of the whole
+server per token), split between input and output by `share_in`:
+
+    input_s_per_token   = window_s * share_in       / prompt_tokens
+    output_s_per_token  = window_s * (1 - share_in) / completion_tokens
+    blended_s_per_token = window_s / (prompt_tokens + completion_tokens)
+    output tokens/s = completion_tokens / window_s      every 95% CI = value * (1 -/+ rel_half_width)
+
+`write_serve_results(dir, [dict(...), ...])` writes them.
 """
 
 from __future__ import annotations
@@ -140,3 +151,91 @@ def results_frame(*results: RunResult):
     import pandas as pd
 
     return pd.DataFrame([flatten(r, f"r{i}.json") for i, r in enumerate(results)])
+
+
+def serve_metrics(*, window_s: float, prompt_tokens: int, completion_tokens: int, share_in: float,
+                  requests: int, ttft_s: float, tpot_s: float, rel_half_width: float = 0.02,
+                  ttft_p99_s: float | None = None, tpot_p99_s: float | None = None,
+                  interactivity_tokens_per_s: float | None = None, failure_rate: float = 0.0,
+                  goodput_share: float = 1.0) -> dict[str, float]:
+    """The metrics of a serve result (module docstring), latencies summarised over requests."""
+    r = rel_half_width
+    e2e_s = ttft_s + tpot_s * (completion_tokens / requests - 1)
+    metrics: dict[str, float] = {}
+    p99s = {"ttft": ttft_p99_s, "tpot": tpot_p99_s, "itl": tpot_p99_s, "e2e": None}
+    means = {"ttft": ttft_s, "tpot": tpot_s, "itl": tpot_s, "e2e": e2e_s}
+    for name in LATENCY_METRICS:
+        for stat, value in latency_summary(means[name], r, p99s[name]).items():
+            metrics[f"{name}_cv" if stat == "cv" else f"{name}_{stat}_s"] = value
+    per_token = {
+        "input_s_per_token": window_s * share_in / prompt_tokens,
+        "output_s_per_token": window_s * (1 - share_in) / completion_tokens,
+        "blended_s_per_token": window_s / (prompt_tokens + completion_tokens),
+        "output_tokens_per_s": completion_tokens / window_s,
+    }
+    for name, value in per_token.items():
+        metrics.update({name: value, f"{name}_ci95_low": value * (1 - r), f"{name}_ci95_high": value * (1 + r)})
+    metrics.update({
+        "input_tokens_per_s": prompt_tokens / window_s,
+        "total_tokens_per_s": (prompt_tokens + completion_tokens) / window_s,
+        "requests_per_s": requests / window_s,
+        "goodput_requests_per_s": requests * goodput_share / window_s,
+        "interactivity_tokens_per_s": (1 / tpot_s if interactivity_tokens_per_s is None
+                                       else interactivity_tokens_per_s),
+        "failure_rate": failure_rate,
+        "duration_s": window_s,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "completed_requests": requests,
+    })
+    return metrics
+
+
+def make_serve_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str = "cuda", chips: int = 1,
+                      backend: str = "openai", workload: str = "synthetic", scale: str | None = "full",
+                      family: str | None = "qwen3_moe", server_name: str = "vllm",
+                      server_version: str | None = "0.11.0", concurrency: int | None = 8,
+                      request_rate: float | None = None, input_length: int | None = 1024,
+                      output_length: int | None = 128, window_s: float = 10.0, prompt_tokens: int = 1000,
+                      completion_tokens: int = 3000, share_in: float = 0.2, requests: int | None = None,
+                      ttft_s: float = 0.1, tpot_s: float = 0.01, rel_half_width: float = 0.02,
+                      ttft_p99_s: float | None = None, tpot_p99_s: float | None = None,
+                      interactivity_tokens_per_s: float | None = None, valid: bool = True,
+                      invalid_reasons: Iterable[str] = (), status: str = "ok", error: str | None = None,
+                      seed: int = 0, host: str = "synthetic-client",
+                      started_at: str = "2026-12-01T00:00:00+00:00") -> RunResult:
+    """A RunResult of scenario serve: the point's load (a concurrency or a request rate) under
+    `point.params.load`, the server's stack and chips in its environment, no batch size."""
+    requests = requests or max(1, completion_tokens // (output_length or 100))
+    load = {"concurrency": concurrency} if request_rate is None else {"request_rate": request_rate}
+    point = {
+        "workload": workload, "scale": scale, "family": family, "hub_id": None, "weights": None,
+        "trust_remote_code": False, "dtype": None, "experts_implementation": None, "model_config": {},
+        "batch_size": None, "input_length": input_length, "output_length": output_length,
+        "execution_mode": None, "scenario_kind": "serve",
+        "params": {"load": load, "endpoint": "completions", "server": {"name": server_name}},
+        "compile_options": {}, "measurement": {},
+    }
+    environment = {
+        "accelerator_name": accelerator, "chips": chips, "hostname": host, "tpubench": "0.1.0",
+        "git_revision": "synthetic", "server_name": server_name, "server_version": server_version,
+    }
+    metrics: dict[str, Any] = {}
+    if status == "ok":
+        metrics = serve_metrics(window_s=window_s, prompt_tokens=prompt_tokens,
+                                completion_tokens=completion_tokens, share_in=share_in, requests=requests,
+                                ttft_s=ttft_s, tpot_s=tpot_s, rel_half_width=rel_half_width,
+                                ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s,
+                                interactivity_tokens_per_s=interactivity_tokens_per_s)
+    key = f"serve-{workload}-{scale}-{server_name}-{accelerator}-{chips}-{load}-i{input_length}-o{output_length}-{seed}"
+    return RunResult(
+        status=status, error=error, workload_file=f"workloads/{workload}.yaml", point=point,
+        point_key=key, backend=backend, device=device, environment=environment,
+        started_at=started_at, finished_at=started_at, metrics=metrics,
+        validity={"valid": valid and status == "ok", "reasons": list(invalid_reasons)},
+    )
+
+
+def write_serve_results(out_dir: str | Path, specs: Iterable[dict[str, Any]]) -> list[Path]:
+    """One serve result file per spec (keyword arguments of `make_serve_result`)."""
+    return [write_result(make_serve_result(**spec), out_dir) for spec in specs]

@@ -6,7 +6,10 @@ peak-to-average factor. At the peak the fleet must absorb
     R_in  = tokens_per_day * peak_factor / 86400 * (1 - output_share)   input tokens/s
     R_out = tokens_per_day * peak_factor / 86400 * output_share         output tokens/s
 
-A measured point (batch B, lengths I and O, `chips` chips per replica) spends, per token,
+A measured point spends c_in chip-seconds per input token and c_out per output token: the
+chip-seconds-per-token figures of `cost.chip_seconds_per_token`, read from the columns a result
+provides (a server's `input_s_per_token` / `output_s_per_token` times its chips) or, for an
+offline batch (batch B, lengths I and O, `chips` chips per replica), computed as
 
     c_in  = TTFT * chips / (B * I)              chip-seconds per input token  (prefill)
     c_out = (E2E - TTFT) * chips / (B * O)      chip-seconds per output token (decode)
@@ -17,11 +20,16 @@ so the traffic keeps R_in * c_in + R_out * c_out chips busy, and the point's thr
     tokens/s/chip = 1 / ((1 - output_share) * c_in + output_share * c_out)
 
 When the traffic's mix equals the point's (output_share = O / (I + O)) this is exactly
-B * (I + O) / (E2E * chips), the tokens a replica serves per E2E. It assumes requests look like the
-measured batch (same lengths) and that prefill and decode time scale with the tokens served.
+B * (I + O) / (E2E * chips), the tokens a replica serves per E2E (for a server whose split
+attributes its whole window: the tokens it served per chip-second of the window). It
+assumes requests look like the measured ones (same lengths) and that prefill and decode time scale
+with the tokens served. Every scenario kind competes alike (`scenarios` keeps only some kinds);
+each option says which kind and serving stack its point is (`scenario_kind`, `server_name`,
+`server_version`, `concurrency`, `request_rate`).
 
 For each priced platform (price row: cloud, region, instance type) and plan, the valid point with
-the most tokens/s/chip whose p99 TTFT and p99 TPOT meet the SLOs is chosen. Then
+the most tokens/s/chip whose p99 TTFT and p99 TPOT (`ttft_p99_s`, `tpot_p99_s`) meet the SLOs is
+chosen. Then
 
     replicas      = ceil(peak tokens/s / (tokens/s/chip * chips per replica))
     required_chips = replicas * chips per replica
@@ -44,6 +52,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -129,18 +138,25 @@ def instances_needed(replicas, chips_per_replica, chips_per_instance) -> np.ndar
     return np.where(fits, packed, spanning)
 
 
+def mix_rate(input_chip_s_per_token, output_chip_s_per_token, output_share: float):
+    """Tokens/s per chip for a traffic mix from a point's chip-seconds per token (module
+    docstring); NaN when the mix has output tokens and the point no output figure."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_token = cost.mix_chip_seconds_per_token(np.asarray(input_chip_s_per_token, dtype=float),
+                                                    np.asarray(output_chip_s_per_token, dtype=float),
+                                                    output_share)
+        return 1.0 / per_token
+
+
 def mix_tokens_per_s_per_chip(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
                               output_share: float):
-    """Tokens/s per chip for a traffic mix (see the module docstring); NaN when the point cannot
-    serve the mix (no decode time measured for output tokens)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        chips = np.asarray(chips, dtype=float)
-        c_in = np.asarray(ttft_s, dtype=float) * chips / (np.asarray(batch_size) * np.asarray(input_length))
-        decode_s = np.asarray(e2e_s, dtype=float) - np.asarray(ttft_s, dtype=float)
-        out_len = np.asarray(output_length, dtype=float)
-        c_out = np.where(out_len > 1, decode_s * chips / (np.asarray(batch_size) * out_len), np.nan)
-        per_token = (1 - output_share) * c_in + (output_share * c_out if output_share else 0.0)
-        return 1.0 / per_token
+    """Tokens/s per chip for a traffic mix of an offline batch (see the module docstring); NaN when
+    the point cannot serve the mix (no decode time measured for output tokens)."""
+    c = cost.generate_chip_seconds_per_token(np.asarray(ttft_s, dtype=float), np.asarray(e2e_s, dtype=float),
+                                             np.asarray(chips, dtype=float), np.asarray(batch_size, dtype=float),
+                                             np.asarray(input_length, dtype=float),
+                                             np.asarray(output_length, dtype=float))
+    return mix_rate(c.input, c.output, output_share)
 
 
 def _slo_ratio(df: pd.DataFrame, slo: Slo) -> pd.Series:
@@ -186,27 +202,31 @@ def _match_platform(options: pd.DataFrame, spec: dict[str, str]) -> pd.Series:
 def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: float,
                 output_share: float, peak_factor: float = 1.0, slo_ttft_s: float | None = None,
                 slo_tpot_s: float | None = None, plans=None, current: str | None = None,
-                cloud=None, region=None, today: date | None = None) -> BudgetResult:
+                cloud=None, region=None, today: date | None = None,
+                scenarios: Sequence[str] | str | None = None) -> BudgetResult:
     """Size a fleet on every priced platform and plan for the traffic and SLOs (module docstring).
 
     `results` is `load_results(...)`; `prices` is `pricing.load_prices(...)`. `current` names the
     platform in use ('cloud/region/instance_type', or a shorter unambiguous form): every option then
     carries the monthly saving (positive) or loss (negative) of switching to it, per plan.
+    `scenarios` keeps only results of those scenario kinds (e.g. ["serve"]; all kinds when None).
     """
     traffic = Traffic(float(tokens_per_day), float(output_share), float(peak_factor))
     slo = Slo(slo_ttft_s, slo_tpot_s)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
                                           today=today)
     notes: list[str] = []
+    if scenarios is not None:
+        priced, note = _only_scenarios(priced, scenarios)
+        if note:
+            notes.append(note)
     candidates = priced[priced["valid"].astype(bool)].copy()
     if len(candidates) < len(priced):
         notes.append(f"{priced.loc[~priced['valid'].astype(bool), 'file'].nunique()} invalid run(s) "
                      "left out of the budget")
 
-    rate = mix_tokens_per_s_per_chip(candidates["ttft_mean_s"], candidates["e2e_mean_s"],
-                                     candidates["chips"], candidates["batch_size"],
-                                     candidates["input_length"], candidates["output_length"],
-                                     traffic.output_share)
+    rate = pd.Series(mix_rate(candidates["input_chip_s_per_token"], candidates["output_chip_s_per_token"],
+                              traffic.output_share), index=candidates.index)
     candidates["tokens_per_s_per_chip"] = rate
     # The mix rate moves with the measured throughput: carry its relative CI across.
     per_chip = candidates["output_tokens_per_s_per_chip"].astype(float)
@@ -237,6 +257,17 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
                         current=current, notes=notes)
 
 
+def _only_scenarios(priced: pd.DataFrame, scenarios: Sequence[str] | str) -> tuple[pd.DataFrame, str | None]:
+    """The rows of the named scenario kinds, and a note on how many results were left out."""
+    wanted = {scenarios} if isinstance(scenarios, str) else set(scenarios)
+    wanted = {str(k).strip().lower() for k in wanted}
+    keep = priced["scenario_kind"].astype(str).str.lower().isin(wanted)
+    left_out = priced.loc[~keep, "file"].nunique()
+    note = (f"{left_out} result(s) of other scenario kinds left out (kept: {', '.join(sorted(wanted))})"
+            if left_out else None)
+    return priced[keep], note
+
+
 def _wider_than_tpu_slice(df: pd.DataFrame) -> pd.Series:
     """Rows pricing a replica of more chips than one TPU slice (an instance type named tpu-...,
     as the price table names whole slices) holds."""
@@ -262,8 +293,9 @@ def _size_fleet(best: pd.DataFrame, traffic: Traffic) -> pd.DataFrame:
             out["fleet_utilisation"] = peak / (out["tokens_per_s_per_chip"] * out["rented_chips"])
     out["replica_spans_instances"] = out["chips"] > out["chips_per_instance"]
     out = out.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
-    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"]).cumcount() + 1
-    out["rank_overall"] = out.groupby(["workload", "scale"]).cumcount() + 1
+    # dropna=False: a result without a scale (a server's workload, say) is ranked too.
+    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"], dropna=False).cumcount() + 1
+    out["rank_overall"] = out.groupby(["workload", "scale"], dropna=False).cumcount() + 1
     return out[OPTION_COLUMNS]
 
 
@@ -273,16 +305,20 @@ OPTION_COLUMNS = [
     "monthly_usd_ci95_high", "instances", "rented_chips", "required_chips", "replicas",
     "fleet_utilisation", "replica_spans_instances", "tokens_per_s_per_chip",
     "tokens_per_s_per_chip_ci95_low", "tokens_per_s_per_chip_ci95_high", "output_tokens_per_s_per_chip",
-    "ttft_p99_s", "tpot_p99_s", "batch_size", "input_length", "output_length", "dtype", "execution_mode",
+    "ttft_p99_s", "tpot_p99_s", "scenario_kind", "server_name", "server_version", "concurrency",
+    "request_rate", "batch_size", "input_length", "output_length", "dtype", "execution_mode",
     "chips", "tensor_parallel", "expert_parallel", "world_size", "backend", "device", "accelerator", "torch_version",
     "transformers_version", "jax_version",
     "file", "price_source", "price_as_of", "price_age_days", "blended_usd_per_mtok",
+    "input_chip_s_per_token", "output_chip_s_per_token",
 ]
 
 
 def _closest_points(candidates: pd.DataFrame, meets: pd.DataFrame, slo: Slo) -> pd.DataFrame:
-    columns = PLATFORM_COLUMNS + ["closest_file", "batch_size", "input_length", "output_length",
-                                  "chips", "ttft_p99_s", "tpot_p99_s", "slo_ratio", "misses"]
+    point_columns = ["scenario_kind", "server_name", "server_version", "concurrency", "request_rate",
+                     "batch_size", "input_length", "output_length", "chips", "ttft_p99_s", "tpot_p99_s",
+                     "slo_ratio"]
+    columns = PLATFORM_COLUMNS + ["closest_file"] + point_columns + ["misses"]
     platforms = candidates.drop_duplicates(PLATFORM_COLUMNS + ["file"])
     feasible = set(map(tuple, meets[PLATFORM_COLUMNS].drop_duplicates().itertuples(index=False)))
     rows = []
@@ -291,8 +327,7 @@ def _closest_points(candidates: pd.DataFrame, meets: pd.DataFrame, slo: Slo) -> 
             continue
         closest = group.sort_values(["slo_ratio", "tokens_per_s_per_chip"], ascending=[True, False]).iloc[0]
         rows.append({**dict(zip(PLATFORM_COLUMNS, key)), "closest_file": closest["file"],
-                     **{c: closest[c] for c in ("batch_size", "input_length", "output_length", "chips",
-                                                "ttft_p99_s", "tpot_p99_s", "slo_ratio")},
+                     **{c: closest[c] for c in point_columns},
                      "misses": _misses(closest, slo)})
     return pd.DataFrame(rows, columns=columns)
 

@@ -70,16 +70,72 @@ class RichReporter:
 
 
 def render_run_table(console, outcomes: list[PointOutcome]) -> None:
-    table = Table(title="tpubench run", title_justify="left")
-    for col in ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)", "prefill tok/s",
-                "MFU / MBU", "peak mem", "compile s", "valid"):
+    serve = [o for o in outcomes if o.point.scenario_kind == "serve"]
+    if serve:
+        _serve_table(console, serve)
+    generate = [o for o in outcomes if o.point.scenario_kind != "serve"]
+    if generate:
+        _generate_table(console, generate)
+    written = [str(o.path) for o in outcomes if o.result is not None and o.path is not None]
+    shown: set[str] = set()
+    for o in outcomes:
+        if o.result is not None and o.result.warnings and o.result.status == "ok":
+            for w in o.result.warnings:
+                if w not in shown or o.point.scenario_kind != "serve":   # a server's caveat once
+                    console.print(f"[yellow]warning[/yellow] {o.point.label()}: {escape(w)}")
+                shown.add(w)
+    if written:
+        folder = {str(Path(p).parent) for p in written}
+        console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
+
+
+def _valid_cell(r) -> str:
+    return "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
+
+
+def _serve_table(console, outcomes: list[PointOutcome]) -> None:
+    server = next((o.result.environment.get("server_name") for o in outcomes
+                   if o.result is not None and o.result.status == "ok"), None)
+    table = Table(title=f"tpubench run: serving{f' ({server})' if server else ''}", title_justify="left")
+    for col in ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "ITL p50 ms", "output tok/s (95% CI)",
+                "req/s", "goodput req/s", "failed", "valid"):
         table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
-    written = []
     for o in outcomes:
         if o.result is None:
             continue
         r, m = o.result, o.result.metrics
-        written.append(str(o.path))
+        if r.status == "failed":
+            table.add_row(o.point.label(), *["-"] * 7, "[red]failed[/red]")
+            continue
+        table.add_row(o.point.label(), f"{ms(m.get('ttft_p50_s'))} / {ms(m.get('ttft_p99_s'))}",
+                      f"{ms(m.get('tpot_p50_s'))} / {ms(m.get('tpot_p99_s'))}", ms(m.get("itl_p50_s")),
+                      _rate_with_ci(m, "output_tokens_per_s"), _number(m.get("requests_per_s"), ".2f"),
+                      _number(m.get("goodput_requests_per_s"), ".2f"), _number(m.get("requests_failed"), ".0f"),
+                      _valid_cell(r))
+    console.print(table)
+
+
+def _rate_with_ci(m: dict, name: str) -> str:
+    value = m.get(name)
+    if value is None or not math.isfinite(value):
+        return "-"
+    half = (m.get(f"{name}_ci95_high") or math.nan) - value
+    return f"{value:,.1f} ± {half:,.1f}" if math.isfinite(half) else f"{value:,.1f}"
+
+
+def _number(value, fmt: str) -> str:
+    return "-" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def _generate_table(console, outcomes: list[PointOutcome]) -> None:
+    table = Table(title="tpubench run", title_justify="left")
+    for col in ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)", "prefill tok/s",
+                "MFU / MBU", "peak mem", "compile s", "valid"):
+        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    for o in outcomes:
+        if o.result is None:
+            continue
+        r, m = o.result, o.result.metrics
         if r.status == "failed":
             table.add_row(o.point.label(), "-", "-", "-", "-", "-", "-", "-", "[red]failed[/red]")
             continue
@@ -94,16 +150,9 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
             f"{percent(m.get('prefill_mfu'))} / {percent(m.get('decode_mbu'))}",
             human_bytes(m.get("peak_memory_bytes")),
             f"{r.timing.get('compile_s', math.nan):.2f}",
-            "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]",
+            _valid_cell(r),
         )
     console.print(table)
-    for o in outcomes:
-        if o.result is not None and o.result.warnings and o.result.status == "ok":
-            for w in o.result.warnings:
-                console.print(f"[yellow]warning[/yellow] {o.point.label()}: {escape(w)}")
-    if written:
-        folder = {str(Path(p).parent) for p in written}
-        console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
 
 
 def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_only: bool = False) -> None:
@@ -143,7 +192,7 @@ def render_run_cost(console, paths) -> None:
         table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
     best = priced.sort_values("blended_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     for _, r in best.iterrows():
-        label = f"b{r['batch_size']} in{r['input_length']} out{r['output_length']} {r['device']}"
+        label = _priced_label(r)
         table.add_row(label, f"{r['cloud']} {r['region']} {r['instance_type']} ({r['chips']} of "
                              f"{r['chips_per_instance']} {r['priced_accelerator']})",
                       str(r["plan"]), _usd(r["input_usd_per_mtok"]), _usd(r["output_usd_per_mtok"]),
@@ -153,6 +202,20 @@ def render_run_cost(console, paths) -> None:
     source = best.iloc[0]
     console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "
                   f"Full report: tpubench report {Path(paths[0]).parent} --format html --out report.html")
+
+
+def _priced_label(r) -> str:
+    """A priced row's point, as short as the run table names it."""
+    def length(v):
+        return "~" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{int(v)}"
+
+    lengths = f"in{length(r['input_length'])} out{length(r['output_length'])}"
+    if r.get("scenario_kind") == "serve":
+        rate = r.get("request_rate")
+        load = f"c{int(r['concurrency'])}" if r.get("concurrency") == r.get("concurrency") and \
+            r.get("concurrency") is not None else f"rate {rate:g}/s" if rate is not None else "?"
+        return f"{load} {lengths} {r.get('server_name') or 'server'}"
+    return f"b{r['batch_size']} {lengths} {r['device']}"
 
 
 def _usd(value) -> str:

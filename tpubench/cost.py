@@ -1,21 +1,45 @@
 """Cost per token: pure functions over measured times, throughputs and prices.
 
-Per batch of B sequences with input length I and output length O on `chips` chips, priced at
-p USD per chip-second (DESIGN.md section 8):
+Every time-attributed figure derives from three chip-seconds-per-token figures of a result row,
+each with its 95% CI (`chip_seconds_per_token`), read from the columns the row provides
+(DESIGN.md section 14: by column, never by scenario kind):
 
-    $/Mtok input    = TTFT * chips * p         / (B * I)       * 1e6   (prefill chip-seconds)
-    $/Mtok output   = (E2E - TTFT) * chips * p / (B * O)       * 1e6   (decode chip-seconds)
-    $/Mtok blended  = E2E * chips * p          / (B * (I + O)) * 1e6   (all chip-seconds)
+- a row with `input_s_per_token`, `output_s_per_token`, `blended_s_per_token` (seconds of the
+  whole server per token over the measured window, as scenario `serve` writes them, with
+  `_ci95_low` / `_ci95_high`) spends that many seconds times its `chips`:
+
+    c_in = input_s_per_token * chips      c_out = output_s_per_token * chips
+    c_all = blended_s_per_token * chips   (CIs: the columns' bounds times chips)
+
+- any other row (an offline batch of B sequences, input length I, output length O, as scenario
+  `generate` writes it) spends, from its mean TTFT and E2E:
+
+    c_in  = TTFT * chips         / (B * I)          prefill chip-seconds per input token
+    c_out = (E2E - TTFT) * chips / (B * O)          decode chip-seconds per output token (O > 1)
+    c_all = E2E * chips          / (B * (I + O))    all chip-seconds per token
+
+  with CIs from the TTFT, TPOT (decode time is TPOT * (O - 1)) and E2E CIs. A single output token
+  is produced by prefill: there is no decode time to attribute, so c_out is NaN for O = 1.
+
+Each figure is taken from the `_s_per_token` column where that is a number and from the TTFT/E2E
+formula otherwise. Priced at p USD per chip-second (DESIGN.md section 8):
+
+    $/Mtok input = c_in * p * 1e6      $/Mtok output = c_out * p * 1e6      $/Mtok blended = c_all * p * 1e6
 
 That split is ours ("time-attributed"). Published tables such as InferenceX charge the whole hour
-to output tokens: $/Mtok = price per chip-hour * 1e6 / (3600 * output tokens/s per chip). Both are
-reported, labelled.
+to output tokens: $/Mtok = price per chip-hour * 1e6 / (3600 * output tokens/s per chip), where
+output tokens/s per chip = `output_tokens_per_s` / chips (every kind writes that column: the batch's
+decode-inclusive rate, or the server's rate over its window). Both are reported, labelled.
+Interactivity (tokens/s per user) is the row's `interactivity_tokens_per_s` where it has one, else
+1 / median TPOT.
 
 A multi-chip point (tensor or expert parallel, DESIGN §16) is priced as all of its chips: `chips`
-is the world size (on a CPU, the vCPUs of all ranks), so its throughput per chip is the measured
-throughput / chips and, at equal measured throughput, its $/Mtok is `chips` times a single chip's.
-The layout (`tensor_parallel`, `expert_parallel`, `world_size`; 1 for results that predate it)
-travels with every priced row.
+is the world size (on a CPU, the vCPUs of all ranks; for a server, the chips it runs on), so its
+throughput per chip is the measured throughput / chips and, at equal measured throughput, its
+$/Mtok is `chips` times a single chip's. The layout (`tensor_parallel`, `expert_parallel`,
+`world_size`; 1 for results that predate it) travels with every priced row, as do the scenario
+kind (`scenario_kind`, "generate" for results that predate it) and the serving stack and load
+(`server_name`, `server_version`, `concurrency`, `request_rate`; empty for offline runs).
 
 Uncertainty: a cost proportional to a time takes that time's 95% CI; a cost proportional to
 1/throughput takes its bounds from the opposite throughput bounds (the low cost bound comes from
@@ -57,20 +81,60 @@ class TokenCosts:
     blended_usd_per_mtok: float
 
 
+@dataclass(frozen=True)
+class ChipSecondsPerToken:
+    """Chip-seconds spent per input token, per output token and per token of either kind."""
+
+    input: float
+    output: float
+    blended: float
+
+
+def _nan_unless(mask, values):
+    """`values` where `mask`, NaN elsewhere; a pandas Series keeps its index, a scalar stays one."""
+    if isinstance(values, pd.Series):
+        return values.where(mask)
+    out = np.where(mask, values, np.nan)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def generate_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length,
+                                    output_length) -> ChipSecondsPerToken:
+    """An offline batch: prefill chip-seconds over input tokens, decode chip-seconds over output
+    tokens (NaN for a single output token: prefill made it), all chip-seconds over all tokens."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        input_tokens = np.multiply(batch_size, input_length)
+        output_tokens = np.multiply(batch_size, output_length)
+        decode = np.divide(np.multiply(np.subtract(e2e_s, ttft_s), chips), output_tokens)
+        return ChipSecondsPerToken(
+            input=np.divide(np.multiply(ttft_s, chips), input_tokens),
+            output=_nan_unless(np.asarray(output_length, dtype=float) > 1, decode),
+            blended=np.divide(np.multiply(e2e_s, chips), input_tokens + output_tokens),
+        )
+
+
+def usd_per_mtok_from_chip_seconds(chip_s_per_token, usd_per_chip_s):
+    """USD per million tokens at `chip_s_per_token` chip-seconds each."""
+    return usd_per_mtok(chip_s_per_token, usd_per_chip_s, 1)
+
+
 def time_attributed_costs(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
                           usd_per_chip_s) -> TokenCosts:
-    """Prefill chip-seconds priced over input tokens, decode chip-seconds over output tokens,
-    and all chip-seconds over all tokens."""
-    prefill_chip_s = np.multiply(ttft_s, chips)
-    decode_chip_s = np.multiply(np.subtract(e2e_s, ttft_s), chips)
-    total_chip_s = np.multiply(e2e_s, chips)
-    input_tokens = np.multiply(batch_size, input_length)
-    output_tokens = np.multiply(batch_size, output_length)
+    """An offline batch priced: prefill chip-seconds over input tokens, decode chip-seconds over
+    output tokens, and all chip-seconds over all tokens."""
+    c = generate_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length, output_length)
     return TokenCosts(
-        input_usd_per_mtok=usd_per_mtok(prefill_chip_s, usd_per_chip_s, input_tokens),
-        output_usd_per_mtok=usd_per_mtok(decode_chip_s, usd_per_chip_s, output_tokens),
-        blended_usd_per_mtok=usd_per_mtok(total_chip_s, usd_per_chip_s, input_tokens + output_tokens),
+        input_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.input, usd_per_chip_s),
+        output_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.output, usd_per_chip_s),
+        blended_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.blended, usd_per_chip_s),
     )
+
+
+def mix_chip_seconds_per_token(input_chip_s, output_chip_s, output_share: float):
+    """Chip-seconds per token of a traffic mix with `output_share` output tokens (the output
+    figure is not needed, and may be NaN, when the mix has no output)."""
+    return np.multiply(1 - output_share, input_chip_s) + (
+        np.multiply(output_share, output_chip_s) if output_share else 0.0)
 
 
 def inferencex_usd_per_mtok(output_tokens_per_s, chips, usd_per_chip_hour):
@@ -132,6 +196,7 @@ IDENTITY_COLUMNS = [
     "tensor_parallel", "expert_parallel", "world_size", "valid", "invalid_reasons", "host", "torch_version",
     "transformers_version", "jax_version",
     "tpubench_version", "started_at", "iterations",
+    "scenario_kind", "server_name", "server_version", "concurrency", "request_rate",
 ]
 PRICE_COLUMNS = [
     "priced_accelerator", "cloud", "region", "instance_type", "chips_per_instance", "plan",
@@ -144,17 +209,19 @@ COST_COLUMNS = [
     "blended_usd_per_mtok", "blended_usd_per_mtok_ci95_low", "blended_usd_per_mtok_ci95_high",
     "inferencex_usd_per_mtok", "inferencex_usd_per_mtok_ci95_low", "inferencex_usd_per_mtok_ci95_high",
     "tokens_per_usd", "output_tokens_per_usd_inferencex",
-]
+] + [f"{kind}_chip_s_per_token{bound}" for kind in ("input", "output", "blended")
+     for bound in ("", "_ci95_low", "_ci95_high")]
 PERFORMANCE_COLUMNS = [
     "output_tokens_per_s", "output_tokens_per_s_per_chip", "output_tokens_per_s_per_chip_ci95_low",
     "output_tokens_per_s_per_chip_ci95_high", "interactivity_tokens_per_s_per_user",
     "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s", "ttft_min_s", "ttft_max_s",
     "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "tpot_min_s", "tpot_max_s",
     "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "prefill_mfu", "decode_mbu",
+    "requests_per_s", "goodput_requests_per_s", "failure_rate",
 ]
 PRICED_COLUMNS = IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
 UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", "accelerator", "chips",
-                    "priced_accelerator", "reason"]
+                    "priced_accelerator", "reason", "scenario_kind", "server_name", "server_version"]
 
 
 def _column(df: pd.DataFrame, name: str) -> pd.Series:
@@ -182,28 +249,57 @@ def _with_layout(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+SCENARIO_KIND_DEFAULT = "generate"
+
+
+def _with_kind(df: pd.DataFrame) -> pd.DataFrame:
+    """`scenario_kind` on every row: results that predate it are offline generate runs."""
+    kinds = df["scenario_kind"] if "scenario_kind" in df else pd.Series(None, index=df.index, dtype=object)
+    df["scenario_kind"] = kinds.where(kinds.notna() & kinds.astype(str).ne(""), SCENARIO_KIND_DEFAULT)
+    return df
+
+
+def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
+    """The three chip-seconds-per-token figures of every row, with their 95% CIs (columns
+    `{input,output,blended}_chip_s_per_token[_ci95_low|_ci95_high]`): from the row's
+    `*_s_per_token` columns times chips where it has them, else from its TTFT and E2E (module
+    docstring)."""
+    chips = _column(df, "chips")
+    ttft, e2e = _column(df, "ttft_mean_s"), _column(df, "e2e_mean_s")
+    computed = generate_chip_seconds_per_token(ttft, e2e, chips, _column(df, "batch_size"),
+                                               _column(df, "input_length"), _column(df, "output_length"))
+    # The measured time each generate figure is proportional to, for its CI.
+    drivers = {"input": ("ttft_mean_s", "ttft_ci95_low_s", "ttft_ci95_high_s"),
+               "output": ("tpot_mean_s", "tpot_ci95_low_s", "tpot_ci95_high_s"),
+               "blended": ("e2e_mean_s", "e2e_ci95_low_s", "e2e_ci95_high_s")}
+    out = pd.DataFrame(index=df.index)
+    for kind, (mean, low, high) in drivers.items():
+        value = pd.Series(getattr(computed, kind), index=df.index, dtype=float)
+        value_low, value_high = cost_ci_from_time_ci(value, _column(df, mean), _column(df, low), _column(df, high))
+        given = _column(df, f"{kind}_s_per_token")
+        provided = given.notna()
+        name = f"{kind}_chip_s_per_token"
+        out[name] = (given * chips).where(provided, value)
+        out[f"{name}_ci95_low"] = (_column(df, f"{kind}_s_per_token_ci95_low") * chips).where(
+            provided, value_low)
+        out[f"{name}_ci95_high"] = (_column(df, f"{kind}_s_per_token_ci95_high") * chips).where(
+            provided, value_high)
+    return out
+
+
 def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
     """Per-chip performance and every $/Mtok column (with CIs) for rows of results joined to prices."""
     df = priced
     chips = _column(df, "chips")
-    b, i, o = _column(df, "batch_size"), _column(df, "input_length"), _column(df, "output_length")
-    ttft, e2e = _column(df, "ttft_mean_s"), _column(df, "e2e_mean_s")
     per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"], 1)
 
-    costs = time_attributed_costs(ttft, e2e, chips, b, i, o, per_chip_s)
-    df["input_usd_per_mtok"] = costs.input_usd_per_mtok
-    # A single output token is produced by prefill: there is no decode time to attribute.
-    df["output_usd_per_mtok"] = costs.output_usd_per_mtok.where(o > 1)
-    df["blended_usd_per_mtok"] = costs.blended_usd_per_mtok
-
-    df["input_usd_per_mtok_ci95_low"], df["input_usd_per_mtok_ci95_high"] = cost_ci_from_time_ci(
-        df["input_usd_per_mtok"], ttft, _column(df, "ttft_ci95_low_s"), _column(df, "ttft_ci95_high_s"))
-    # Decode time is TPOT * (O - 1), so its relative CI is TPOT's.
-    df["output_usd_per_mtok_ci95_low"], df["output_usd_per_mtok_ci95_high"] = cost_ci_from_time_ci(
-        df["output_usd_per_mtok"], _column(df, "tpot_mean_s"), _column(df, "tpot_ci95_low_s"),
-        _column(df, "tpot_ci95_high_s"))
-    df["blended_usd_per_mtok_ci95_low"], df["blended_usd_per_mtok_ci95_high"] = cost_ci_from_time_ci(
-        df["blended_usd_per_mtok"], e2e, _column(df, "e2e_ci95_low_s"), _column(df, "e2e_ci95_high_s"))
+    chip_s = chip_seconds_per_token(df)
+    for column in chip_s:
+        df[column] = chip_s[column]
+    for kind in ("input", "output", "blended"):
+        for bound in ("", "_ci95_low", "_ci95_high"):
+            df[f"{kind}_usd_per_mtok{bound}"] = usd_per_mtok_from_chip_seconds(
+                chip_s[f"{kind}_chip_s_per_token{bound}"], per_chip_s)
 
     tput = _column(df, "output_tokens_per_s")
     tput_low, tput_high = _column(df, "output_tokens_per_s_ci95_low"), _column(df, "output_tokens_per_s_ci95_high")
@@ -217,12 +313,20 @@ def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
     df["output_tokens_per_s_per_chip"] = tput / chips
     df["output_tokens_per_s_per_chip_ci95_low"] = tput_low / chips
     df["output_tokens_per_s_per_chip_ci95_high"] = tput_high / chips
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df["interactivity_tokens_per_s_per_user"] = 1.0 / _column(df, "tpot_p50_s")
+    df["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(df)
     for col in PERFORMANCE_COLUMNS:
         if col not in df:
             df[col] = _column(df, col)
     return df
+
+
+def interactivity_tokens_per_s(df: pd.DataFrame) -> pd.Series:
+    """Tokens/s one user sees: the row's `interactivity_tokens_per_s` where it has one (a server's
+    1 / median TPOT over requests), else 1 / median TPOT."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        from_tpot = 1.0 / _column(df, "tpot_p50_s")
+    given = _column(df, "interactivity_tokens_per_s")
+    return given.where(given.notna(), from_tpot)
 
 
 def _filter_prices(prices: pd.DataFrame, plans, cloud, region, instance) -> pd.DataFrame:
@@ -270,8 +374,8 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
         if chosen.empty:
             raise UserError(f"no price rows for instance '{what_if_instance}' with the chosen filters",
                             field="--what-if-instance")
-    results = _with_layout(_ensure(df.copy(), ["status", "error", "accelerator", "device", "chips", "file",
-                                               "workload", "scale", "backend"]))
+    results = _with_kind(_with_layout(_ensure(df.copy(), ["status", "error", "accelerator", "device", "chips",
+                                                          "file", "workload", "scale", "backend"])))
     ok_mask = results["status"].eq("ok")
     failed = results[~ok_mask].copy()
     failed["priced_accelerator"] = None

@@ -1,6 +1,7 @@
-"""CSV for spreadsheets: every priced row (all columns, seconds and USD), then every unpriced
-result with its reason, so no result silently disappears. Text cells a spreadsheet would run as a
-formula are neutralised (tpubench.csv_safety)."""
+"""CSV for spreadsheets: every priced row (all columns, seconds and USD, and `stack`: the serving
+stack, or the backend of an offline run), then every unpriced result with its reason, so no
+result silently disappears. Text cells a spreadsheet would run as a formula are neutralised
+(tpubench.csv_safety)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import pandas as pd
 
 from tpubench.csv_safety import neutralize_frame
 from tpubench.report.data import ReportData
+from tpubench.report.format import stack_label
 
 
 def render_csv(data: ReportData) -> str:
-    priced = data.priced.assign(priced=True, unpriced_reason="")
+    priced = data.priced.assign(priced=True, unpriced_reason="",
+                                stack=[stack_label(r) for _, r in data.priced.iterrows()])
     unpriced = data.unpriced.rename(columns={"reason": "unpriced_reason"}).assign(priced=False)
     frames = [df for df in (priced, unpriced) if len(df)]
     table = pd.concat(frames, ignore_index=True) if frames else priced

@@ -14,7 +14,10 @@ import pandas as pd
 from tpubench import __version__, cost, pricing
 
 PLATFORM_KEYS = ["priced_accelerator", "cloud", "region", "instance_type"]
-GROUP_KEYS = ["workload", "scale"] + PLATFORM_KEYS + ["plan"]
+# The software a point's tokens came from: an offline run, or a serving stack (a platform may have
+# both, and a budget owner compares them).
+STACK_KEYS = ["scenario_kind", "server_name", "server_version"]
+GROUP_KEYS = ["workload", "scale"] + PLATFORM_KEYS + STACK_KEYS + ["plan"]
 
 
 @dataclass
@@ -50,7 +53,8 @@ def older_runs_note(left_out: int) -> str:
 
 def summarise(priced: pd.DataFrame) -> pd.DataFrame:
     """The cheapest operating point (lowest blended $/Mtok; valid runs first) per workload,
-    platform and plan, with a verdict against the cheapest platform of the same plan."""
+    platform, stack (offline, or each serving stack) and plan, with a verdict against the cheapest
+    of the same plan."""
     if priced.empty:
         return priced.assign(vs_cheapest=pd.Series(dtype=object))
     ranked = priced.assign(_invalid=~priced["valid"].astype(bool)).sort_values(
@@ -58,7 +62,7 @@ def summarise(priced: pd.DataFrame) -> pd.DataFrame:
     best = ranked.drop_duplicates(GROUP_KEYS, keep="first").drop(columns="_invalid")
     best = best.sort_values(["workload", "scale", "plan", "blended_usd_per_mtok"], kind="stable")
     verdicts = []
-    for _, group in best.groupby(["workload", "scale", "plan"], sort=False):
+    for _, group in best.groupby(["workload", "scale", "plan"], sort=False, dropna=False):
         valid = group[group["valid"].astype(bool)]
         ref = (valid if len(valid) else group).iloc[0]
         ref_half = cost.half_width(ref["blended_usd_per_mtok_ci95_low"], ref["blended_usd_per_mtok_ci95_high"])
@@ -146,5 +150,6 @@ def result_rows(data: ReportData) -> pd.DataFrame:
     ranked = data.priced.assign(_other_plan=data.priced["plan"] != data.primary_plan)
     best = (ranked.sort_values(["_other_plan", "blended_usd_per_mtok"], kind="stable")
             .drop_duplicates("file").drop(columns="_other_plan"))
-    return best.sort_values(["workload", "scale", "priced_accelerator", "chips", "batch_size",
-                             "input_length", "output_length"], kind="stable").reset_index(drop=True)
+    return best.sort_values(["workload", "scale", "priced_accelerator", "chips"] + STACK_KEYS
+                            + ["batch_size", "concurrency", "request_rate", "input_length", "output_length"],
+                            kind="stable").reset_index(drop=True)

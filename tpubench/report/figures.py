@@ -14,7 +14,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.report.format import plan_label, platform_label
+from tpubench.cost import interactivity_tokens_per_s
+from tpubench.report.format import (kind_label, load_label, number, plan_label, platform_label, stack_label,
+                                    workload_label)
 
 MAX_BARS = 40
 MAX_BOXES = 16
@@ -97,7 +99,10 @@ def encode_figure(fig, kind: str) -> tuple[str, bytes]:
 def cost_by_platform(summary: pd.DataFrame, title: str = ""):
     """Horizontal bars: blended $/Mtok per platform (one colour per plan) with 95% CI whiskers."""
     rows = summary.sort_values("blended_usd_per_mtok", ascending=False).tail(MAX_BARS)
-    labels = [f"{platform_label(r)} · {plan_label(r['plan'])}" for _, r in rows.iterrows()]
+    # Name the stack when a platform's bars come from several (offline and a server, say).
+    stacks = {(stack_label(r), kind_label(r)) for _, r in rows.iterrows()}
+    labels = [f"{platform_label(r)} · {plan_label(r['plan'])}"
+              + (f" · {stack_label(r)} ({kind_label(r)})" if len(stacks) > 1 else "") for _, r in rows.iterrows()]
     longest = max((len(t) for t in labels), default=10)
     fig = _figure(10, max(2.5, 0.3 * len(rows) + 1.2), left=min(0.6, 0.08 + longest * 0.0058))
     ax = fig.add_subplot()
@@ -135,12 +140,16 @@ def _nearest_nice(value: float) -> float:
 
 
 def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, float] | None = None,
-                                price_label: str = "on-demand"):
-    """Output tokens/s per chip against interactivity (1 / median TPOT, tokens/s per user).
+                                price_label: str = "on-demand", price_names: dict[str, str] | None = None):
+    """Output tokens/s per chip against interactivity (tokens/s per user: 1 / median TPOT; a
+    server's own `interactivity_tokens_per_s` where it has one, see cost.add_costs), one
+    colour per `label` (e.g. 'torch on H100 (offline)', 'vllm 0.11 on H100 (serve)').
 
     Points on the Pareto front (not beaten in both) are ringed and joined. Dashed lines are
     iso-cost lines: at a chip-hour price p the InferenceX cost is p*1e6/(3600*y) $/Mtok, the same
-    all along a horizontal line, so each accelerator's lines sit at its own price.
+    all along a horizontal line, so each accelerator's lines sit at its own price. `chip_prices`
+    maps a label to its chip-hour price; `price_names` to the accelerator its line is for (default:
+    the label up to ' ('): labels of one accelerator and price (two stacks on it) share one line.
     """
     fig = _figure(10, 5.5, left=0.08)
     ax = fig.add_subplot()
@@ -165,21 +174,26 @@ def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, flo
         ax.set_ylim(ylo, yhi)
         xlo, xhi = x[finite].min() / 1.3, x[finite].max() * 1.3
         ax.set_xlim(xlo, xhi)
-        # One iso-cost line per accelerator (at most MAX_ISO_LINES, those with the fastest points
-        # first), at the 1-2-5 cost nearest its median point, so the lines stay readable.
-        fastest = sorted(((np.nanmax(y[labels == g]), g) for g in groups if g in (chip_prices or {})),
-                         reverse=True)[:MAX_ISO_LINES]
-        for n, (_, g) in enumerate(fastest):
-            price = chip_prices[g]
-            median_y = float(np.nanmedian(y[(labels == g) & finite]))
+        # One iso-cost line per accelerator and price (at most MAX_ISO_LINES, those with the
+        # fastest points first), at the 1-2-5 cost nearest its median point, so the lines stay
+        # readable; the stacks that ran on it share the line.
+        lines: dict[tuple[str, float], np.ndarray] = {}
+        for g in groups:
+            if g in (chip_prices or {}):
+                key = ((price_names or {}).get(g) or g.split(" (")[0], chip_prices[g])
+                lines[key] = lines.get(key, np.zeros(labels.size, dtype=bool)) | ((labels == g) & finite)
+        fastest = sorted(((np.max(y[m]), key) for key, m in lines.items() if m.any()), reverse=True)
+        for n, (_, (name, price)) in enumerate(fastest[:MAX_ISO_LINES]):
+            median_y = float(np.median(y[lines[(name, price)]]))
             if not (price > 0 and median_y > 0):
                 continue
+            colour = colours[next(g for g in groups if lines[(name, price)][labels == g].any())]
             level = _nearest_nice(price * 1e6 / (3600 * median_y))
             yy = price * 1e6 / (3600 * level)
-            ax.axhline(yy, color=colours[g], ls="--", lw=0.9, alpha=0.8, zorder=1)
+            ax.axhline(yy, color=colour, ls="--", lw=0.9, alpha=0.8, zorder=1)
             at_right = n % 2 == 1
-            ax.text(xhi if at_right else xlo, yy, f" ${level:g}/Mtok on {g.split(' (')[0]} ",
-                    color=colours[g], fontsize=7, va="bottom", ha="right" if at_right else "left")
+            ax.text(xhi if at_right else xlo, yy, f" ${level:g}/Mtok on {name} ",
+                    color=colour, fontsize=7, va="bottom", ha="right" if at_right else "left")
     ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
     ax.set_ylabel("output tokens/s per chip")
     ax.set_title(f"Throughput per chip vs interactivity; dashed: iso-cost at the {price_label} chip price")
@@ -224,18 +238,30 @@ def latency_distributions(rows: pd.DataFrame):
 MAX_WORKLOADS = 4
 
 
-def _accelerator_labels(results: pd.DataFrame, known: Sequence[str]) -> pd.Series:
+def _canonical_accelerators(results: pd.DataFrame, known: Sequence[str]) -> pd.Series:
     from tpubench.pricing import map_accelerators
 
     canonical = map_accelerators(results["accelerator"], results["device"], known)
-    name = canonical.where(canonical.notna(), results["accelerator"].astype(str))
-    return name + " (" + results["backend"].astype(str) + ")"
+    return canonical.where(canonical.notna(), results["accelerator"].astype(str))
+
+
+def point_group_label(row, accelerator: str) -> str:
+    """The Pareto figure's series: 'vllm 0.11.0 on H100 (serve)', 'torch on H100 (offline)'."""
+    return f"{stack_label(row)} on {accelerator} ({kind_label(row)})"
+
+
+def _same(frame: pd.DataFrame, column: str, value) -> pd.Series:
+    """frame[column] == value, where a missing value (a result without a scale) matches missing."""
+    if pd.isna(value):
+        return frame[column].isna()
+    return frame[column] == value
 
 
 def report_figures(data) -> list[tuple[str, str, object, str]]:
     """(id, caption, Figure, 'svg' | 'png') for a ReportData: per workload, cost by platform,
     throughput vs interactivity and latency distributions. Charts of text and bars are SVG; the
-    scatter, which may hold thousands of points, is PNG."""
+    scatter, which may hold thousands of points, is PNG. Every scenario kind is drawn alike from its
+    columns: a server's points sit beside the offline runs, labelled with their serving stack."""
     results = data.results
     if results.empty or "status" not in results:
         return []
@@ -245,14 +271,14 @@ def report_figures(data) -> list[tuple[str, str, object, str]]:
     if ok.empty:
         return []
     known = list(data.priced["priced_accelerator"].dropna().unique()) if len(data.priced) else []
-    ok["label"] = _accelerator_labels(ok, known)
-    ok["canonical"] = ok["label"].str.rsplit(" (", n=1).str[0]
+    ok["canonical"] = _canonical_accelerators(ok, known)
+    ok["label"] = [point_group_label(r, c) for (_, r), c in zip(ok.iterrows(), ok["canonical"])]
     chips = pd.to_numeric(ok["chips"], errors="coerce")
     ok["output_tokens_per_s_per_chip"] = pd.to_numeric(ok.get("output_tokens_per_s"), errors="coerce") / chips
-    with np.errstate(divide="ignore"):
-        ok["interactivity_tokens_per_s_per_user"] = 1.0 / pd.to_numeric(ok.get("tpot_p50_s"), errors="coerce")
+    ok["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(ok)
 
     chip_prices: dict[str, float] = {}
+    price_names = dict(zip(ok["label"], ok["canonical"]))
     primary = data.primary_plan
     if len(data.priced) and primary:
         cheapest = (data.priced[data.priced["plan"] == primary]
@@ -264,25 +290,25 @@ def report_figures(data) -> list[tuple[str, str, object, str]]:
     figures = []
     pairs = list(ok[["workload", "scale"]].drop_duplicates().itertuples(index=False, name=None))[:MAX_WORKLOADS]
     for n, (workload, scale) in enumerate(pairs):
-        tag = f"{workload} ({scale})"
+        tag = workload_label({"workload": workload, "scale": scale})
         summary = data.summary
         if len(summary):
-            summary = summary[(summary["workload"] == workload) & (summary["scale"] == scale)]
+            summary = summary[_same(summary, "workload", workload) & _same(summary, "scale", scale)]
             if len(summary):
                 figures.append((f"cost-{n}", f"Blended $/Mtok by platform and plan, {tag}",
                                 cost_by_platform(summary, f"Cost per million tokens, {tag}"), "svg"))
-        points = ok[(ok["workload"] == workload) & (ok["scale"] == scale)]
+        points = ok[_same(ok, "workload", workload) & _same(ok, "scale", scale)]
         figures.append((f"pareto-{n}", f"Throughput per chip vs interactivity, {tag}",
-                        throughput_vs_interactivity(points, chip_prices, plan_label(primary or "on_demand")),
-                        "png"))
+                        throughput_vs_interactivity(points, chip_prices, plan_label(primary or "on_demand"),
+                                                    price_names), "png"))
         if len(summary):
             rows = (summary.assign(_other=summary["plan"] != primary)
                     .sort_values(["_other", "blended_usd_per_mtok"], kind="stable").drop_duplicates("file"))
-            rows = rows.assign(label=[f"{r['priced_accelerator']} ×{r['chips']} B={r['batch_size']}"
-                                      for _, r in rows.iterrows()])
+            rows = rows.assign(label=[f"{stack_label(r)} on {r['priced_accelerator']} ×{number(r['chips'])} "
+                                      f"{load_label(r)}" for _, r in rows.iterrows()])
         else:
             rows = points.sort_values("output_tokens_per_s_per_chip", ascending=False)
-            rows = rows.assign(label=[f"{lab} ×{c} B={b}" for lab, c, b in
-                                      zip(rows["label"], rows["chips"], rows["batch_size"])])
+            rows = rows.assign(label=[f"{r['label']} ×{number(r['chips'])} {load_label(r)}"
+                                      for _, r in rows.iterrows()])
         figures.append((f"latency-{n}", f"Latency distributions, {tag}", latency_distributions(rows), "svg"))
     return figures

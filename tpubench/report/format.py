@@ -78,19 +78,66 @@ def platform_label(row) -> str:
     return label
 
 
+def number(x) -> str:
+    """A count or rate as data holds it: 8 (not 8.0, which a column with gaps makes of it), 2.5."""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def workload_label(row) -> str:
+    """'qwen3_moe (small)', or the workload alone when a result has no scale."""
+    scale = row.get("scale")
+    return f"{row['workload']} ({scale})" if _present(scale) else str(row["workload"])
+
+
+def load_label(row) -> str:
+    """How a point was loaded: its batch ('B=8'), else a server's concurrency ('C=32') or request
+    rate ('4 req/s'), whichever columns the row has."""
+    if _present(row.get("batch_size")):
+        return f"B={number(row['batch_size'])}"
+    if _present(row.get("concurrency")):
+        return f"C={number(row['concurrency'])}"
+    if _present(row.get("request_rate")):
+        return f"{number(float(row['request_rate']))} req/s"
+    return ""
+
+
 def point_label(row) -> str:
-    parts = [f"B={row['batch_size']}", f"I={row['input_length']}", f"O={row['output_length']}"]
+    """'B=8 I=1024 O=128 bfloat16 eager', or for a server 'C=32 I=1024 O=128' (lengths left out
+    when they were drawn rather than fixed)."""
+    parts = [load_label(row)]
+    for key, name in (("input_length", "I"), ("output_length", "O")):
+        if _present(row.get(key)):
+            parts.append(f"{name}={number(row[key])}")
     for key in ("dtype", "execution_mode"):
         if _present(row.get(key)):
             parts.append(str(row[key]))
-    return " ".join(parts)
+    return " ".join(p for p in parts if p)
 
 
 def hardware_label(row) -> str:
-    return f"{row['accelerator']} ×{row['chips']}"
+    return f"{row['accelerator']} ×{number(row['chips'])}"
+
+
+def stack_label(row) -> str:
+    """The software that produced the tokens: a serving stack ('vllm 0.11.0') where the row names
+    one, else the backend tpubench drove ('torch')."""
+    if _present(row.get("server_name")):
+        version = row.get("server_version")
+        return f"{row['server_name']} {version}" if _present(version) else str(row["server_name"])
+    return str(row.get("backend", ""))
+
+
+def kind_label(row) -> str:
+    """'serve' for a server under load, 'offline' for a batch tpubench ran itself."""
+    kind = row.get("scenario_kind")
+    return "offline" if not _present(kind) or kind == "generate" else str(kind)
 
 
 def software_label(row) -> str:
+    if _present(row.get("server_name")):
+        return f"{stack_label(row)} ({kind_label(row)})"
     parts = [f"{row['backend']}:{row['device']}"]
     for key, name in (("torch_version", "torch"), ("transformers_version", "transformers"),
                       ("jax_version", "jax")):
@@ -153,7 +200,7 @@ RUN_HEADERS = ["Workload", "Hardware", "Software", "Point", "Output tok/s/chip",
 
 def run_cells(row) -> list[str]:
     return [
-        f"{row['workload']} ({row['scale']})",
+        workload_label(row),
         hardware_label(row),
         software_label(row),
         point_label(row),
@@ -169,7 +216,9 @@ def run_cells(row) -> list[str]:
 
 METHOD_NOTES = [
     "Input/Output/Blended $/Mtok are time-attributed (tpubench's method): prefill chip-seconds over "
-    "input tokens, decode chip-seconds over output tokens, all chip-seconds over all tokens.",
+    "input tokens, decode chip-seconds over output tokens, all chip-seconds over all tokens. "
+    "A server under load (serve) is priced as its chips over the measured window, split per token as "
+    "the result records it (its seconds per input, output and any token).",
     "† InferenceX-compatible: the whole chip-hour charged to output tokens "
     "(price per chip-hour × 1e6 / (3600 × output tokens/s per chip)), for comparison with published tables.",
     "Brackets are 95% confidence intervals carried from the measured times and throughputs. "

@@ -78,10 +78,10 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
 
     summary = data.summary
     if len(summary):
-        for (workload, scale), group in summary.groupby(["workload", "scale"], sort=False):
+        for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
             rows = [f.summary_cells(r) for _, r in group.iterrows()]
             classes = ["" if bool(v) else "invalid" for v in group["valid"]]
-            body.append(f"<h2>{_e(workload)} ({_e(scale)}): cheapest point per platform and plan</h2>")
+            body.append(f"<h2>{_e(f.workload_label(group.iloc[0]))}: cheapest point per platform and plan</h2>")
             body.append(_table(f.SUMMARY_HEADERS, rows, _NUMERIC_SUMMARY, classes,
                                {7: lambda v: f"verdict-{v.split()[0]}", 15: lambda v: "validity"}))
         body.append('<ul class="note">' + "".join(f"<li>{_e(n)}</li>" for n in f.METHOD_NOTES) + "</ul>")

@@ -48,8 +48,8 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
         out += ["**Warnings**", ""] + [f"- {w}" for w in data.warnings] + [""]
     summary = data.summary
     if len(summary):
-        for (workload, scale), group in summary.groupby(["workload", "scale"], sort=False):
-            out += [f"## {workload} ({scale}): cheapest point per platform and plan", ""]
+        for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
+            out += [f"## {f.workload_label(group.iloc[0])}: cheapest point per platform and plan", ""]
             out.append(table(f.SUMMARY_HEADERS, [f.summary_cells(r) for _, r in group.iterrows()]))
             out.append("")
         out += [f"- {note}" for note in f.METHOD_NOTES] + [""]
@@ -95,7 +95,7 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
             headers += [f"vs {result.current}"]
         rows = []
         for _, r in options.head(max_rows).iterrows():
-            cells = [f"{r['workload']} ({r['scale']})", str(r["rank_overall"]), f.platform_label(r), f.plan_label(r["plan"]),
+            cells = [f.workload_label(r), str(r["rank_overall"]), f.platform_label(r), f.plan_label(r["plan"]),
                      f.with_ci(r["monthly_usd"], r["monthly_usd_ci95_low"], r["monthly_usd_ci95_high"], f.usd_whole),
                      f"{r['instances']} ({r['rented_chips']})", f.sig(r["tokens_per_s_per_chip"]),
                      f.point_label(r), f"{f.ms(r['ttft_p99_s'])} / {f.ms(r['tpot_p99_s'])}",
@@ -110,7 +110,8 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
         out += ["No priced platform has a valid point meeting the SLOs.", ""]
     if len(result.infeasible):
         rows = [[f"{r['priced_accelerator']} · {r['cloud']} {r['instance_type']} ({r['region']})",
-                 f"B={r['batch_size']} I={r['input_length']} O={r['output_length']} ×{r['chips']}",
+                 f"{f.point_label(r)} ×{f.number(r['chips'])}"
+                 + (f" ({f.stack_label(r)}, {f.kind_label(r)})" if f.kind_label(r) != "offline" else ""),
                  r["misses"]] for _, r in result.infeasible.iterrows()]
         out += ["## Platforms with no point meeting the SLOs (closest point)", "",
                 table(["Platform", "Closest point", "Misses"], rows), ""]

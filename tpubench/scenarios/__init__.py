@@ -14,6 +14,7 @@ from typing import Any, Callable, ContextManager, Protocol
 
 from tpubench.results import RunResult
 from tpubench.scenarios.generate import GenerateScenario
+from tpubench.scenarios.serve import ServeScenario
 from tpubench.workload import RunPoint
 
 # Measures one point; `base` holds the identity fields of its RunResult (point, environment, ...).
@@ -45,4 +46,4 @@ class Scenario(Protocol):
         ...
 
 
-SCENARIOS: dict[str, Scenario] = {GenerateScenario.kind: GenerateScenario()}
+SCENARIOS: dict[str, Scenario] = {GenerateScenario.kind: GenerateScenario(), ServeScenario.kind: ServeScenario()}

@@ -1,0 +1,191 @@
+"""Scenario `serve` end to end through the CLI: a real `transformers serve` started by tpubench on
+127.0.0.1 (tiny random model built here), a running scripted server by URL, and the faults: an
+unreachable URL, a non-OpenAI server, a server that never becomes ready, one that dies mid-run,
+HTTP errors. Every started server is gone afterwards."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tpubench import load_requests, load_results
+from tpubench.cli import main
+from tpubench.results import read_result
+
+pytest.importorskip("aiohttp")
+from scripted_server import Script, ScriptedServer, script_prompt  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+
+def cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["tpubench", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def serve_workload(tmp_path: Path, **changes) -> Path:
+    """serve_local with 2 concurrencies and a few short requests."""
+    data = yaml.safe_load((REPO / "workloads" / "serve_local.yaml").read_text())
+    scenario = data["scenario"]
+    scenario.update(input_length=24, output_length=6,
+                    load={"concurrency": [1, 2], "num_requests": 6, "warmup_requests": 1})
+    for key, value in changes.items():
+        scenario[key] = value
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" in status.read_text()
+
+
+def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    workload = serve_workload(tmp_path)
+    code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
+    assert code == 0, err + out
+    assert "c1 in24 out6 completions" in out and "c2 in24 out6 completions" in out
+    assert "$/Mtok" in out                       # priced: the server ran on this machine's CPU
+
+    results = [read_result(f) for f in sorted((tmp_path / "r").glob("*.json"))]
+    assert len(results) == 2 and all(r.status == "ok" for r in results), [r.error for r in results]
+    for r in results:
+        assert r.point["scenario_kind"] == "serve" and r.validity.valid, r.validity.reasons
+        assert r.environment["server_name"] == "transformers serve"
+        assert r.environment["server"]["command"][1:3] == ["serve", r.environment["server"]["command"][2]]
+        assert r.metrics["requests_ok"] == 6 and r.metrics["failure_rate"] == 0
+        assert r.metrics["output_tokens_per_s"] > 0 and r.metrics["ttft_p50_s"] > 0
+        # Token counts as asked, checked against the server's own usage.
+        assert {(q["prompt_tokens"], q["completion_tokens"]) for q in r.requests} == {(24, 6)}
+        assert len(r.warmup_requests) == 1
+        pid = r.environment["server"]["pid"]
+    assert gone(pid), "the server outlived the run"
+
+    requests = load_requests(tmp_path / "r")
+    assert len(requests) == 12 and set(requests["concurrency"]) == {1, 2}
+    df = load_results(tmp_path / "r")
+    assert set(df["scenario_kind"]) == {"serve"} and set(df["server_name"]) == {"transformers serve"}
+
+    # --resume: nothing is measured twice.
+    code, out, _ = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"), "--resume")
+    assert code == 0 and out.count("already measured") == 2
+
+
+def test_running_server_by_url_with_declared_hardware(tmp_path, monkeypatch, capsys):
+    workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9", "model": "scripted",
+                                                "hardware": {"accelerator": "H100", "chips": 8}})
+    with ScriptedServer(Script(ttft_ms=30, itl_ms=5)) as srv:
+        code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--server-url", srv.url,
+                             "--out", str(tmp_path / "r"))
+    assert code == 0, err + out
+    results = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
+    assert len(results) == 2 and all(r.status == "ok" for r in results)
+    r = results[0]
+    assert r.environment["accelerator_name"] == "H100" and r.environment["chips"] == 8
+    assert r.metrics["ttft_p50_s"] == pytest.approx(0.030, abs=0.015)
+    assert r.metrics["tpot_p50_s"] == pytest.approx(0.005, abs=0.003)
+    df = load_results(tmp_path / "r")
+    assert (df["chips"] == 8).all()
+
+
+def test_unreachable_and_non_openai_servers_are_one_line_errors(tmp_path, monkeypatch, capsys):
+    workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9"})
+    code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
+    assert code == 2 and "cannot reach http://127.0.0.1:9" in err and err.count("\n") == 1
+    web = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    try:
+        line = web.stdout.readline()
+        port = int(line.split("port ")[1].split()[0])
+        code, _, err = cli(monkeypatch, capsys, "run", str(workload), "--server-url", f"http://127.0.0.1:{port}",
+                           "--out", str(tmp_path / "r"))
+    finally:
+        web.kill()
+        web.wait()
+    assert code == 2 and "not an OpenAI-compatible server" in err
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("*.json"))
+
+
+def test_server_that_never_becomes_ready(tmp_path, monkeypatch, capsys):
+    command = [sys.executable, "-c", "import time; time.sleep(120)"]
+    workload = serve_workload(tmp_path, server={"launch": {"preset": "custom", "command": command,
+                                                           "startup_timeout_s": 2}})
+    start = time.monotonic()
+    code, _, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
+    assert code == 2 and "not ready within 2 s" in err
+    assert time.monotonic() - start < 30
+
+
+def test_server_that_dies_mid_run_fails_its_points(tmp_path, monkeypatch, capsys):
+    # A scripted server on the port tpubench gives it, which exits hard after 2 seconds.
+    script = tmp_path / "dying_server.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, socket, sys, time
+        sys.path.insert(0, {str(TESTS)!r})
+        import scripted_server
+        def bound(host="127.0.0.1"):
+            sock = socket.socket(); sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, int(sys.argv[1]))); sock.listen(64); return sock
+        scripted_server._listening_socket = bound
+        scripted_server.ScriptedServer(scripted_server.Script(ttft_ms=200, itl_ms=100)).start()
+        time.sleep(2)
+        os._exit(1)
+    """))
+    workload = serve_workload(tmp_path, server={"launch": {
+        "preset": "custom", "command": [sys.executable, str(script), "{port}"], "startup_timeout_s": 10}})
+    code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
+    assert code == 1, err + out   # every point failed
+    results = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
+    assert len(results) == 2 and all(r.status == "failed" for r in results)
+    assert any("the server died during the point" in r.error for r in results), [r.error for r in results]
+
+
+def test_http_errors_are_recorded_per_request(tmp_path, monkeypatch, capsys):
+    workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9"})
+    with ScriptedServer(Script(fault="500")) as srv:
+        code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--server-url", srv.url,
+                             "--out", str(tmp_path / "r"))
+    assert code == 1
+    results = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
+    assert all(r.status == "failed" and "every request failed: HTTP 500" in r.error for r in results)
+
+
+def test_some_failed_requests_make_the_point_invalid(tmp_path, monkeypatch, capsys):
+    from tpubench.scenarios import serve as serve_scenario
+
+    # Every third prompt asks the scripted server for an HTTP 422 (as transformers serve answers
+    # ignore_eos): the point is measured, and invalid with the failures named.
+    original = serve_scenario._prompt
+    monkeypatch.setattr(serve_scenario, "_prompt", lambda tok, n, seed: script_prompt(fault="422")
+                        if seed % 3 == 0 else original(tok, n, seed))
+    workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9"})
+    with ScriptedServer(Script(ttft_ms=5, itl_ms=1)) as srv:
+        code, _, err = cli(monkeypatch, capsys, "run", str(workload), "--server-url", srv.url,
+                           "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    results = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
+    assert results and all(r.status == "ok" and not r.validity.valid for r in results)
+    assert any("HTTP 422" in reason for r in results for reason in r.validity.reasons)
+    statuses = {q["status"] for r in results for q in r.requests}
+    assert 422 in statuses and 200 in statuses

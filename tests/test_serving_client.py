@@ -1,0 +1,257 @@
+"""The serving client and load generator against a scripted local server (127.0.0.1 only)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import numpy as np
+import pytest
+
+from scripted_server import Script, ScriptedServer, script_prompt
+from tpubench.serving.client import Endpoint, RequestSpec
+from tpubench.serving.load import arrival_schedule, run_load
+from tpubench.serving.metrics import outcome_metrics, validity_reasons
+
+MS = 1e-3
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ScriptedServer(Script(ttft_ms=0, itl_ms=0, tokens=2)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def srv(server):
+    server.reset()
+    return server
+
+
+def specs(n, prompt="p", prompt_len=1, max_tokens=4):
+    return [RequestSpec(prompt, prompt_len, max_tokens) for _ in range(n)]
+
+
+def timing(test):
+    """Timing tolerances of a few ms hold on a quiet machine; on a busy shared one (other test
+    runs, two cores) a scheduler hiccup can break one run, so a timing test gets three tries."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        for attempt in range(3):
+            if "srv" in kwargs:
+                kwargs["srv"].reset()
+            try:
+                return test(*args, **kwargs)
+            except AssertionError:
+                if attempt == 2:
+                    raise
+
+    return run
+
+
+def in_flight_at(records, t):
+    return sum(1 for r in records if r.sent_s <= t < r.end_s)
+
+
+@timing
+def test_latencies_match_the_script(srv):
+    ep = Endpoint(srv.url, "m", extra_body={"ignore_eos": True})
+    prompt = script_prompt(ttft_ms=40, itl_ms=10, tokens=6, prompt_tokens=5)
+    out = run_load(ep, specs(6, prompt, prompt_len=5, max_tokens=6), concurrency=2, warmup_requests=2)
+    assert len(out.warmup_records) == 2 and len(out.records) == 6 and len(srv.log) == 8
+    body = srv.log[-1]["body"]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 6 and body["ignore_eos"] is True
+    for r in out.records:
+        assert r.ok and r.usage_reported and r.status == 200 and r.finish_reason == "length"
+        assert (r.prompt_tokens, r.completion_tokens, r.token_chunks) == (5, 6, 6)
+        assert r.ttft_s == pytest.approx(0.040, abs=5 * MS)
+        assert r.tpot_s == pytest.approx(0.010, abs=2 * MS)
+        assert r.e2e_s == pytest.approx(0.090, abs=5 * MS)
+        assert np.median(r.itl_s) == pytest.approx(0.010, abs=2 * MS)
+    # Each chunk's arrival against the server's own write time on the same monotonic clock.
+    logs = srv.log[2:]
+    by_arrival = sorted(out.records, key=lambda r: r.sent_s)
+    for r, log in zip(by_arrival, sorted(logs, key=lambda e: e["received"])):
+        arrivals = np.array(r.token_chunk_s) + out.origin_perf_counter_s
+        lag = arrivals - np.array(log["writes"])
+        assert np.all(lag > 0) and np.all(lag < 3 * MS)
+    m = outcome_metrics(out, n_boot=100)
+    assert m["ttft_p50_s"] == pytest.approx(0.040, abs=5 * MS)
+    assert m["itl_p50_s"] == pytest.approx(0.010, abs=2 * MS)
+    assert m["completion_tokens_total"] == 36 and m["failure_rate"] == 0
+    assert m["client_loop_lag_samples"] > 50 and m["client_cpu_s"] > 0
+    assert validity_reasons(m, out.records, exact_output=True) == []
+
+
+@timing
+def test_open_loop_follows_the_seeded_schedule(srv):
+    ep = Endpoint(srv.url, "m")
+    out = run_load(ep, specs(40), request_rate=80.0, burstiness=1.0, seed=3)
+    expected = arrival_schedule(40, 80.0, 1.0, seed=3)
+    assert np.allclose([r.scheduled_s for r in out.records], expected, atol=1e-12)
+    late = np.array([r.sent_s - r.scheduled_s for r in out.records])
+    assert np.all(late >= 0) and np.percentile(late, 99) < 3 * MS
+    assert out.offered_request_rate == pytest.approx(39 / expected[-1])
+    assert out.achieved_send_rate == pytest.approx(out.offered_request_rate, rel=0.05)
+    m = outcome_metrics(out, n_boot=0)
+    assert m["achieved_send_rate"] == pytest.approx(out.achieved_send_rate)
+    assert not any("send rate" in r for r in validity_reasons(m, out.records))
+    # Burstier arrivals from the same seed: a different schedule, followed just as closely.
+    out = run_load(ep, specs(20), request_rate=80.0, burstiness=0.5, seed=3)
+    assert np.allclose([r.scheduled_s for r in out.records], arrival_schedule(20, 80.0, 0.5, seed=3))
+
+
+@timing
+def test_rate_inf_sends_everything_at_once(srv):
+    out = run_load(Endpoint(srv.url, "m"), specs(30), request_rate=math.inf)
+    sent = [r.sent_s for r in out.records]
+    assert all(r.scheduled_s == 0 for r in out.records)
+    assert max(sent) - min(sent) < 20 * MS
+    assert out.offered_request_rate == math.inf and all(r.ok for r in out.records)
+
+
+@timing
+def test_max_concurrency_caps_and_counts_queue_time(srv):
+    ep = Endpoint(srv.url, "m")
+    prompt = script_prompt(ttft_ms=30, itl_ms=10, tokens=3)
+    out = run_load(ep, specs(12, prompt), request_rate=math.inf, max_concurrency=3)
+    assert srv.max_in_flight == 3
+    assert max(in_flight_at(out.records, r.sent_s) for r in out.records) == 3
+    for r in out.records:
+        assert r.ok and r.queue_s >= r.slot_wait_s
+        assert r.queue_s - r.slot_wait_s < 5 * MS                 # the client itself was not late
+    waits = sorted(r.slot_wait_s for r in out.records)
+    assert waits[:3] == pytest.approx([0, 0, 0], abs=2 * MS)
+    assert waits[-1] > 3 * 0.045                                   # three rounds of ~50 ms before the last
+    m = outcome_metrics(out, n_boot=50)
+    assert m["queue_p99_s"] > 0.1
+
+
+@timing
+def test_closed_loop_keeps_exactly_n_in_flight(srv):
+    prompt = script_prompt(ttft_ms=15, itl_ms=5, tokens=4)
+    out = run_load(Endpoint(srv.url, "m"), specs(20, prompt), concurrency=4)
+    assert [r.index for r in out.records] == list(range(20))
+    # The workers start one after another, then every send finds the other three busy.
+    assert [in_flight_at(out.records, r.sent_s) for r in out.records] == [1, 2, 3] + [4] * 17
+    assert srv.max_in_flight == 4
+    assert max(r.queue_s for r in out.records) < 2 * MS
+
+
+@timing
+def test_connector_is_not_the_limit(srv):
+    # aiohttp's default connector allows 100 connections; the load decides, not the connector.
+    prompt = script_prompt(ttft_ms=400, tokens=1)
+    out = run_load(Endpoint(srv.url, "m"), specs(130, prompt), concurrency=130)
+    assert srv.max_in_flight == 130 and all(r.ok for r in out.records)
+
+
+@timing
+def test_goodput_with_an_slo_half_the_requests_miss(srv):
+    fast, slow = script_prompt(ttft_ms=10, itl_ms=5, tokens=3), script_prompt(ttft_ms=120, itl_ms=5, tokens=3)
+    out = run_load(Endpoint(srv.url, "m"), [RequestSpec(p, 1, 3) for p in [fast, slow] * 4], concurrency=4)
+    m = outcome_metrics(out, slo={"ttft_s": 0.06}, n_boot=50)
+    assert m["slo_attainment"] == 0.5
+    assert m["goodput_requests_per_s"] == pytest.approx(m["requests_per_s"] / 2)
+    m = outcome_metrics(out, slo={"ttft_s": 0.06, "tpot_s": 0.001}, n_boot=0)
+    assert m["goodput_requests_per_s"] == 0
+
+
+FAULTS = {
+    "500": (500, "HTTP 500: "),
+    "422": (422, "HTTP 422: "),
+    "html": (200, "non-OpenAI reply (HTML"),
+    "json_no_choices": (200, "non-OpenAI reply: JSON without choices"),
+    "json_completion": (200, "reply not streamed"),
+    "break": (200, "broken stream: "),
+    "truncate": (200, "broken stream: the body ended before [DONE]"),
+    "hang": (None, "timeout after 0.6 s (0 token-bearing chunks"),
+    "hang_stream": (200, "timeout after 0.6 s (2 token-bearing chunks"),
+    "error_event": (200, "server error in stream: scripted error mid-stream"),
+    "not_json": (200, "non-OpenAI stream: event data is not JSON"),
+    "odd_chunk": (200, "non-OpenAI stream: unexpected chunk"),
+}
+
+
+def test_every_fault_is_recorded_and_the_run_goes_on(srv):
+    names = list(FAULTS)
+    prompts = [script_prompt(fault=f, ttft_ms=5, itl_ms=5, tokens=4) for f in names]
+    good = script_prompt(ttft_ms=5, itl_ms=2, tokens=3)
+    ep = Endpoint(srv.url, "m", timeout_s=0.6)
+    out = run_load(ep, [RequestSpec(p, 1, 4) for p in prompts + [good, good]], concurrency=len(prompts) + 2)
+    for name, r in zip(names, out.records):
+        status, error = FAULTS[name]
+        assert not r.ok and r.status == status and r.error.startswith(error), (name, r.error)
+    assert "Extra inputs are not permitted" in out.records[1].error
+    assert "502 Bad Gateway" in out.records[2].error
+    assert all(r.ok and r.completion_tokens == 3 for r in out.records[-2:])
+    m = outcome_metrics(out, n_boot=20)
+    assert m["requests_failed"] == len(names) and m["requests_ok"] == 2
+    assert any(f"{len(names)} of {len(names) + 2} requests failed" in r for r in validity_reasons(m, out.records))
+    # The broken-off requests still carry what arrived before the fault.
+    broken = out.records[names.index("break")]
+    assert broken.token_chunks == 2 and broken.ttft_s is not None
+
+
+def test_connection_refused_is_a_record_not_an_exception():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = run_load(Endpoint(f"http://127.0.0.1:{port}", "m", timeout_s=2), specs(2), concurrency=1)
+    assert all(not r.ok and r.error.startswith("cannot connect") and r.status is None for r in out.records)
+
+
+def test_reply_shapes_without_usage_or_done(srv):
+    ep = Endpoint(srv.url, "m")
+    no_usage, no_done = script_prompt(fault="no_usage", tokens=3), script_prompt(fault="no_done", tokens=3)
+    out = run_load(ep, [RequestSpec(no_usage, 1, 3), RequestSpec(no_done, 1, 3)], concurrency=2)
+    a, b = out.records
+    assert a.ok and not a.usage_reported and a.completion_tokens == 3 and a.prompt_tokens is None
+    assert b.ok and b.usage_reported and b.completion_tokens == 3          # like transformers serve
+    m = outcome_metrics(out, n_boot=0)
+    assert m["usage_missing"] == 1
+    assert any("without usage" in r for r in validity_reasons(m, out.records))
+
+
+@timing
+def test_chat_endpoint(srv):
+    ep = Endpoint(srv.url, "m", api="chat")
+    out = run_load(ep, [RequestSpec(script_prompt(ttft_ms=20, itl_ms=5, tokens=4), 1, 4)], concurrency=1)
+    r = out.records[0]
+    assert r.ok and r.token_chunks == 4 and r.completion_tokens == 4       # the role chunk carries no token
+    assert r.ttft_s == pytest.approx(0.020, abs=5 * MS)
+    assert r.events == 6                                                   # role, 4 tokens, usage
+    assert srv.log[-1]["body"]["messages"][0]["role"] == "user"
+
+
+@timing
+def test_duration_stops_scheduling_and_lets_in_flight_finish(srv):
+    prompt = script_prompt(ttft_ms=60, tokens=1)
+    out = run_load(Endpoint(srv.url, "m"), specs(5, prompt), request_rate=100.0, duration_s=0.3, seed=1)
+    assert all(r.scheduled_s < 0.3 for r in out.records)
+    assert len(out.records) == int(np.sum(arrival_schedule(200, 100.0, 1.0, seed=1) < 0.3))
+    assert all(r.ok for r in out.records) and max(r.end_s for r in out.records) > 0.3
+    out = run_load(Endpoint(srv.url, "m"), specs(3, prompt), concurrency=2, duration_s=0.15)
+    assert len(out.records) == 6 and all(r.ok for r in out.records)     # rounds start at 0, ~0.06, ~0.12
+
+
+def test_a_blocked_client_loop_makes_the_point_invalid(srv):
+    out = run_load(Endpoint(srv.url, "m"), specs(15), concurrency=1, on_record=lambda r: time.sleep(0.008))
+    m = outcome_metrics(out, n_boot=0)
+    assert m["client_loop_lag_p99_s"] > 0.005
+    assert any("event-loop lag" in r for r in validity_reasons(m, out.records))
+
+
+def test_bad_load_arguments(srv):
+    ep = Endpoint(srv.url, "m")
+    for kw in ({}, {"concurrency": 1, "request_rate": 1.0}, {"concurrency": 0}, {"request_rate": -1.0},
+               {"request_rate": math.inf, "duration_s": 1.0}, {"request_rate": 1.0, "burstiness": 0.0}):
+        with pytest.raises(ValueError):
+            run_load(ep, specs(1), **kw)
+    with pytest.raises(ValueError):
+        Endpoint("127.0.0.1:80", "m")

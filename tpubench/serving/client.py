@@ -1,0 +1,484 @@
+"""A streaming client for any OpenAI-compatible server, built to measure it (DESIGN.md section 15).
+
+One aiohttp ClientSession per run, its connector sized for the load (aiohttp's default connector
+quietly caps a session at 100 connections, which turns a concurrency of 256 into 100 without a
+word) and a 4 MiB read buffer (the default 64 KiB throttles long streamed replies, vLLM issue
+#39963). Request bodies are encoded before the measured window: a 50,000-token prompt takes
+milliseconds to serialise, which would otherwise land in the send time.
+
+Times come from `time.perf_counter` (the monotonic clock; on Linux the same clock in every
+process), taken once per network read: every SSE event completed by one read shares that read's
+arrival time, which is when the client could have shown it. A record stores them relative to an
+origin the caller gives (the start of the measured window).
+
+What counts:
+- a token-bearing chunk is an SSE event whose first choice carries non-empty text (`text` for
+  completions; `delta.content`, or a reasoning model's `delta.reasoning_content` / `reasoning`,
+  for chat); a chunk may carry several tokens (speculative decoding, servers that batch their
+  writes), so token counts come from the server's `usage`, never from counting chunks, unless the
+  server sends no usage (then the chunk count stands in and `usage_reported` is False);
+- TTFT = first token-bearing chunk - send; E2E = last token-bearing chunk - send (the usage chunk
+  and `[DONE]` carry no token); `end_s` is when the reply finished, which is what the window and
+  the concurrency see;
+- a reply is complete at `[DONE]`, or at the end of the body after a `finish_reason` (transformers
+  serve sends no `[DONE]`); anything else is an error kept in the record: HTTP 4xx/5xx with the
+  body's first line, a broken or truncated stream, an error event inside the stream, a timeout,
+  a reply that is not OpenAI SSE (HTML, JSON without choices, a whole JSON completion).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, Mapping, Sequence
+
+import aiohttp
+import yarl
+
+_now = time.perf_counter
+_loads = json.loads
+
+READ_BUFFER_BYTES = 4 << 20
+ERROR_BODY_BYTES = 64 << 10
+# After [DONE] the end of the chunked body normally arrives in the same read; wait this long for
+# it so the connection can be reused rather than closed.
+_DRAIN_AFTER_DONE_S = 0.25
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request: the prompt (text, or token ids for /v1/completions), the prompt length it was
+    made to have (in the server's tokens) and the output tokens to ask for."""
+
+    prompt: str | list[int]
+    prompt_len: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to send: `url` is the server (`http://host:port`, `.../v1` or the full
+    endpoint URL), `api` picks /v1/completions or /v1/chat/completions. `extra_body` is merged
+    into every body last (so it may override the defaults): `ignore_eos`, `min_tokens`,
+    `temperature`... The caller decides what the server accepts (transformers serve answers 422
+    to `ignore_eos`)."""
+
+    url: str
+    model: str
+    api: Literal["completions", "chat"] = "completions"
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    timeout_s: float = 120.0
+    api_key: str | None = None
+    max_tokens_field: str = "max_tokens"
+
+    def __post_init__(self):
+        if self.api not in ("completions", "chat"):
+            raise ValueError(f"api must be 'completions' or 'chat' (got {self.api!r})")
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive (got {self.timeout_s})")
+
+    def request_url(self) -> str:
+        url = self.url.rstrip("/")
+        if url.endswith("/completions"):
+            return url
+        if not url.endswith("/v1"):
+            url += "/v1"
+        return url + ("/chat/completions" if self.api == "chat" else "/completions")
+
+    def headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+
+def request_body(endpoint: Endpoint, spec: RequestSpec) -> dict:
+    body: dict[str, Any] = {"model": endpoint.model}
+    if endpoint.api == "chat":
+        if not isinstance(spec.prompt, str):
+            raise ValueError("a chat request needs a text prompt, not token ids")
+        body["messages"] = [{"role": "user", "content": spec.prompt}]
+    else:
+        body["prompt"] = spec.prompt
+    body[endpoint.max_tokens_field] = spec.max_tokens
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    body.update(endpoint.extra_body)
+    return body
+
+
+def encode_body(endpoint: Endpoint, spec: RequestSpec) -> bytes:
+    return json.dumps(request_body(endpoint, spec), separators=(",", ":")).encode()
+
+
+@dataclass
+class RequestRecord:
+    """One request as the client saw it. Times in seconds, relative to the measured window's
+    origin on the client's perf_counter clock; durations (`*_s` without a point in time) are
+    differences of those. None where undefined (no token received, no response)."""
+
+    index: int
+    prompt_len: int                     # asked
+    max_tokens: int                     # asked
+    scheduled_s: float                  # when the load meant to send it
+    sent_s: float = math.nan            # when it was handed to the HTTP client
+    queue_s: float = 0.0                # sent - scheduled: client lateness + slot_wait_s
+    slot_wait_s: float = 0.0            # the part of queue_s spent waiting for a max_concurrency slot
+    end_s: float = math.nan             # reply finished ([DONE] / end of body / error)
+    ttft_s: float | None = None
+    e2e_s: float | None = None          # send -> last token-bearing chunk
+    token_chunk_s: list[float] = field(default_factory=list)   # arrival of each token-bearing chunk
+    events: int = 0                     # SSE data events received (token-bearing or not)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    usage_reported: bool = False
+    finish_reason: str | None = None
+    status: int | None = None           # HTTP status (None: no response)
+    error: str | None = None
+    ok: bool = False
+
+    @property
+    def token_chunks(self) -> int:
+        return len(self.token_chunk_s)
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(E2E - TTFT) / (completion tokens - 1); undefined for fewer than 2 tokens."""
+        n = self.completion_tokens
+        if self.ttft_s is None or self.e2e_s is None or n is None or n < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (n - 1)
+
+    @property
+    def itl_s(self) -> list[float]:
+        a = self.token_chunk_s
+        return [b - x for x, b in zip(a, a[1:])]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("sent_s", "end_s"):
+            if isinstance(d[k], float) and math.isnan(d[k]):
+                d[k] = None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "RequestRecord":
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k in ("sent_s", "end_s"):
+            if kw.get(k) is None:
+                kw[k] = math.nan
+        return cls(**kw)
+
+
+class SSEParser:
+    """Incremental Server-Sent Events parser (the WHATWG rules that OpenAI streams use): feed it
+    bytes as they arrive, get back the (event type, data) of every event they complete. Lines end
+    in LF or CRLF; `:` lines are comments; several `data:` lines of one event are joined by LF;
+    an event ends at a blank line (or at the end of the stream, see `flush`)."""
+
+    __slots__ = ("_pending", "_data", "_event")
+
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []
+        self._data: list[bytes] = []
+        self._event: bytes | None = None
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
+        if b"\n" not in chunk:
+            self._pending.append(chunk)
+            return []
+        if self._pending:
+            self._pending.append(chunk)
+            chunk = b"".join(self._pending)
+            self._pending = []
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        if tail:
+            self._pending.append(tail)
+        return self._lines(lines)
+
+    def flush(self) -> list[tuple[bytes | None, bytes]]:
+        """At the end of the stream: the last line and event, even without their blank line."""
+        lines = [b"".join(self._pending)] if self._pending else []
+        self._pending = []
+        out = self._lines(lines)
+        if self._data:
+            out.append(self._dispatch())
+        return out
+
+    def _dispatch(self) -> tuple[bytes | None, bytes]:
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        event = self._event
+        self._data = []
+        self._event = None
+        return event, data
+
+    def _lines(self, lines: list[bytes]) -> list[tuple[bytes | None, bytes]]:
+        out = []
+        for line in lines:
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            if not line:
+                if self._data:
+                    out.append(self._dispatch())
+                else:
+                    self._event = None
+            elif line[:5] == b"data:":
+                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line[:1] == b":":
+                continue
+            elif line[:6] == b"event:":
+                self._event = line[6:].strip()
+            # id:, retry: and unknown fields carry nothing we measure
+        return out
+
+
+def _looks_like_sse(data: bytes) -> bool:
+    head = data.lstrip()[:6]
+    return not head or head.startswith((b"data:", b":", b"event:", b"id:", b"retry:"))
+
+
+def _clip(text: str, n: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def first_line(body: bytes | str) -> str:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    for line in text.splitlines():
+        if line.strip():
+            return _clip(line.strip())
+    return "(empty body)"
+
+
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
+
+
+def _error_message(obj: Any) -> str:
+    err = obj.get("error") if isinstance(obj, dict) else obj
+    if isinstance(err, dict):
+        err = err.get("message") or err
+    return _clip(err if isinstance(err, str) else json.dumps(err))
+
+
+def describe_non_sse(content_type: str, body: bytes) -> str:
+    """Why a 200 reply is not an OpenAI stream, in one line."""
+    stripped = body.strip()
+    if "html" in content_type or stripped[:1] == b"<":
+        m = _TITLE.search(stripped)
+        what = _clip(m.group(1).decode("utf-8", "replace")) if m else first_line(stripped)
+        return f"non-OpenAI reply (HTML, {content_type or 'no content type'}): {what}"
+    try:
+        obj = _loads(stripped)
+    except ValueError:
+        return f"non-OpenAI reply ({content_type or 'no content type'}): {first_line(stripped)}"
+    if isinstance(obj, dict) and obj.get("error") is not None:
+        return f"server error in a 200 reply: {_error_message(obj)}"
+    if isinstance(obj, dict) and "choices" in obj:
+        return "reply not streamed (one JSON completion): TTFT and ITL cannot be measured"
+    return f"non-OpenAI reply: JSON without choices: {first_line(stripped)}"
+
+
+async def _read_up_to(content: aiohttp.StreamReader, limit: int = ERROR_BODY_BYTES) -> bytes:
+    parts, size = [], 0
+    while size < limit:
+        data = await content.read(limit - size)
+        if not data:
+            break
+        parts.append(data)
+        size += len(data)
+    return b"".join(parts)
+
+
+if hasattr(asyncio, "timeout"):      # Python 3.11+
+    _deadline = asyncio.timeout
+else:                                # pragma: no cover - Python 3.10
+    class _deadline:                 # noqa: N801 - stands in for asyncio.timeout
+        def __init__(self, delay: float):
+            self._delay, self._fired, self._handle = delay, False, None
+
+        async def __aenter__(self):
+            task = asyncio.current_task()
+            self._handle = asyncio.get_running_loop().call_later(self._delay, self._fire, task)
+
+        def _fire(self, task):
+            self._fired = True
+            task.cancel()
+
+        async def __aexit__(self, exc_type, exc, tb):
+            self._handle.cancel()
+            if exc_type is asyncio.CancelledError and self._fired:
+                raise asyncio.TimeoutError from exc
+            return False
+
+
+def open_session(max_connections: int = 0) -> aiohttp.ClientSession:
+    """One session for a run. `max_connections` 0 means unbounded: the load decides how many
+    requests are in flight, never a connector limit."""
+    connector = aiohttp.TCPConnector(limit=max(0, int(max_connections)), limit_per_host=0)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
+                                 read_bufsize=READ_BUFFER_BYTES, cookie_jar=aiohttp.DummyCookieJar())
+
+
+class StreamingClient:
+    """Sends RequestSpecs to one endpoint and records what comes back; never raises for a failed
+    request (the record says what failed). Use as `async with StreamingClient(ep, n) as c:`."""
+
+    def __init__(self, endpoint: Endpoint, max_connections: int = 0,
+                 session: aiohttp.ClientSession | None = None):
+        self.endpoint = endpoint
+        self.url = endpoint.request_url()
+        self._url = yarl.URL(self.url)        # parsed once, not per request
+        self._headers = endpoint.headers()
+        self._own_session = session is None
+        self._max_connections = max_connections
+        self.session = session
+
+    async def __aenter__(self) -> "StreamingClient":
+        if self.session is None:
+            self.session = open_session(self._max_connections)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._own_session and self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    def prepare(self, spec: RequestSpec) -> bytes:
+        return encode_body(self.endpoint, spec)
+
+    async def request(self, spec: RequestSpec, *, index: int, origin: float, scheduled_s: float,
+                      body: bytes | None = None, slot_wait_s: float = 0.0) -> RequestRecord:
+        """Send one request now; `origin` is the perf_counter value times are relative to."""
+        if body is None:
+            body = self.prepare(spec)
+        rec = RequestRecord(index=index, prompt_len=spec.prompt_len, max_tokens=spec.max_tokens,
+                            scheduled_s=scheduled_s, slot_wait_s=slot_wait_s)
+        sent = _now()
+        rec.sent_s = sent - origin
+        rec.queue_s = rec.sent_s - scheduled_s
+        usage: dict = {}
+        try:
+            async with _deadline(self.endpoint.timeout_s):
+                await self._exchange(rec, body, origin, usage)
+        except asyncio.TimeoutError:
+            rec.error = (f"timeout after {self.endpoint.timeout_s:g} s "
+                         f"({len(rec.token_chunk_s)} token-bearing chunks received)")
+        except aiohttp.ClientPayloadError as exc:
+            rec.error = f"broken stream: {_clip(str(exc).split(': <')[0])}"
+        except aiohttp.ServerDisconnectedError:
+            rec.error = ("broken stream: server disconnected" if rec.status is not None
+                         else "server disconnected before replying")
+        except aiohttp.ClientConnectorError as exc:
+            rec.error = f"cannot connect: {_clip(str(exc))}"
+        except (aiohttp.ClientError, OSError) as exc:
+            rec.error = f"{type(exc).__name__}: {_clip(str(exc))}"
+        if math.isnan(rec.end_s):
+            rec.end_s = _now() - origin
+        self._finish(rec, usage)
+        return rec
+
+    @staticmethod
+    def _finish(rec: RequestRecord, usage: dict) -> None:
+        chunks = rec.token_chunk_s
+        if chunks:
+            rec.ttft_s = chunks[0] - rec.sent_s
+            rec.e2e_s = chunks[-1] - rec.sent_s
+        pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(ct, int):
+            rec.usage_reported = True
+            rec.completion_tokens = ct
+            rec.prompt_tokens = pt if isinstance(pt, int) else None
+        else:
+            rec.completion_tokens = len(chunks)
+        rec.ok = rec.error is None
+
+    async def _exchange(self, rec: RequestRecord, body: bytes, origin: float, usage: dict) -> None:
+        async with self.session.post(self._url, data=body, headers=self._headers) as resp:
+            rec.status = resp.status
+            content = resp.content
+            if resp.status != 200:
+                rec.error = f"HTTP {resp.status}: {first_line(await _read_up_to(content))}"
+                return
+            sse = resp.content_type == "text/event-stream"
+            parser = SSEParser()
+            arrivals = rec.token_chunk_s
+            done = False
+            while not done:
+                data = await content.readany()
+                t = _now() - origin
+                if not data:
+                    events = parser.flush()
+                else:
+                    if not sse:
+                        if not _looks_like_sse(data):
+                            rec.end_s = t
+                            rest = await _read_up_to(content, ERROR_BODY_BYTES)
+                            rec.error = describe_non_sse(resp.content_type, data + rest)
+                            return
+                        sse = True
+                    events = parser.feed(data)
+                for event, payload in events:
+                    if payload == b"[DONE]":
+                        done = True
+                        break
+                    rec.events += 1
+                    try:
+                        obj = _loads(payload)
+                    except ValueError:
+                        rec.error = f"non-OpenAI stream: event data is not JSON: {first_line(payload)}"
+                        rec.end_s = t
+                        return
+                    if event == b"error" or not isinstance(obj, dict) or obj.get("error") is not None:
+                        rec.error = (f"server error in stream: {_error_message(obj)}" if isinstance(obj, dict)
+                                     else f"non-OpenAI stream: {first_line(payload)}")
+                        rec.end_s = t
+                        return
+                    try:
+                        u = obj.get("usage")
+                        if isinstance(u, dict):
+                            usage.update(u)
+                        else:
+                            u = None
+                        choices = obj.get("choices")
+                        if choices:
+                            c = choices[0]
+                            text = c.get("text")
+                            if text is None:
+                                d = c.get("delta")
+                                if d:
+                                    text = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
+                            if text:
+                                arrivals.append(t)
+                            fr = c.get("finish_reason")
+                            if fr:
+                                rec.finish_reason = fr
+                        elif choices is None and u is None:
+                            raise TypeError("a chunk without choices")
+                    except (AttributeError, TypeError, KeyError, IndexError):
+                        rec.error = f"non-OpenAI stream: unexpected chunk: {first_line(payload)}"
+                        rec.end_s = t
+                        return
+                if not data:
+                    break
+            rec.end_s = t
+            if done:
+                if not content.at_eof():
+                    try:
+                        await asyncio.wait_for(content.read(), _DRAIN_AFTER_DONE_S)
+                    except (asyncio.TimeoutError, aiohttp.ClientError):
+                        pass
+            elif rec.finish_reason is None:
+                rec.error = ("broken stream: the body ended before [DONE] or a finish_reason "
+                             f"({len(arrivals)} token-bearing chunks received)")
+
+
+def records_to_dicts(records: Sequence[RequestRecord]) -> list[dict]:
+    return [r.to_dict() for r in records]
