@@ -171,6 +171,8 @@ def budget(
     out: Optional[Path] = typer.Option(None, "--out", "-o"),
     all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
                                                             "(default: only the latest per point)."),
+    scenario: List[str] = typer.Option([], "--scenario",
+                                       help="Only points of this kind: serve or generate (repeatable; default both)."),
 ):
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking."""
     from tpubench.budget import plan_budget
@@ -185,7 +187,8 @@ def budget(
                          output_share=output_share, peak_factor=peak_factor,
                          slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
                          slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
-                         plans=plan or None, current=current, cloud=cloud, region=region)
+                         plans=plan or None, current=current, cloud=cloud, region=region,
+                         scenarios=scenario or None)
     _emit(render_budget(result, fmt), out)
 
 

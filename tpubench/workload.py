@@ -509,7 +509,7 @@ def _serve_points(workload: Workload, scale: str, axes: dict, source: str) -> li
             weights=model.weights if model else "server", trust_remote_code=False,
             dtype=(model.dtype if model and isinstance(model.dtype, str) else "server"),
             experts_implementation=None, model_config=config,
-            batch_size=load.get("concurrency"),
+            batch_size=None,   # a server batches as it likes; the load is params["load"]
             input_length=inputs if isinstance(inputs, int) else None,
             output_length=outputs if isinstance(outputs, int) else None,
             execution_mode="serve", scenario_kind="serve",
