@@ -12,24 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tpubench.cli import main
 from tpubench.errors import UserError
 from tpubench.models.config_table import FAMILIES, generate_table, load_table
 from tpubench.workload import expand, load_workload
+from helpers_cli import run_cli as cli
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "workloads").glob("*.yaml"))
-
-
-def cli(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["tpubench", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def edited(tmp_path, source: Path, edit) -> Path:

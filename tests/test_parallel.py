@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from tpubench import load_results
-from tpubench.cli import main
 from tpubench.parallel import FAULT_ENV
 from tpubench.results import read_result
+from helpers_cli import run_cli as cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,17 +31,6 @@ def small_qwen3_moe(tmp_path: Path, **scenario) -> Path:
     path = tmp_path / "qwen3_moe.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["tpubench", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def world_processes(marker: Path) -> list[int]:

@@ -16,25 +16,14 @@ import pytest
 import yaml
 
 from tpubench import load_requests, load_results
-from tpubench.cli import main
 from tpubench.results import read_result
+from helpers_cli import run_cli as cli
 
 pytest.importorskip("aiohttp")
 from scripted_server import Script, ScriptedServer, script_prompt  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-
-
-def cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["tpubench", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def serve_workload(tmp_path: Path, **changes) -> Path:
@@ -103,8 +92,10 @@ def test_running_server_by_url_with_declared_hardware(tmp_path, monkeypatch, cap
     assert len(results) == 2 and all(r.status == "ok" for r in results)
     r = results[0]
     assert r.environment["accelerator_name"] == "H100" and r.environment["chips"] == 8
-    assert r.metrics["ttft_p50_s"] == pytest.approx(0.030, abs=0.015)
-    assert r.metrics["tpot_p50_s"] == pytest.approx(0.005, abs=0.003)
+    # The scripted delays are floors (exact timing is tests/test_serving_client.py's job, on quiet
+    # servers); a busy machine only adds to them.
+    assert 0.029 <= r.metrics["ttft_p50_s"] < 0.5
+    assert 0.0045 <= r.metrics["tpot_p50_s"] < 0.1
     df = load_results(tmp_path / "r")
     assert (df["chips"] == 8).all()
 
