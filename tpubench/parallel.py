@@ -150,8 +150,11 @@ def worker_main(spec_path: str) -> None:
         join_world(be, spec["collective_timeout_s"])
         joined_s = time.time() - spec["launched_at"]
         reporter = _FaultReporter(rank, spec.get("fault"))
-        result: RunResult = measure_in_world(be, RunPoint.from_dict(spec["point"]), spec["base"],
-                                             spec["checkpoint"], spec["peaks"], reporter, world_start_s=joined_s)
+        from tpubench.scenarios import SCENARIOS
+
+        point = RunPoint.from_dict(spec["point"])
+        result: RunResult = SCENARIOS[point.scenario_kind].in_world(
+            be, point, spec["base"], spec["checkpoint"], spec["peaks"], reporter, world_start_s=joined_s)
         if rank == 0:
             tmp = folder / "result.json.tmp"
             tmp.write_text(result.model_dump_json(), encoding="utf-8")

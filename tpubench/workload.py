@@ -76,10 +76,34 @@ class GenerateScenario(_Strict):
     _non_empty = field_validator("batch_size", "input_length", "output_length")(classmethod(lambda cls, v: _axis(v)))
 
 
+class Optimizer(_Strict):
+    name: Literal["adamw", "sgd"] = "adamw"
+    lr: float = Field(1e-4, gt=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = Field(0.1, ge=0)
+    eps: float = Field(1e-8, gt=0)
+
+
+class TrainScenario(_Strict):
+    """Training steps (forward, backward, optimizer step) on seeded random token batches."""
+
+    kind: Literal["train"]
+    batch_size: Union[PositiveInt, list[PositiveInt]]        # sequences per data-parallel rank per micro-step
+    sequence_length: Union[PositiveInt, list[PositiveInt]]
+    gradient_accumulation: PositiveInt = 1                   # micro-steps per optimizer step
+    optimizer: Optimizer = Optimizer()
+    activation_checkpointing: bool = False
+    # bf16_autocast: float32 master weights, bfloat16 compute; bf16: pure bfloat16; fp32: float32.
+    precision: Literal["bf16_autocast", "bf16", "fp32"] = "bf16_autocast"
+
+    _non_empty = field_validator("batch_size", "sequence_length")(classmethod(lambda cls, v: _axis(v)))
+
+
 class ScenarioOverride(_Strict):
     batch_size: Union[PositiveInt, list[PositiveInt], None] = None
     input_length: Union[PositiveInt, list[PositiveInt], None] = None
     output_length: Union[PositiveInt, list[PositiveInt], None] = None
+    sequence_length: Union[PositiveInt, list[PositiveInt], None] = None
 
 
 class ScaleSpec(_Strict):
@@ -117,10 +141,12 @@ class Parallel(_Strict):
 
     tensor: Union[PositiveInt, list[PositiveInt]] = 1   # transformers tp_plan="auto"
     expert: Union[PositiveInt, list[PositiveInt]] = 1   # experts split over ranks, attention tensor-parallel
+    data: Union[PositiveInt, list[PositiveInt]] = 1     # training: data-parallel ranks (DDP, or FSDP2)
+    fsdp: bool = False                                  # training: shard parameters (fully_shard) over them
     # A collective that waits longer than this fails the point: a dead or hung rank never hangs a sweep.
     collective_timeout_s: float = Field(300.0, gt=0)
 
-    _non_empty = field_validator("tensor", "expert")(classmethod(lambda cls, v: _axis(v)))
+    _non_empty = field_validator("tensor", "expert", "data")(classmethod(lambda cls, v: _axis(v)))
 
     @field_validator("expert")
     @classmethod
@@ -136,7 +162,7 @@ class Workload(_Strict):
     description: str = ""
     model: ModelSpec | None = None     # required to generate; for serve, what the server runs (optional)
     scales: dict[str, ScaleSpec] = Field(default_factory=dict)
-    scenario: Union[GenerateScenario, ServeScenario] = Field(discriminator="kind")
+    scenario: Union[GenerateScenario, ServeScenario, TrainScenario] = Field(discriminator="kind")
     execution: Execution = Execution()
     measurement: Measurement = Measurement()
     parallel: Parallel = Parallel()
@@ -153,8 +179,14 @@ class Workload(_Strict):
 
     @model_validator(mode="after")
     def _model_to_generate(self):
-        if self.scenario.kind == "generate" and self.model is None:
-            raise ValueError("model is required: scenario generate builds it")
+        if self.scenario.kind != "serve" and self.model is None:
+            raise ValueError(f"model is required: scenario {self.scenario.kind} builds it")
+        layout = self.parallel
+        if self.scenario.kind == "train" and max(_as_list(layout.tensor) + _as_list(layout.expert)) > 1:
+            raise ValueError("training runs data-parallel (parallel.data, parallel.fsdp); tensor and expert "
+                             "parallel are for generate")
+        if self.scenario.kind != "train" and (max(_as_list(layout.data)) > 1 or layout.fsdp):
+            raise ValueError("parallel.data and parallel.fsdp are for scenario train")
         return self
 
     @field_validator("scales")
@@ -187,6 +219,7 @@ class RunPoint:
     tensor_parallel: int = 1
     expert_parallel: int = 1
     scenario_kind: str = "generate"
+    data_parallel: int = 1
     # Scenario-specific resolved values (serve: the load point, lengths, server, SLOs).
     params: dict = field(default_factory=dict, hash=False)
     compile_options: dict = field(default_factory=dict, hash=False)
@@ -204,7 +237,7 @@ class RunPoint:
         layout is left out of it, so points measured before `parallel` existed keep their key."""
         data = self.to_dict()
         for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", "generate"),
-                              ("params", {})):
+                              ("params", {}), ("data_parallel", 1)):
             if data[name] == default:
                 del data[name]
         blob = json.dumps(data, sort_keys=True, default=str)
@@ -218,7 +251,7 @@ class RunPoint:
     @property
     def world_size(self) -> int:
         """Processes (one per chip) the point runs on."""
-        return self.tensor_parallel * self.expert_parallel
+        return self.tensor_parallel * self.expert_parallel * self.data_parallel
 
     def label(self) -> str:
         if self.scenario_kind == "serve":
@@ -233,6 +266,13 @@ class RunPoint:
             parts.append(f"tp{self.tensor_parallel}")
         if self.expert_parallel > 1:
             parts.append(f"ep{self.expert_parallel}")
+        if self.scenario_kind == "train":
+            parts = [f"b{self.batch_size}", f"seq{self.input_length}", self.params.get("precision", ""),
+                     self.execution_mode]
+            if self.params.get("gradient_accumulation", 1) > 1:
+                parts.append(f"accum{self.params['gradient_accumulation']}")
+            if self.data_parallel > 1:
+                parts.append(f"{'fsdp' if self.params.get('fsdp') else 'dp'}{self.data_parallel}")
         return " ".join(parts)
 
 
@@ -295,6 +335,20 @@ def _check_model(workload: Workload, path: Path, root) -> None:
                 raise _user_error(path, root, exc.path, f"{exc.message} (scale '{scale}')") from None
             prefix = ("scales", scale, "config") if exc.path[0] in own else ("model", "config")
             raise _user_error(path, root, prefix + exc.path, exc.message) from None
+        if workload.scenario.kind == "train":
+            _check_sequence_fits(workload, scale, {**workload.model.config, **own}, path, root)
+
+
+def _check_sequence_fits(workload: Workload, scale: str, config: dict, path: Path, root) -> None:
+    """A training sequence longer than the model's positions is refused before anything is built."""
+    positions = config.get("max_position_embeddings")
+    override = workload.scales[scale].scenario if scale != FULL_SCALE else None
+    lengths = _as_list((override and override.sequence_length) or workload.scenario.sequence_length)
+    if positions and max(lengths) > positions:
+        loc = ("scales", scale, "scenario", "sequence_length") if override and override.sequence_length \
+            else ("scenario", "sequence_length")
+        raise _user_error(path, root, loc, f"{max(lengths)} tokens exceed the model's max_position_embeddings "
+                                           f"({positions}, scale '{scale}')")
 
 
 def with_server_url(workload: Workload, url: str | None) -> Workload:
@@ -430,6 +484,12 @@ def sweep_axes(workload: Workload, scale: str = FULL_SCALE, *, source: str = "")
     if scen.kind == "serve":
         return {"load": load_axis(scen.load), "input_length": length_axis(scen.input_length),
                 "output_length": length_axis(scen.output_length)}
+    if scen.kind == "train":
+        over = spec.scenario or ScenarioOverride()
+        return {"batch_size": _as_list(over.batch_size or scen.batch_size),
+                "input_length": _as_list(over.sequence_length or scen.sequence_length),
+                "execution_mode": _as_list(workload.execution.mode),
+                "data_parallel": _as_list(workload.parallel.data)}
     dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
     over = spec.scenario or ScenarioOverride()
     return {
@@ -470,6 +530,8 @@ def expand(workload: Workload, scale: str = FULL_SCALE, *, source: str = "",
         return _serve_points(workload, scale, axes, source)
     spec = workload.scales.get(scale, ScaleSpec())
     config = {**workload.model.config, **spec.config}
+    if workload.scenario.kind == "train":
+        return _train_points(workload, scale, axes, config, spec)
     points = []
     for combo in itertools.product(*axes.values()):
         values = dict(zip(axes, combo))
@@ -516,4 +578,24 @@ def _serve_points(workload: Workload, scale: str, axes: dict, source: str) -> li
             params={**common, "load": load, "input_lengths": inputs, "output_lengths": outputs},
             measurement=workload.measurement.model_dump(),
         ))
+    return points
+
+
+def _train_points(workload: Workload, scale: str, axes: dict, config: dict, spec: ScaleSpec) -> list[RunPoint]:
+    scen = workload.scenario
+    dtype = spec.dtype if spec.dtype is not None else workload.model.dtype
+    params = {"gradient_accumulation": scen.gradient_accumulation, "optimizer": scen.optimizer.model_dump(),
+              "activation_checkpointing": scen.activation_checkpointing, "precision": scen.precision,
+              "fsdp": workload.parallel.fsdp}
+    points = []
+    for combo in itertools.product(*axes.values()):
+        values = dict(zip(axes, combo))
+        points.append(RunPoint(
+            workload=workload.name, scale=scale, family=workload.model.family, hub_id=workload.model.hub_id,
+            weights=workload.model.weights, trust_remote_code=workload.model.trust_remote_code,
+            dtype=dtype if isinstance(dtype, str) else dtype[0],
+            experts_implementation=_as_list(workload.model.experts_implementation)[0],
+            model_config=config, output_length=None, scenario_kind="train", params=params,
+            compile_options=dict(workload.execution.compile_options),
+            measurement=workload.measurement.model_dump(), **values))
     return points

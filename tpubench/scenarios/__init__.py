@@ -45,5 +45,9 @@ class Scenario(Protocol):
         """What the sweep's points share, held while the sweep runs and always released."""
         ...
 
+    # A scenario whose points can run on a world of chips (parallel.run_in_world) also has
+    # `in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=None) -> RunResult`:
+    # one rank's part of a point, called by each rank of the world.
+
 
 SCENARIOS: dict[str, Scenario] = {GenerateScenario.kind: GenerateScenario(), ServeScenario.kind: ServeScenario()}

@@ -261,6 +261,12 @@ class GenerateScenario:
 
     kind = "generate"
 
+    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None):
+        """One rank's part of a point in a world of chips (parallel.worker_main calls it)."""
+        from tpubench.parallel import measure_in_world
+
+        return measure_in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=world_start_s)
+
     def check(self, ctx, points):
         from tpubench.fit import check_fit
 
