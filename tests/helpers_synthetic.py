@@ -19,6 +19,17 @@ server per token), split between input and output by `share_in`:
     output tokens/s = completion_tokens / window_s      every 95% CI = value * (1 -/+ rel_half_width)
 
 `write_serve_results(dir, [dict(...), ...])` writes them.
+
+`make_train_result(...)` builds a result of scenario `train` (DESIGN.md section 17) from its batch
+B (sequences per data-parallel rank per micro-step), sequence length S, world size W (data-parallel
+ranks; `chips` defaults to W), gradient accumulation G and the mean time of one optimizer step:
+
+    training tokens per step = B * S * W * G
+    train_tokens_per_s = tokens per step / step_s       train_tokens_per_s_per_chip = that / W
+    train_s_per_token  = step_s / tokens per step       (seconds of the whole world per token)
+    every 95% CI = value * (1 -/+ rel_half_width)
+
+`write_train_results(dir, [dict(...), ...])` writes them.
 """
 
 from __future__ import annotations
@@ -239,3 +250,73 @@ def make_serve_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str
 def write_serve_results(out_dir: str | Path, specs: Iterable[dict[str, Any]]) -> list[Path]:
     """One serve result file per spec (keyword arguments of `make_serve_result`)."""
     return [write_result(make_serve_result(**spec), out_dir) for spec in specs]
+
+
+def train_metrics(*, batch_size: int, sequence_length: int, world_size: int, gradient_accumulation: int,
+                  step_s: float, rel_half_width: float = 0.02, mfu: float = 0.4, loss_first: float = 11.0,
+                  loss_last: float = 9.5, iterations: int = 10) -> dict[str, float]:
+    """The metrics of a train result (module docstring)."""
+    r = rel_half_width
+    tokens_per_step = batch_size * sequence_length * world_size * gradient_accumulation
+    rate = tokens_per_step / step_s
+    metrics: dict[str, float] = {
+        "step_mean_s": step_s, "step_p50_s": step_s, "step_stdev_s": step_s * r,
+        "step_ci95_low_s": step_s * (1 - r), "step_ci95_high_s": step_s * (1 + r),
+        "train_tokens_per_s_per_chip": rate / world_size,
+        "mfu": mfu, "loss_first": loss_first, "loss_last": loss_last,
+        "iterations": iterations, "train_tokens_per_step": tokens_per_step,
+        "peak_memory_bytes": 20 * 2**30,
+    }
+    for name, value in (("train_tokens_per_s", rate), ("train_s_per_token", step_s / tokens_per_step)):
+        metrics.update({name: value, f"{name}_ci95_low": value * (1 - r), f"{name}_ci95_high": value * (1 + r)})
+    return metrics
+
+
+def make_train_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str = "cuda",
+                      chips: int | None = None, world_size: int = 1, fsdp: bool = False,
+                      backend: str = "torch", workload: str = "synthetic_train", scale: str = "full",
+                      family: str = "qwen3_moe", dtype: str = "bfloat16", execution_mode: str = "eager",
+                      batch_size: int = 8, sequence_length: int = 1024, gradient_accumulation: int = 1,
+                      step_s: float = 1.0, rel_half_width: float = 0.02, mfu: float = 0.4,
+                      loss_first: float = 11.0, loss_last: float = 9.5, iterations: int = 10,
+                      valid: bool = True, invalid_reasons: Iterable[str] = (), status: str = "ok",
+                      error: str | None = None, seed: int = 0, host: str = "synthetic-host",
+                      torch_version: str | None = "2.11.0", transformers_version: str | None = "5.0.0",
+                      started_at: str = "2026-12-01T00:00:00+00:00") -> RunResult:
+    """A RunResult of scenario train on a world of `world_size` data-parallel ranks (`chips`
+    defaults to the world size, as on accelerators; on a CPU it is the vCPUs of all ranks)."""
+    chips = world_size if chips is None else chips
+    point = {
+        "workload": workload, "scale": scale, "family": family, "hub_id": None, "weights": "random",
+        "trust_remote_code": False, "dtype": dtype, "experts_implementation": None, "model_config": {},
+        "batch_size": batch_size, "input_length": sequence_length, "output_length": None,
+        "execution_mode": execution_mode, "scenario_kind": "train", "data_parallel": world_size,
+        "params": {"gradient_accumulation": gradient_accumulation, "precision": "bf16_autocast",
+                   "activation_checkpointing": False, "fsdp": fsdp,
+                   "optimizer": {"name": "adamw", "lr": 1e-4}},
+        "compile_options": {}, "measurement": {},
+    }
+    environment = {
+        "accelerator_name": accelerator, "chips": chips, "world_size": world_size, "hostname": host,
+        "torch": torch_version, "transformers": transformers_version, "tpubench": "0.1.0",
+        "git_revision": "synthetic",
+    }
+    metrics: dict[str, Any] = {}
+    if status == "ok":
+        metrics = train_metrics(batch_size=batch_size, sequence_length=sequence_length, world_size=world_size,
+                                gradient_accumulation=gradient_accumulation, step_s=step_s,
+                                rel_half_width=rel_half_width, mfu=mfu, loss_first=loss_first,
+                                loss_last=loss_last, iterations=iterations)
+    key = (f"train-{workload}-{scale}-{accelerator}-{chips}-w{world_size}-b{batch_size}-s{sequence_length}"
+           f"-g{gradient_accumulation}-{seed}")
+    return RunResult(
+        status=status, error=error, workload_file=f"workloads/{workload}.yaml", point=point,
+        point_key=key, backend=backend, device=device, environment=environment,
+        started_at=started_at, finished_at=started_at, metrics=metrics,
+        validity={"valid": valid and status == "ok", "reasons": list(invalid_reasons)},
+    )
+
+
+def write_train_results(out_dir: str | Path, specs: Iterable[dict[str, Any]]) -> list[Path]:
+    """One train result file per spec (keyword arguments of `make_train_result`)."""
+    return [write_result(make_train_result(**spec), out_dir) for spec in specs]

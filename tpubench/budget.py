@@ -45,6 +45,10 @@ chips talk over ICI only inside one slice, so a point wider than a slice is left
 type (with a note) rather than priced as if separate slices were one. The monthly cost CI comes
 from the point's throughput CI. Platforms with no point meeting the SLOs are listed with the point
 that came closest.
+
+A training budget (a number of training tokens rather than traffic) is `plan_training`: dollars,
+wall-clock hours and the slice or instance to rent, per platform and plan (its docstring has the
+formulas).
 """
 
 from __future__ import annotations
@@ -360,3 +364,115 @@ def _compare_with_current(options: pd.DataFrame, current: str) -> tuple[pd.DataF
     ]
     out["is_current"] = mask.values
     return out, None
+
+
+# ----------------------------------------------------------------------------- training budget
+
+@dataclass
+class TrainingBudget:
+    train_tokens: float
+    options: pd.DataFrame          # one row per platform x plan with a valid training point, ranked
+    unpriced: pd.DataFrame         # results that could not be priced, and why
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: float, plans=None,
+                  cloud=None, region=None, today: date | None = None,
+                  scenarios: Sequence[str] | str | None = None) -> TrainingBudget:
+    """Dollars, wall-clock hours and the slice or instance to rent to train on `train_tokens`
+    tokens, per priced platform (cloud, region, instance type) and plan (DESIGN.md section 17).
+
+    Rows with training figures (`cost.is_training`: a `train_s_per_token` column) compete; invalid
+    runs are left out. A point measured on `chips` chips (its world) spends
+    c = train_s_per_token * chips chip-seconds per training token (`train_chip_s_per_token`) and is
+    one replica. On an instance of `chips_per_instance` (cpi) chips at H $/instance-hour:
+
+        replicas  = floor(cpi / chips)      instances = 1        (the replica fits one instance)
+        replicas  = 1                       instances = ceil(chips / cpi)   (it spans instances)
+        rented_chips = instances * cpi      utilisation = chips * replicas / rented_chips
+        hours     = train_tokens * c / (chips * replicas) / 3600
+                  = train_tokens * train_s_per_token / replicas / 3600
+        usd       = instances * H * hours = train_tokens * c * H / (cpi * 3600) / utilisation
+
+    e.g. a 2-chip point on a tpu-v6e-8 runs 4 replicas data-parallel on the one slice, a quarter of
+    the hours of one replica. Assumed: replicas on one rental scale linearly (data parallel, the
+    gradient all-reduce between replicas costing no more than inside the measured world), the run
+    keeps the measured step time for all its steps, and time is billed by the second (no rounding
+    up to whole hours; no start-up, checkpointing or evaluation time). As for the inference budget,
+    a point wider than a TPU slice is left out of that slice type (ICI links chips only within a
+    slice), with a note.
+
+    The point per platform and plan is the fastest on what is rented: the most training tokens/s
+    per rented chip (1 / c * utilisation; the measured tokens/s per chip when replicas fill the
+    instance), ties broken by the cheaper $ per million training tokens. CIs on usd and hours come
+    from the point's train_s_per_token CI (the low bound from the low time). `rank_in_plan` /
+    `rank_overall` order the options by usd per workload and scale.
+    """
+    if not (isinstance(train_tokens, (int, float)) and math.isfinite(train_tokens) and train_tokens > 0):
+        raise UserError(f"must be a positive number of tokens, got {train_tokens}", field="--train-tokens")
+    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today)
+    notes: list[str] = []
+    if scenarios is not None:
+        priced, note = _only_scenarios(priced, scenarios)
+        if note:
+            notes.append(note)
+    training = priced[cost.is_training(priced)]
+    others = priced.loc[~cost.is_training(priced), "file"].nunique()
+    if others:
+        notes.append(f"{others} result(s) without training figures left out (inference points: use "
+                     "--tokens-per-day)")
+    candidates = training[training["valid"].astype(bool)].copy()
+    if len(candidates) < len(training):
+        notes.append(f"{training.loc[~training['valid'].astype(bool), 'file'].nunique()} invalid training "
+                     "run(s) left out of the budget")
+    candidates = candidates[np.isfinite(candidates["train_chip_s_per_token"].astype(float))
+                            & (candidates["train_chip_s_per_token"].astype(float) > 0)]
+    wider = _wider_than_tpu_slice(candidates)
+    if wider.any():
+        notes.append(f"{candidates.loc[wider, 'file'].nunique()} training point(s) left out on TPU slices "
+                     "smaller than their world (ICI links chips only within one slice)")
+        candidates = candidates[~wider]
+    options = _size_training(candidates, float(train_tokens))
+    return TrainingBudget(train_tokens=float(train_tokens), options=options.reset_index(drop=True),
+                          unpriced=unpriced, notes=notes)
+
+
+def _size_training(candidates: pd.DataFrame, train_tokens: float) -> pd.DataFrame:
+    out = candidates.copy()
+    chips = out["chips"].astype(float)
+    per_instance = out["chips_per_instance"].astype(float)
+    fits = chips <= per_instance
+    out["replicas"] = np.where(fits, np.floor(per_instance / chips), 1).astype(int)
+    out["instances"] = np.where(fits, 1, ceil_whole(chips / per_instance)).astype(int)
+    out["rented_chips"] = (out["instances"] * per_instance).astype(int)
+    out["utilisation"] = chips * out["replicas"] / out["rented_chips"]
+    out["replica_spans_instances"] = ~fits
+    out["train_tokens_per_s_per_rented_chip"] = out["utilisation"] / out["train_chip_s_per_token"].astype(float)
+    out = (out.sort_values(["train_tokens_per_s_per_rented_chip", "train_usd_per_mtok"], ascending=[False, True],
+                           kind="stable")
+           .drop_duplicates(PLATFORM_COLUMNS + ["plan"], keep="first"))
+    out["train_tokens"] = train_tokens
+    for bound in ("", "_ci95_low", "_ci95_high"):
+        c = out[f"train_chip_s_per_token{bound}"].astype(float)
+        hours = train_tokens * c / (out["chips"].astype(float) * out["replicas"]) / SECONDS_PER_HOUR
+        out[f"hours{bound}"] = hours
+        out[f"usd{bound}"] = out["instances"] * out["usd_per_instance_hour"].astype(float) * hours
+    out = out.sort_values(["workload", "scale", "usd"], kind="stable")
+    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"], dropna=False).cumcount() + 1
+    out["rank_overall"] = out.groupby(["workload", "scale"], dropna=False).cumcount() + 1
+    return out[TRAINING_OPTION_COLUMNS]
+
+
+SECONDS_PER_HOUR = cost.SECONDS_PER_HOUR
+TRAINING_OPTION_COLUMNS = [
+    "rank_overall", "rank_in_plan", "workload", "scale", "priced_accelerator", "cloud", "region",
+    "instance_type", "chips_per_instance", "plan", "usd_per_instance_hour", "train_tokens",
+    "usd", "usd_ci95_low", "usd_ci95_high", "hours", "hours_ci95_low", "hours_ci95_high",
+    "instances", "rented_chips", "replicas", "utilisation", "replica_spans_instances",
+    "train_tokens_per_s_per_rented_chip", "train_tokens_per_s_per_chip",
+    "train_tokens_per_s_per_chip_ci95_low", "train_tokens_per_s_per_chip_ci95_high",
+    "train_usd_per_mtok", "train_usd_per_mtok_ci95_low", "train_usd_per_mtok_ci95_high",
+    "train_chip_s_per_token", "mfu", "step_mean_s", "step_p50_s", "scenario_kind", "batch_size", "input_length",
+    "dtype", "execution_mode", "chips", "world_size", "backend", "device", "accelerator", "torch_version",
+    "transformers_version", "jax_version", "file", "price_source", "price_as_of", "price_age_days",
+]

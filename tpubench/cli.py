@@ -156,7 +156,10 @@ def report(
 @app.command()
 def budget(
     paths: List[Path] = typer.Argument(..., help="Result files or folders."),
-    tokens_per_day: float = typer.Option(..., "--tokens-per-day", help="Input + output tokens per day."),
+    tokens_per_day: Optional[float] = typer.Option(None, "--tokens-per-day", help="Input + output tokens per day."),
+    train_tokens: Optional[float] = typer.Option(None, "--train-tokens",
+                                                 help="Instead: a training token budget (e.g. 1e9): dollars, hours "
+                                                      "and the slice to rent per platform and plan."),
     output_share: float = typer.Option(0.25, "--output-share", help="Fraction of the tokens that are output."),
     peak_factor: float = typer.Option(1.0, "--peak-factor", help="Peak-to-average traffic ratio."),
     slo_ttft_ms: Optional[float] = typer.Option(None, "--slo-ttft-ms", help="p99 TTFT limit."),
@@ -172,17 +175,32 @@ def budget(
     all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
                                                             "(default: only the latest per point)."),
     scenario: List[str] = typer.Option([], "--scenario",
-                                       help="Only points of this kind: serve or generate (repeatable; default both)."),
+                                       help="Only points of this kind: serve, generate or train (repeatable; default all)."),
 ):
-    """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking."""
-    from tpubench.budget import plan_budget
+    """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
+    With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget."""
+    from tpubench.budget import plan_budget, plan_training
     from tpubench.report import render_budget
     from tpubench.report.data import older_runs_note
     from tpubench.results import load_results
 
+    if (tokens_per_day is None) == (train_tokens is None):
+        raise UserError("give exactly one of --tokens-per-day (inference traffic) and --train-tokens "
+                        "(a training token budget)", field="--tokens-per-day")
+    if train_tokens is not None:
+        given = [flag for flag, value in (("--slo-ttft-ms", slo_ttft_ms), ("--slo-tpot-ms", slo_tpot_ms),
+                                          ("--current", current)) if value is not None]
+        if given:
+            raise UserError(f"{', '.join(given)} apply to --tokens-per-day, not to a training budget",
+                            field="--train-tokens")
     df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest")
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
+    if train_tokens is not None:
+        training = plan_training(df, _load_prices(prices, discount), train_tokens=train_tokens,
+                                 plans=plan or None, cloud=cloud, region=region, scenarios=scenario or None)
+        _emit(render_budget(training, fmt), out)
+        return
     result = plan_budget(df, _load_prices(prices, discount), tokens_per_day=tokens_per_day,
                          output_share=output_share, peak_factor=peak_factor,
                          slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,

@@ -41,6 +41,18 @@ $/Mtok is `chips` times a single chip's. The layout (`tensor_parallel`, `expert_
 kind (`scenario_kind`, "generate" for results that predate it) and the serving stack and load
 (`server_name`, `server_version`, `concurrency`, `request_rate`; empty for offline runs).
 
+Training (scenario `train`, DESIGN.md section 17) is priced from its own columns: a row with
+`train_s_per_token` (seconds of the whole world per training token, with `_ci95_low` /
+`_ci95_high`) spends
+
+    c_train = train_s_per_token * chips          chip-seconds per training token
+    $/M training tokens = c_train * p * 1e6      (`train_usd_per_mtok`, CI from the column's bounds)
+
+and its training tokens/s per chip is `train_tokens_per_s` / chips (CI from that column's bounds).
+Those `train_*` columns are NaN for rows without training figures, and the inference $/Mtok columns
+are NaN for rows without inference figures (a training row has no TTFT, E2E or output tokens), so
+neither is ever read as the other; `is_training` tells the rows apart by column.
+
 Uncertainty: a cost proportional to a time takes that time's 95% CI; a cost proportional to
 1/throughput takes its bounds from the opposite throughput bounds (the low cost bound comes from
 the high throughput bound). The functions accept floats or numpy/pandas arrays alike.
@@ -211,6 +223,14 @@ COST_COLUMNS = [
     "tokens_per_usd", "output_tokens_per_usd_inferencex",
 ] + [f"{kind}_chip_s_per_token{bound}" for kind in ("input", "output", "blended")
      for bound in ("", "_ci95_low", "_ci95_high")]
+# Training (section 17): $ per million training tokens and the chip-seconds behind it.
+TRAIN_COST_COLUMNS = [f"train_{name}{bound}" for name in ("usd_per_mtok", "chip_s_per_token")
+                      for bound in ("", "_ci95_low", "_ci95_high")]
+TRAIN_PERFORMANCE_COLUMNS = [
+    "train_tokens_per_s", "train_tokens_per_s_per_chip", "train_tokens_per_s_per_chip_ci95_low",
+    "train_tokens_per_s_per_chip_ci95_high", "step_mean_s", "step_p50_s", "step_ci95_low_s",
+    "step_ci95_high_s", "mfu", "loss_first", "loss_last",
+]
 PERFORMANCE_COLUMNS = [
     "output_tokens_per_s", "output_tokens_per_s_per_chip", "output_tokens_per_s_per_chip_ci95_low",
     "output_tokens_per_s_per_chip_ci95_high", "interactivity_tokens_per_s_per_user",
@@ -219,7 +239,8 @@ PERFORMANCE_COLUMNS = [
     "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "prefill_mfu", "decode_mbu",
     "requests_per_s", "goodput_requests_per_s", "failure_rate",
 ]
-PRICED_COLUMNS = IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
+PRICED_COLUMNS = (IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
+                  + TRAIN_PERFORMANCE_COLUMNS + TRAIN_COST_COLUMNS)
 UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", "accelerator", "chips",
                     "priced_accelerator", "reason", "scenario_kind", "server_name", "server_version"]
 
@@ -287,6 +308,40 @@ def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def train_chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
+    """Chip-seconds per training token with its 95% CI (`train_chip_s_per_token[_ci95_low|_ci95_high]`):
+    the row's `train_s_per_token` columns times chips; NaN for rows without them."""
+    chips = _column(df, "chips")
+    return pd.DataFrame({f"train_chip_s_per_token{bound}": _column(df, f"train_s_per_token{bound}") * chips
+                         for bound in ("", "_ci95_low", "_ci95_high")}, index=df.index)
+
+
+def is_training(df: pd.DataFrame) -> pd.Series:
+    """Rows that carry training figures (a training throughput or time per training token)."""
+    return _column(df, "train_s_per_token").notna() | _column(df, "train_tokens_per_s").notna()
+
+
+def add_train_costs(df: pd.DataFrame) -> pd.DataFrame:
+    """$ per million training tokens (with CIs) and training throughput per chip, for rows with
+    training figures (module docstring); NaN on every other row."""
+    chips = _column(df, "chips")
+    per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"].astype(float), 1)
+    chip_s = train_chip_seconds_per_token(df)
+    for bound in ("", "_ci95_low", "_ci95_high"):
+        df[f"train_chip_s_per_token{bound}"] = chip_s[f"train_chip_s_per_token{bound}"]
+        df[f"train_usd_per_mtok{bound}"] = usd_per_mtok_from_chip_seconds(
+            chip_s[f"train_chip_s_per_token{bound}"], per_chip_s)
+    tput = _column(df, "train_tokens_per_s")
+    df["train_tokens_per_s"] = tput
+    df["train_tokens_per_s_per_chip"] = tput / chips
+    for bound in ("_ci95_low", "_ci95_high"):
+        df[f"train_tokens_per_s_per_chip{bound}"] = _column(df, f"train_tokens_per_s{bound}") / chips
+    for col in TRAIN_PERFORMANCE_COLUMNS:
+        if col not in df:
+            df[col] = _column(df, col)
+    return df
+
+
 def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
     """Per-chip performance and every $/Mtok column (with CIs) for rows of results joined to prices."""
     df = priced
@@ -317,7 +372,7 @@ def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
     for col in PERFORMANCE_COLUMNS:
         if col not in df:
             df[col] = _column(df, col)
-    return df
+    return add_train_costs(df)
 
 
 def interactivity_tokens_per_s(df: pd.DataFrame) -> pd.Series:

@@ -152,7 +152,7 @@ def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
     env = {**host_environment(), **be.environment()}
     platform = be.device if _on_accelerator(be) else "cpu"
     # Only models tpubench runs itself have a roofline (a server's are its own business).
-    dtypes = {p.dtype for p in points if p.scenario_kind == "generate"}
+    dtypes = {p.dtype for p in points if p.scenario_kind != "serve"}
     peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in dtypes}
     env["roofline_peaks"] = {dtype: {k: v for k, v in p.items() if k != "probe"} if p else None
                              for dtype, p in peaks.items()}

@@ -63,7 +63,7 @@ def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Se
 
 
 def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
-    """A budget.BudgetResult as markdown (terminal) or CSV (spreadsheet)."""
+    """A budget.BudgetResult or budget.TrainingBudget as markdown (terminal) or CSV (spreadsheet)."""
     fmt = _format(fmt)
     if fmt == "csv":
         from tpubench.report.csv import render_budget_csv
@@ -71,6 +71,8 @@ def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
         return render_budget_csv(result)
     if fmt == "html":
         raise UserError("budgets render as markdown or csv", field="--format")
-    from tpubench.report.markdown import render_budget_markdown
+    from tpubench.report.markdown import render_budget_markdown, render_training_budget_markdown
 
+    if hasattr(result, "train_tokens"):
+        return render_training_budget_markdown(result, max_rows=max_rows)
     return render_budget_markdown(result, max_rows=max_rows)

@@ -30,6 +30,9 @@ class ReportData:
     plans: list[str]
     primary_plan: str | None         # the plan figures use
     warnings: list[str] = field(default_factory=list)
+    # Training (rows with training figures, cost.is_training): fastest, hence cheapest, point per
+    # workload x platform x plan, by $ per million training tokens. Never mixed into `summary`.
+    training: pd.DataFrame = field(default_factory=pd.DataFrame)
     what_if_instance: str | None = None
     generated_at: str = ""
     tpubench_version: str = __version__
@@ -51,30 +54,47 @@ def older_runs_note(left_out: int) -> str:
             "and environment is kept; --all-runs keeps them)")
 
 
-def summarise(priced: pd.DataFrame) -> pd.DataFrame:
-    """The cheapest operating point (lowest blended $/Mtok; valid runs first) per workload,
-    platform, stack (offline, or each serving stack) and plan, with a verdict against the cheapest
-    of the same plan."""
+def inference_rows(priced: pd.DataFrame) -> pd.DataFrame:
+    """Priced rows with inference figures (every row without training figures)."""
+    return priced[~cost.is_training(priced)] if len(priced) else priced
+
+
+def training_rows(priced: pd.DataFrame) -> pd.DataFrame:
+    """Priced rows with training figures (cost.is_training)."""
+    return priced[cost.is_training(priced)] if len(priced) else priced
+
+
+def summarise(priced: pd.DataFrame, column: str = "blended_usd_per_mtok") -> pd.DataFrame:
+    """The cheapest operating point (lowest `column`; valid runs first) per workload, platform,
+    stack (offline, or each serving stack) and plan, with a verdict against the cheapest of the same
+    plan. Only rows of the kind `column` prices take part: inference rows for the $/Mtok columns,
+    training rows for `train_usd_per_mtok` (`summarise_training`)."""
+    priced = training_rows(priced) if column.startswith("train_") else inference_rows(priced)
     if priced.empty:
         return priced.assign(vs_cheapest=pd.Series(dtype=object))
     ranked = priced.assign(_invalid=~priced["valid"].astype(bool)).sort_values(
-        ["_invalid", "blended_usd_per_mtok"], kind="stable")
+        ["_invalid", column], kind="stable")
     best = ranked.drop_duplicates(GROUP_KEYS, keep="first").drop(columns="_invalid")
-    best = best.sort_values(["workload", "scale", "plan", "blended_usd_per_mtok"], kind="stable")
+    best = best.sort_values(["workload", "scale", "plan", column], kind="stable")
     verdicts = []
     for _, group in best.groupby(["workload", "scale", "plan"], sort=False, dropna=False):
         valid = group[group["valid"].astype(bool)]
         ref = (valid if len(valid) else group).iloc[0]
-        ref_half = cost.half_width(ref["blended_usd_per_mtok_ci95_low"], ref["blended_usd_per_mtok_ci95_high"])
+        ref_half = cost.half_width(ref[f"{column}_ci95_low"], ref[f"{column}_ci95_high"])
         for idx, row in group.iterrows():
             if idx == ref.name:
                 verdicts.append((idx, "cheapest"))
                 continue
-            half = cost.half_width(row["blended_usd_per_mtok_ci95_low"], row["blended_usd_per_mtok_ci95_high"])
-            verdicts.append((idx, cost.compare_costs(row["blended_usd_per_mtok"], _finite(half),
-                                                     ref["blended_usd_per_mtok"], _finite(ref_half))))
+            half = cost.half_width(row[f"{column}_ci95_low"], row[f"{column}_ci95_high"])
+            verdicts.append((idx, cost.compare_costs(row[column], _finite(half), ref[column], _finite(ref_half))))
     best["vs_cheapest"] = pd.Series(dict(verdicts))
     return best.reset_index(drop=True)
+
+
+def summarise_training(priced: pd.DataFrame) -> pd.DataFrame:
+    """Per workload, platform and plan the training point with the lowest $ per million training
+    tokens: on one price, the most training tokens/s per chip."""
+    return summarise(priced, "train_usd_per_mtok")
 
 
 def _finite(x) -> float:
@@ -135,20 +155,23 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                            f"{what_if_instance}, whatever it was measured on")
     data = ReportData(results=results, priced=priced, unpriced=unpriced, summary=summarise(priced),
                       price_sources=provenance, plans=used_plans, primary_plan=primary,
-                      warnings=warnings, what_if_instance=what_if_instance,
+                      warnings=warnings, training=summarise_training(priced), what_if_instance=what_if_instance,
                       generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if data.counts["invalid"]:
         warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy")
     return data
 
 
-def result_rows(data: ReportData) -> pd.DataFrame:
-    """One row per priced result: its cheapest price in the primary plan, or in any plan when the
-    primary one has no price for it (Trainium2 has spot prices only, for instance)."""
-    if data.priced.empty:
-        return data.priced
-    ranked = data.priced.assign(_other_plan=data.priced["plan"] != data.primary_plan)
-    best = (ranked.sort_values(["_other_plan", "blended_usd_per_mtok"], kind="stable")
+def result_rows(data: ReportData, training: bool = False) -> pd.DataFrame:
+    """One row per priced inference result (per training result with `training`): its cheapest
+    price in the primary plan, or in any plan when the primary one has no price for it (Trainium2
+    has spot prices only, for instance)."""
+    priced = training_rows(data.priced) if training else inference_rows(data.priced)
+    if priced.empty:
+        return priced
+    column = "train_usd_per_mtok" if training else "blended_usd_per_mtok"
+    ranked = priced.assign(_other_plan=priced["plan"] != data.primary_plan)
+    best = (ranked.sort_values(["_other_plan", column], kind="stable")
             .drop_duplicates("file").drop(columns="_other_plan"))
     return best.sort_values(["workload", "scale", "priced_accelerator", "chips"] + STACK_KEYS
                             + ["batch_size", "concurrency", "request_rate", "input_length", "output_length"],

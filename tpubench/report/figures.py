@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.cost import interactivity_tokens_per_s
+from tpubench.cost import interactivity_tokens_per_s, is_training
 from tpubench.report.format import (kind_label, load_label, number, plan_label, platform_label, stack_label,
                                     workload_label)
 
@@ -265,6 +265,8 @@ def report_figures(data) -> list[tuple[str, str, object, str]]:
     results = data.results
     if results.empty or "status" not in results:
         return []
+    # Training runs have their own figure (training_figures): no TTFT, TPOT or output tokens here.
+    results = results[~is_training(results)]
     ok = results[(results["status"] == "ok") & results["valid"].astype(bool)].copy()
     if ok.empty:
         ok = results[results["status"] == "ok"].copy()
@@ -311,4 +313,64 @@ def report_figures(data) -> list[tuple[str, str, object, str]]:
             rows = rows.assign(label=[f"{r['label']} ×{number(r['chips'])} {load_label(r)}"
                                       for _, r in rows.iterrows()])
         figures.append((f"latency-{n}", f"Latency distributions, {tag}", latency_distributions(rows), "svg"))
+    return figures
+
+
+def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
+    """Training tokens/s per chip (x) against $ per million training tokens (y), one point per
+    platform and plan with 95% CI whiskers on both, one colour per platform and one marker per plan,
+    MFU written beside each point. On one price the points of a platform lie on y = p*1e6/(3600*x):
+    faster per chip is cheaper, and a dearer chip must be that much faster to match."""
+    rows = rows.head(MAX_BARS)
+    fig = _figure(10, 5.5, left=0.08)
+    ax = fig.add_subplot()
+    x = rows["train_tokens_per_s_per_chip"].to_numpy(float)
+    y = rows["train_usd_per_mtok"].to_numpy(float)
+    platforms = [platform_label(r) for _, r in rows.iterrows()]
+    colours = {p: f"C{i % 10}" for i, p in enumerate(dict.fromkeys(platforms))}
+    markers = {plan: m for plan, m in zip(pd.unique(rows["plan"]), "osD^v<>PX*")}
+    x_err = np.vstack([np.nan_to_num(x - rows["train_tokens_per_s_per_chip_ci95_low"].to_numpy(float), nan=0.0),
+                       np.nan_to_num(rows["train_tokens_per_s_per_chip_ci95_high"].to_numpy(float) - x, nan=0.0)])
+    y_err = np.vstack([np.nan_to_num(y - rows["train_usd_per_mtok_ci95_low"].to_numpy(float), nan=0.0),
+                       np.nan_to_num(rows["train_usd_per_mtok_ci95_high"].to_numpy(float) - y, nan=0.0)])
+    labelled: set[str] = set()
+    for i, (_, r) in enumerate(rows.iterrows()):
+        if not (math.isfinite(x[i]) and math.isfinite(y[i])):
+            continue
+        name = f"{platforms[i]} · {plan_label(r['plan'])}"
+        ax.errorbar(x[i], y[i], xerr=np.clip(x_err[:, i:i + 1], 0, None), yerr=np.clip(y_err[:, i:i + 1], 0, None),
+                    fmt=markers.get(r["plan"], "o"), color=colours[platforms[i]], capsize=3, ms=6,
+                    label=name if name not in labelled else None, zorder=3)
+        labelled.add(name)
+        mfu = r.get("mfu")
+        if mfu is not None and math.isfinite(float(mfu)):
+            ax.annotate(f"MFU {float(mfu) * 100:.3g}%", (x[i], y[i]), xytext=(5, 4), textcoords="offset points",
+                        fontsize=7, color=colours[platforms[i]])
+    finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if finite.any():
+        _log_axis(ax, "x")
+        _log_axis(ax, "y")
+        ax.set_xlim(x[finite].min() / 1.5, x[finite].max() * 1.5)
+        ax.set_ylim(y[finite].min() / 1.5, y[finite].max() * 1.5)
+    ax.set_xlabel("training tokens/s per chip, 95% CI")
+    ax.set_ylabel("$ per million training tokens, 95% CI")
+    ax.set_title(title or "Training: throughput per chip vs cost per million training tokens")
+    ax.grid(alpha=0.3, which="both")
+    if labelled:
+        ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def training_figures(data) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, 'svg') per workload with training rows in ReportData.training."""
+    training = getattr(data, "training", None)
+    if training is None or training.empty:
+        return []
+    figures = []
+    pairs = list(training[["workload", "scale"]].drop_duplicates().itertuples(index=False, name=None))
+    for n, (workload, scale) in enumerate(pairs[:MAX_WORKLOADS]):
+        tag = workload_label({"workload": workload, "scale": scale})
+        rows = training[_same(training, "workload", workload) & _same(training, "scale", scale)]
+        figures.append((f"train-{n}", f"Training tokens/s per chip vs $ per million training tokens, {tag}",
+                        training_cost_vs_throughput(rows, f"Training: throughput per chip vs cost, {tag}"), "svg"))
     return figures

@@ -226,3 +226,93 @@ METHOD_NOTES = [
     "cheaper, dearer or tie within noise.",
     "⚠ the price row carries a caveat from its source (see Price sources).",
 ]
+
+
+# ----------------------------------------------------------------------------- training (section 17)
+
+
+def train_point_label(row) -> str:
+    """'B=8 S=1024 ×2 bfloat16 eager': sequences per rank per micro-step, sequence length, the world."""
+    parts = [load_label(row)]
+    if _present(row.get("input_length")):
+        parts.append(f"S={number(row['input_length'])}")
+    if _present(row.get("world_size")) and float(row["world_size"]) > 1:
+        parts.append(f"×{number(row['world_size'])}")
+    for key in ("dtype", "execution_mode"):
+        if _present(row.get(key)):
+            parts.append(str(row[key]))
+    return " ".join(p for p in parts if p)
+
+
+def loss_label(row) -> str:
+    first, last = row.get("loss_first"), row.get("loss_last")
+    if not (_finite(first) or _finite(last)):
+        return "–"
+    return " → ".join("–" if not _finite(x) else f"{float(x):.4g}" for x in (first, last))
+
+
+TRAINING_HEADERS = [
+    "Platform", "Plan", "$/chip-h", "Price as of", "$/M training tokens", "vs cheapest",
+    "Training tok/s/chip", "Step p50 ms", "MFU", "Loss first → last", "Point", "Hardware", "Software",
+    "Validity",
+]
+
+
+def training_cells(row) -> list[str]:
+    """The training table's cells for one row of ReportData.training."""
+    return [
+        platform_label(row),
+        plan_label(row["plan"]),
+        usd(row["usd_per_chip_hour"]),
+        str(row["price_as_of"]),
+        ci_cell(row, "train_usd_per_mtok"),
+        str(row.get("vs_cheapest", "")),
+        ci_cell(row, "train_tokens_per_s_per_chip"),
+        ms(row.get("step_p50_s")),
+        share(row.get("mfu")),
+        loss_label(row),
+        train_point_label(row),
+        hardware_label(row),
+        software_label(row),
+        validity_label(row),
+    ]
+
+
+TRAINING_RUN_HEADERS = ["Workload", "Hardware", "Software", "Point", "Training tok/s/chip", "Step p50 ms",
+                        "MFU", "Loss first → last", "$/M training tokens (cheapest {plan} price)", "Priced as",
+                        "Validity"]
+
+
+def training_run_cells(row) -> list[str]:
+    return [
+        workload_label(row),
+        hardware_label(row),
+        software_label(row),
+        train_point_label(row),
+        ci_cell(row, "train_tokens_per_s_per_chip"),
+        ms(row.get("step_p50_s")),
+        share(row.get("mfu")),
+        loss_label(row),
+        ci_cell(row, "train_usd_per_mtok"),
+        f"{row['cloud']} {row['instance_type']} ({row['region']}), {plan_label(row['plan'])}",
+        validity_label(row),
+    ]
+
+
+TRAINING_NOTES = [
+    "$ per million training tokens = chip-seconds per training token (seconds of one optimizer step "
+    "of the whole world per token it trains on × chips) × price per chip-second × 1e6; a training token "
+    "is one token of one sequence in the global batch of a step (forward, backward and optimizer step).",
+    "Training tok/s/chip = training tokens/s of all ranks / chips. MFU = model FLOP/s / peak, "
+    "6N + attention FLOPs per token (section 17; recomputation not counted).",
+    "Brackets are 95% confidence intervals carried from the measured step times; 'vs cheapest' "
+    "compares with the cheapest platform of the same plan. Inference $/Mtok tables never include training runs.",
+]
+
+
+def rent_label(row) -> str:
+    """'1 × tpu-v6e-8 (4 replicas of 2 chips, 100% used)' for a training budget option."""
+    replicas = int(row["replicas"])
+    text = f"{number(row['instances'])} × {row['instance_type']} ({replicas} replica{'s' * (replicas != 1)} of " \
+           f"{number(row['chips'])} chip{'s' * (float(row['chips']) != 1)}"
+    return text + f", {float(row['utilisation']):.0%} of {number(row['rented_chips'])} used)"

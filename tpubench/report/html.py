@@ -53,16 +53,48 @@ def _table(headers, rows, numeric=frozenset(), row_classes=None, cell_classes=No
     return "".join(out)
 
 
-def _figures(data: ReportData) -> str:
+def _figures(data: ReportData, make=None) -> str:
     from tpubench.report.figures import encode_figure, report_figures
 
     parts = []
-    for fig_id, caption, fig, kind in report_figures(data):
+    for fig_id, caption, fig, kind in (make or report_figures)(data):
         mime, blob = encode_figure(fig, kind)
         encoded = base64.b64encode(blob).decode("ascii")
         parts.append(f'<figure id="{_e(fig_id)}"><img class="figure" alt="{_e(caption)}" '
                      f'src="data:{mime};base64,{encoded}"><figcaption>{_e(caption)}</figcaption></figure>')
     return "".join(parts)
+
+
+_NUMERIC_TRAINING = {2, 4, 6, 7, 8}
+_NUMERIC_TRAINING_RUNS = {4, 5, 6, 8}
+
+
+def _training(data: ReportData, max_rows: int, figures: bool) -> list[str]:
+    """The training section: per workload, platform and plan, training tokens/s per chip against
+    $ per million training tokens (table and figure), then every training run."""
+    if not len(data.training):
+        return []
+    body = []
+    for _, group in data.training.groupby(["workload", "scale"], sort=False, dropna=False):
+        body.append(f"<h2>Training, {_e(f.workload_label(group.iloc[0]))}: $ per million training tokens "
+                    "per platform and plan</h2>")
+        body.append(_table(f.TRAINING_HEADERS, [f.training_cells(r) for _, r in group.iterrows()],
+                           _NUMERIC_TRAINING, ["" if bool(v) else "invalid" for v in group["valid"]],
+                           {5: lambda v: f"verdict-{v.split()[0]}" if v else "", 13: lambda v: "validity"}))
+    body.append('<ul class="note">' + "".join(f"<li>{_e(n)}</li>" for n in f.TRAINING_NOTES) + "</ul>")
+    if figures:
+        from tpubench.report.figures import training_figures
+
+        body.append("<h2>Training figures</h2>" + _figures(data, training_figures))
+    runs = result_rows(data, training=True)
+    shown = runs.head(max_rows)
+    headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.TRAINING_RUN_HEADERS]
+    body.append(f"<h2>Training runs ({len(runs)})</h2>")
+    body.append(_table(headers, [f.training_run_cells(r) for _, r in shown.iterrows()], _NUMERIC_TRAINING_RUNS,
+                       ["" if bool(v) else "invalid" for v in shown["valid"]], {10: lambda v: "validity"}))
+    if len(runs) > max_rows:
+        body.append(f'<p class="note">… {len(runs) - max_rows} more run(s): use --format csv for all rows.</p>')
+    return body
 
 
 def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> str:
@@ -85,11 +117,12 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
             body.append(_table(f.SUMMARY_HEADERS, rows, _NUMERIC_SUMMARY, classes,
                                {7: lambda v: f"verdict-{v.split()[0]}", 15: lambda v: "validity"}))
         body.append('<ul class="note">' + "".join(f"<li>{_e(n)}</li>" for n in f.METHOD_NOTES) + "</ul>")
-    else:
+    elif not len(data.training):
         body.append("<p>No result could be priced.</p>")
 
-    if figures:
-        body.append("<h2>Figures</h2>" + _figures(data))
+    drawn = _figures(data) if figures else ""
+    if drawn:
+        body.append("<h2>Figures</h2>" + drawn)
 
     runs = result_rows(data)
     if len(runs):
@@ -101,6 +134,8 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
                            {9: lambda v: "validity"}))
         if len(runs) > max_rows:
             body.append(f'<p class="note">… {len(runs) - max_rows} more run(s): use --format csv for all rows.</p>')
+
+    body += _training(data, max_rows, figures)
 
     if len(data.unpriced):
         grouped = (data.unpriced.assign(accelerator=data.unpriced["accelerator"].astype(str))

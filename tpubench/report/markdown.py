@@ -37,6 +37,28 @@ def _unpriced(data: ReportData) -> list[str]:
     return ["## Not priced", "", table(["Status", "Accelerator", "Reason", "Runs", "Example file"], rows), ""]
 
 
+def _training(data: ReportData, max_rows: int) -> list[str]:
+    """The training section: per workload, platform and plan, training tokens/s per chip against
+    $ per million training tokens, then every training run."""
+    if not len(data.training):
+        return []
+    out = []
+    for _, group in data.training.groupby(["workload", "scale"], sort=False, dropna=False):
+        out += [f"## Training, {f.workload_label(group.iloc[0])}: $ per million training tokens per platform "
+                "and plan", ""]
+        out.append(table(f.TRAINING_HEADERS, [f.training_cells(r) for _, r in group.iterrows()]))
+        out.append("")
+    out += [f"- {note}" for note in f.TRAINING_NOTES] + [""]
+    runs = result_rows(data, training=True)
+    headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.TRAINING_RUN_HEADERS]
+    out += [f"## Training runs ({len(runs)})", ""]
+    out.append(table(headers, [f.training_run_cells(r) for _, r in runs.head(max_rows).iterrows()]))
+    if len(runs) > max_rows:
+        out.append(f"\n… {len(runs) - max_rows} more run(s): use --format csv for all rows.")
+    out.append("")
+    return out
+
+
 def render_markdown(data: ReportData, max_rows: int = 200) -> str:
     c = data.counts
     out = ["# tpubench cost report", "",
@@ -53,7 +75,7 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
             out.append(table(f.SUMMARY_HEADERS, [f.summary_cells(r) for _, r in group.iterrows()]))
             out.append("")
         out += [f"- {note}" for note in f.METHOD_NOTES] + [""]
-    else:
+    elif not len(data.training):
         out += ["No result could be priced.", ""]
     runs = result_rows(data)
     if len(runs):
@@ -63,6 +85,7 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
         if len(runs) > max_rows:
             out.append(f"\n… {len(runs) - max_rows} more run(s): use --format csv for all rows.")
         out.append("")
+    out += _training(data, max_rows)
     out += _unpriced(data)
     out += _sources(data)
     out += ["", "Figures (cost by platform, throughput vs interactivity, latency) are in `--format html`.", ""]
@@ -126,3 +149,33 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
 def frame_to_markdown(df: pd.DataFrame) -> str:
     """Any DataFrame as a pipe table (for notebooks and quick looks)."""
     return table([str(c) for c in df.columns], [[str(v) for v in row] for row in df.itertuples(index=False)])
+
+
+def render_training_budget_markdown(result, max_rows: int = 50) -> str:
+    """A budget.TrainingBudget as markdown: per platform and plan, dollars, hours and what to rent."""
+    out = ["# tpubench training budget", "",
+           f"Token budget: {result.train_tokens:,.0f} training tokens. Per platform and plan, the point with "
+           "the most training tokens/s per rented chip; replicas of its world run data-parallel on the "
+           "rented slice or instance, billed by the second (see tpubench.budget.plan_training).", ""]
+    out += [f"- {n}" for n in result.notes] + ([""] if result.notes else [])
+    options = result.options
+    if len(options):
+        headers = ["Workload", "#", "Platform", "Plan", "Dollars", "Hours", "Rent", "Training tok/s/chip",
+                   "$/M training tokens", "MFU", "Point", "Hardware", "Software", "Price as of"]
+        rows = []
+        for _, r in options.head(max_rows).iterrows():
+            rows.append([f.workload_label(r), str(r["rank_overall"]), f.platform_label(r), f.plan_label(r["plan"]),
+                         f.with_ci(r["usd"], r["usd_ci95_low"], r["usd_ci95_high"], f.usd),
+                         f.with_ci(r["hours"], r["hours_ci95_low"], r["hours_ci95_high"]),
+                         f.rent_label(r), f.ci_cell(r, "train_tokens_per_s_per_chip"),
+                         f.ci_cell(r, "train_usd_per_mtok"), f.share(r["mfu"]), f.train_point_label(r),
+                         f.hardware_label(r), f.software_label(r), str(r["price_as_of"])])
+        out += ["## Options, cheapest first", "", table(headers, rows), ""]
+    else:
+        out += ["No priced platform has a valid training point.", ""]
+    if len(result.unpriced):
+        out += [f"{len(result.unpriced)} result(s) not priced; see `tpubench report` for reasons.", ""]
+    if len(options):
+        sources = options[["price_source", "price_as_of"]].drop_duplicates().sort_values("price_as_of")
+        out += ["## Price sources", "", table(["Source", "As of"], sources.values.tolist()), ""]
+    return "\n".join(out)
