@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-
 from scripted_server import Script, ScriptedServer, script_prompt
+
 from tpubench.serving.client import Endpoint, RequestSpec
 from tpubench.serving.load import arrival_schedule, run_load
 from tpubench.serving.metrics import outcome_metrics, validity_reasons
@@ -67,17 +67,18 @@ def test_latencies_match_the_script(srv):
     for r in out.records:
         assert r.ok and r.usage_reported and r.status == 200 and r.finish_reason == "length"
         assert (r.prompt_tokens, r.completion_tokens, r.token_chunks) == (5, 6, 6)
-        assert r.ttft_s == pytest.approx(0.040, abs=5 * MS)
-        assert r.tpot_s == pytest.approx(0.010, abs=2 * MS)
-        assert r.e2e_s == pytest.approx(0.090, abs=5 * MS)
-        assert np.median(r.itl_s) == pytest.approx(0.010, abs=2 * MS)
+        assert r.ttft_s == pytest.approx(0.040, abs=15 * MS)
+        assert r.e2e_s == pytest.approx(0.090, abs=15 * MS)
+    assert np.median([r.ttft_s for r in out.records]) == pytest.approx(0.040, abs=4 * MS)
+    assert np.median([r.tpot_s for r in out.records]) == pytest.approx(0.010, abs=1 * MS)
+    assert np.median([r.e2e_s for r in out.records]) == pytest.approx(0.090, abs=4 * MS)
     # Each chunk's arrival against the server's own write time on the same monotonic clock.
     logs = srv.log[2:]
     by_arrival = sorted(out.records, key=lambda r: r.sent_s)
+    lags = []
     for r, log in zip(by_arrival, sorted(logs, key=lambda e: e["received"])):
-        arrivals = np.array(r.token_chunk_s) + out.origin_perf_counter_s
-        lag = arrivals - np.array(log["writes"])
-        assert np.all(lag > 0) and np.all(lag < 3 * MS)
+        lags.extend(np.array(r.token_chunk_s) + out.origin_perf_counter_s - np.array(log["writes"]))
+    assert min(lags) > 0 and np.median(lags) < 1 * MS and np.percentile(lags, 90) < 3 * MS and max(lags) < 20 * MS
     m = outcome_metrics(out, n_boot=100)
     assert m["ttft_p50_s"] == pytest.approx(0.040, abs=5 * MS)
     assert m["itl_p50_s"] == pytest.approx(0.010, abs=2 * MS)
@@ -93,7 +94,7 @@ def test_open_loop_follows_the_seeded_schedule(srv):
     expected = arrival_schedule(40, 80.0, 1.0, seed=3)
     assert np.allclose([r.scheduled_s for r in out.records], expected, atol=1e-12)
     late = np.array([r.sent_s - r.scheduled_s for r in out.records])
-    assert np.all(late >= 0) and np.percentile(late, 99) < 3 * MS
+    assert late.min() >= 0 and np.median(late) < 1 * MS and np.percentile(late, 90) < 3 * MS and late.max() < 20 * MS
     assert out.offered_request_rate == pytest.approx(39 / expected[-1])
     assert out.achieved_send_rate == pytest.approx(out.offered_request_rate, rel=0.05)
     m = outcome_metrics(out, n_boot=0)
@@ -135,10 +136,14 @@ def test_closed_loop_keeps_exactly_n_in_flight(srv):
     prompt = script_prompt(ttft_ms=15, itl_ms=5, tokens=4)
     out = run_load(Endpoint(srv.url, "m"), specs(20, prompt), concurrency=4)
     assert [r.index for r in out.records] == list(range(20))
-    # The workers start one after another, then every send finds the other three busy.
-    assert [in_flight_at(out.records, r.sent_s) for r in out.records] == [1, 2, 3] + [4] * 17
     assert srv.max_in_flight == 4
-    assert max(r.queue_s for r in out.records) < 2 * MS
+    assert max(in_flight_at(out.records, r.sent_s) for r in out.records) == 4
+    # Every send after the first four follows a completion at once (a worker's next request).
+    ends = np.array([r.end_s for r in out.records])
+    gaps = [min(r.sent_s - e for e in ends if e <= r.sent_s) for r in out.records[4:]]
+    assert np.median(gaps) < 0.5 * MS and max(gaps) < 10 * MS
+    assert outcome_metrics(out, n_boot=0)["mean_concurrency"] > 3.5
+    assert np.median([r.queue_s for r in out.records]) < 0.5 * MS
 
 
 @timing

@@ -9,10 +9,25 @@ import numpy as np
 import pytest
 
 from tpubench.errors import UserError
-from tpubench.serving.client import RequestRecord, RequestSpec, SSEParser, describe_non_sse, request_body, Endpoint
+from tpubench.serving.client import (
+    Endpoint,
+    RequestRecord,
+    RequestSpec,
+    SSEParser,
+    describe_non_sse,
+    request_body,
+)
 from tpubench.serving.load import LoadOutcome, arrival_schedule, draw_lengths
-from tpubench.serving.metrics import (_weighted_quantile, cost_basis, failure_summary, meets_slo, outcome_metrics,
-                                      records_frame, serving_metrics, validity_reasons)
+from tpubench.serving.metrics import (
+    _weighted_quantile,
+    cost_basis,
+    failure_summary,
+    meets_slo,
+    outcome_metrics,
+    records_frame,
+    serving_metrics,
+    validity_reasons,
+)
 
 
 def rec(index, sent, chunks=(), completion=None, prompt=10, end=None, error=None, queue=0.0, usage=True,

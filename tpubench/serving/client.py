@@ -33,8 +33,9 @@ import json
 import math
 import re
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import aiohttp
 import yarl
@@ -168,7 +169,7 @@ class RequestRecord:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "RequestRecord":
+    def from_dict(cls, d: Mapping) -> RequestRecord:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         for k in ("sent_s", "end_s"):
@@ -183,7 +184,7 @@ class SSEParser:
     in LF or CRLF; `:` lines are comments; several `data:` lines of one event are joined by LF;
     an event ends at a blank line (or at the end of the stream, see `flush`)."""
 
-    __slots__ = ("_pending", "_data", "_event")
+    __slots__ = ("_data", "_event", "_pending")
 
     def __init__(self) -> None:
         self._pending: list[bytes] = []
@@ -258,7 +259,7 @@ def first_line(body: bytes | str) -> str:
     return "(empty body)"
 
 
-_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 def _error_message(obj: Any) -> str:
@@ -300,7 +301,7 @@ async def _read_up_to(content: aiohttp.StreamReader, limit: int = ERROR_BODY_BYT
 if hasattr(asyncio, "timeout"):      # Python 3.11+
     _deadline = asyncio.timeout
 else:                                # pragma: no cover - Python 3.10
-    class _deadline:                 # noqa: N801 - stands in for asyncio.timeout
+    class _deadline:
         def __init__(self, delay: float):
             self._delay, self._fired, self._handle = delay, False, None
 
@@ -341,7 +342,7 @@ class StreamingClient:
         self._max_connections = max_connections
         self.session = session
 
-    async def __aenter__(self) -> "StreamingClient":
+    async def __aenter__(self) -> StreamingClient:
         if self.session is None:
             self.session = open_session(self._max_connections)
         return self

@@ -30,14 +30,20 @@ import gc
 import itertools
 import math
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from tpubench.errors import UserError
-from tpubench.serving.client import Endpoint, RequestRecord, RequestSpec, StreamingClient
+from tpubench.serving.client import (
+    Endpoint,
+    RequestRecord,
+    RequestSpec,
+    StreamingClient,
+)
 from tpubench.serving.metrics import send_rate
 
 _now = time.perf_counter
