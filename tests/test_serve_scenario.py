@@ -129,7 +129,7 @@ def test_server_that_never_becomes_ready(tmp_path, monkeypatch, capsys):
 
 
 def test_server_that_dies_mid_run_fails_its_points(tmp_path, monkeypatch, capsys):
-    # A scripted server on the port tpubench gives it, which exits hard after 2 seconds.
+    # A scripted server on the port tpubench gives it, which exits hard after 4 seconds.
     script = tmp_path / "dying_server.py"
     script.write_text(textwrap.dedent(f"""
         import os, socket, sys, time
@@ -139,8 +139,8 @@ def test_server_that_dies_mid_run_fails_its_points(tmp_path, monkeypatch, capsys
             sock = socket.socket(); sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, int(sys.argv[1]))); sock.listen(64); return sock
         scripted_server._listening_socket = bound
-        scripted_server.ScriptedServer(scripted_server.Script(ttft_ms=200, itl_ms=100)).start()
-        time.sleep(2)
+        scripted_server.ScriptedServer(scripted_server.Script(ttft_ms=500, itl_ms=200)).start()
+        time.sleep(4)   # ready long before; each request takes 1.5 s, the points need about 9 s each
         os._exit(1)
     """))
     workload = serve_workload(tmp_path, server={"launch": {
