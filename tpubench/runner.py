@@ -98,7 +98,10 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
         if int(os.environ.get("RANK", "0")) != 0:
             reporter = SilentReporter()   # rank 0 speaks and writes for the world
 
-    scenario = SCENARIOS[workload.scenario.kind]
+    scenario = SCENARIOS.get(workload.scenario.kind)
+    if scenario is None:
+        raise UserError(f"scenario '{workload.scenario.kind}' cannot run in this version of tpubench",
+                        where=str(workload_path), field="scenario.kind")
     ctx = SweepContext(backend=be, source=str(workload_path), peaks={}, reporter=reporter,
                        collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world)
     env, ctx.peaks = _environment(be, points)
