@@ -73,9 +73,12 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
     serve = [o for o in outcomes if o.point.scenario_kind == "serve"]
     if serve:
         _serve_table(console, serve)
-    generate = [o for o in outcomes if o.point.scenario_kind != "serve"]
+    generate = [o for o in outcomes if o.point.scenario_kind not in ("serve", "train")]
     if generate:
         _generate_table(console, generate)
+    train = [o for o in outcomes if o.point.scenario_kind == "train"]
+    if train:
+        _train_table(console, train)
     written = [str(o.path) for o in outcomes if o.result is not None and o.path is not None]
     shown: set[str] = set()
     for o in outcomes:
@@ -155,6 +158,35 @@ def _generate_table(console, outcomes: list[PointOutcome]) -> None:
     console.print(table)
 
 
+def _train_label(o: PointOutcome) -> str:
+    """The point's label with the precision that ran (a float32 scale trains in fp32)."""
+    label = o.point.label()
+    ran = (getattr(o.result, "training", None) or {}).get("precision") if o.result is not None else None
+    asked = o.point.params.get("precision")
+    return label.replace(asked, ran, 1) if ran and asked and ran != asked else label
+
+
+def _train_table(console, outcomes: list[PointOutcome]) -> None:
+    table = Table(title="tpubench run: training", title_justify="left")
+    for col in ("point", "step p50 ms", "train tok/s (95% CI)", "tok/s per chip", "MFU", "loss first → last",
+                "peak mem", "compile s", "valid"):
+        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    for o in outcomes:
+        if o.result is None:
+            continue
+        r, m = o.result, o.result.metrics
+        if r.status == "failed":
+            table.add_row(o.point.label(), *["-"] * 7, "[red]failed[/red]")
+            continue
+        first, last = m.get("loss_first"), m.get("loss_last")
+        loss = "-" if first is None or last is None else f"{first:.3f} → {last:.3f}"
+        table.add_row(_train_label(o), ms(m.get("step_p50_s")), _rate_with_ci(m, "train_tokens_per_s"),
+                      _number(m.get("train_tokens_per_s_per_chip"), ",.1f"), percent(m.get("mfu")), loss,
+                      human_bytes(m.get("peak_memory_bytes")), _number(r.timing.get("compile_s"), ".2f"),
+                      _valid_cell(r))
+    console.print(table)
+
+
 def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_only: bool = False) -> None:
     for c in comparisons:
         console.print(f"[bold]{c.label}[/bold]")
@@ -173,7 +205,8 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
 
 
 def render_run_cost(console, paths) -> None:
-    """What the points just measured cost per token: the cheapest priced instance per plan."""
+    """What the points just measured cost per token: the cheapest priced instance per plan
+    (training points per million training tokens, the others per million tokens served)."""
     from tpubench.cost import price_results
     from tpubench.pricing import load_prices
     from tpubench.results import load_results
@@ -187,6 +220,19 @@ def render_run_cost(console, paths) -> None:
         console.print(f"[yellow]unpriced[/yellow] {escape(str(row['accelerator']))}: {escape(str(row['reason']))}")
     if priced.empty:
         return
+    training = (priced["scenario_kind"] == "train") if "scenario_kind" in priced else priced["file"].isna()
+    sources = []
+    if training.any() and "train_usd_per_mtok" in priced:
+        sources.append(_train_cost_table(console, priced[training]))
+    if (~training).any():
+        sources.append(_inference_cost_table(console, priced[~training]))
+    if sources:
+        source = sources[0]
+        console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "
+                      f"Full report: tpubench report {Path(paths[0]).parent} --format html --out report.html")
+
+
+def _inference_cost_table(console, priced):
     table = Table(title="cost per million tokens (time-attributed; cheapest instance per plan)", title_justify="left")
     for col in ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "$/Mtok blended (95% CI)"):
         table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
@@ -199,9 +245,24 @@ def render_run_cost(console, paths) -> None:
                       f"{_usd(r['blended_usd_per_mtok'])} ({_usd(r['blended_usd_per_mtok_ci95_low'])}"
                       f"-{_usd(r['blended_usd_per_mtok_ci95_high'])})")
     console.print(table)
-    source = best.iloc[0]
-    console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "
-                  f"Full report: tpubench report {Path(paths[0]).parent} --format html --out report.html")
+    return best.iloc[0]
+
+
+def _train_cost_table(console, priced):
+    """Training points: $ per million training tokens on the cheapest priced instance per plan."""
+    table = Table(title="cost per million training tokens (cheapest instance per plan)", title_justify="left")
+    for col in ("point", "priced as", "plan", "train tok/s per chip", "$/M training tokens (95% CI)"):
+        table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
+    best = priced.sort_values("train_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
+    for _, r in best.iterrows():
+        table.add_row(f"b{r['batch_size']} seq{r['input_length']} {r['device']}",
+                      f"{r['cloud']} {r['region']} {r['instance_type']} ({r['chips']} of "
+                      f"{r['chips_per_instance']} {r['priced_accelerator']})", str(r["plan"]),
+                      _number(r.get("train_tokens_per_s_per_chip"), ",.1f"),
+                      f"{_usd(r['train_usd_per_mtok'])} ({_usd(r['train_usd_per_mtok_ci95_low'])}"
+                      f"-{_usd(r['train_usd_per_mtok_ci95_high'])})")
+    console.print(table)
+    return best.iloc[0]
 
 
 def _priced_label(r) -> str:

@@ -83,3 +83,39 @@ def roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bo
     limit = peaks.get("tolerance", math.inf)
     exceeds = any(v is not None and v > limit for v in (out["prefill_mfu"], out["decode_mbu"], out["decode_mfu"]))
     return out, exceeds
+
+
+def train_roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bool]:
+    """(metrics to add, exceeds_peak) of a training point (DESIGN §17): model FLOPs per token by
+    roofline.train_flops_per_token (6N + 12LHQT), the FLOP/s the world achieved at its mean step
+    time (`train_tokens_per_s`), and `mfu` per chip against one chip's peak (a host-wide CPU peak
+    split between a world's ranks). Empty when the family has no roofline."""
+    from tpubench.models.torch_models import full_config
+    from tpubench.roofline import ModelShape, train_flops_per_token, train_mfu
+
+    rate = metrics.get("train_tokens_per_s")
+    if not rate or not math.isfinite(rate):
+        return {}, False
+    n = getattr(point, "world_size", 1)
+    peaks = peaks or {}
+    peak = _per_chip(peaks.get("peak_flops"), peaks, n)
+    try:
+        shape = ModelShape.from_config(point.family, full_config(point))
+        per_token = train_flops_per_token(shape, point.input_length)
+    except (ValueError, KeyError, NotImplementedError):
+        return {}, False
+    out = {
+        "total_params": shape.total_params,
+        "active_params": shape.active_params,
+        "model_flops_per_token": per_token,
+        "model_flops_per_step": per_token * metrics.get("train_tokens_per_step", math.nan),
+        "train_achieved_flops_per_s": rate * per_token,
+        "train_achieved_flops_per_s_per_chip": rate * per_token / n,
+        "mfu": train_mfu(rate, per_token, n, peak),
+    }
+    for bound in ("_ci95_low", "_ci95_high"):
+        value = metrics.get(f"train_tokens_per_s{bound}")
+        out[f"mfu{bound}"] = (train_mfu(value, per_token, n, peak)
+                              if value is not None and math.isfinite(value) and value > 0 else None)
+    limit = peaks.get("tolerance", math.inf)
+    return out, out["mfu"] is not None and out["mfu"] > limit

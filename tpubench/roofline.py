@@ -484,6 +484,36 @@ def decode_flops_per_step(shape: ModelShape, batch: int, context_len: float) -> 
     return batch * flops_per_token(shape, context_len)
 
 
+# --- training (DESIGN §17) ---------------------------------------------------------------------
+
+TRAIN_MFU_FORMULA = "6N+12LHQT (PaLM appendix B), no recomputation"
+
+
+def train_flops_per_token(shape: ModelShape, seq_len: int) -> float:
+    """Model FLOPs of one training token (forward + backward) at sequence length T = `seq_len`:
+    6 N + 12 L H Q T (PaLM, appendix B; `TRAIN_MFU_FORMULA`).
+
+    N is the non-embedding parameters a token touches: every matmul weight one token multiplies
+    (`ModelShape.active_params`: attention, dense MLP, router, the top-k experts of an MoE layer,
+    the lm_head), not the embedding table; norm scales and biases do no matmul work and are left
+    out (< 0.1%). 12 L H Q T is attention's QK^T and PV over T keys, forward and backward, written
+    as a sum over layers of 12 H_l Q_l T so that layers with their own head count or head dim
+    (Gemma 4's global layers) count what they are; as in PaLM every layer attends to all T tokens
+    (no causal halving, no sliding window). Activation recomputation is not counted (MFU, not HFU).
+    """
+    _check_positive(seq_len=seq_len)
+    attention = sum(12 * layer.n_heads * layer.head_dim * seq_len for layer in shape.layers)
+    return 6 * shape.active_params + attention
+
+
+def train_mfu(tokens_per_s: float, flops_per_token: float, world_size: int,
+              peak_flops_per_chip: float | None) -> float | None:
+    """Training MFU per chip: model FLOPs per token x training tokens/s of the whole world,
+    shared by its `world_size` chips, over one chip's peak; None when the peak is unknown."""
+    _check_positive(world_size=world_size)
+    return mfu(tokens_per_s * flops_per_token / world_size, peak_flops_per_chip)
+
+
 # --- bytes ------------------------------------------------------------------------------------
 
 
@@ -756,4 +786,5 @@ __all__ = [
     "decode_bytes_per_step", "kv_cache_bytes", "mfu", "mbu", "efficiency_for_run",
     "EP_IMPLEMENTATIONS", "ring_all_reduce_send_bytes", "ring_all_gather_send_bytes",
     "interconnect_bytes_per_forward", "decode_interconnect_bytes_per_step",
+    "TRAIN_MFU_FORMULA", "train_flops_per_token", "train_mfu",
 ]

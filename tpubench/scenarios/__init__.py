@@ -15,6 +15,7 @@ from typing import Any, Callable, ContextManager, Protocol
 from tpubench.results import RunResult
 from tpubench.scenarios.generate import GenerateScenario
 from tpubench.scenarios.serve import ServeScenario
+from tpubench.scenarios.train import TrainScenario
 from tpubench.workload import RunPoint
 
 # Measures one point; `base` holds the identity fields of its RunResult (point, environment, ...).
@@ -50,4 +51,5 @@ class Scenario(Protocol):
     # one rank's part of a point, called by each rank of the world.
 
 
-SCENARIOS: dict[str, Scenario] = {GenerateScenario.kind: GenerateScenario(), ServeScenario.kind: ServeScenario()}
+SCENARIOS: dict[str, Scenario] = {GenerateScenario.kind: GenerateScenario(), ServeScenario.kind: ServeScenario(),
+                                   TrainScenario.kind: TrainScenario()}
