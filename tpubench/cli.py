@@ -54,6 +54,10 @@ def run(
                                                   help="Split a MoE model's experts over N chips (overrides the workload's parallel block)."),
     server_url: Optional[str] = typer.Option(None, "--server-url",
                                              help="Measure this running OpenAI-compatible server (serve workloads)."),
+    data_parallel: Optional[int] = typer.Option(None, "--data-parallel", "--dp", min=1,
+                                                help="Training: data-parallel ranks (overrides parallel.data)."),
+    fsdp: Optional[bool] = typer.Option(None, "--fsdp/--no-fsdp",
+                                        help="Training: shard parameters over the data-parallel ranks (FSDP2)."),
 ):
     """Measure every point of a workload's sweep and write one result file per point.
 
@@ -67,6 +71,7 @@ def run(
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
                              resume=resume, retry_failed=retry_failed, reporter=reporter,
                              tensor_parallel=tensor_parallel, expert_parallel=expert_parallel, server_url=server_url,
+                             data_parallel=data_parallel, fsdp=fsdp,
                              **({"max_points": max_points} if max_points else {}))
     if os.environ.get("RANK", "0") != "0":
         return   # under torchrun, rank 0 reports for the world

@@ -66,10 +66,11 @@ def _slug(text: str) -> str:
 def result_filename(result: RunResult) -> str:
     p = result.point
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    layout = "".join(f"{kind}{p[key]}" for kind, key in (("tp", "tensor_parallel"), ("ep", "expert_parallel"))
-                     if p.get(key, 1) > 1)
+    layout = "".join(f"{kind}{p[key]}" for kind, key in (("tp", "tensor_parallel"), ("ep", "expert_parallel"),
+                                                          ("dp", "data_parallel")) if (p.get(key) or 1) > 1)
     parts = [p.get("workload", "run"), p.get("scale", ""), result.device, layout,
-             f"b{p.get('batch_size')}-i{p.get('input_length')}-o{p.get('output_length')}", stamp]
+             "-".join(f"{k}{p[key]}" for k, key in (("b", "batch_size"), ("i", "input_length"), ("o", "output_length"))
+                      if p.get(key) is not None), stamp]
     return _slug("_".join(str(x) for x in parts if x)) + ".json"
 
 
@@ -200,6 +201,7 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     # The parallel layout (section 16): chips above is the world size (vCPUs over all ranks on a CPU).
     row["tensor_parallel"] = p.get("tensor_parallel", 1)
     row["expert_parallel"] = p.get("expert_parallel", 1)
+    row["data_parallel"] = p.get("data_parallel") or 1
     row["world_size"] = env.get("world_size", 1)
     row["scenario_kind"] = p.get("scenario_kind", "generate")
     # Serving: the stack measured and the load point.
@@ -240,7 +242,7 @@ EXPORT_COLUMNS = BASE_COLUMNS + ["load_s", "compile_s", "first_iteration_s", "wa
                                  "iterations", "generated_tokens", "peak_memory_bytes",
                                  "output_tokens_per_s_ci95_rel"] + _metric_columns() + [
     "model_reused", "older_runs", "tensor_parallel", "expert_parallel", "world_size", "process_group_backend",
-    "scenario_kind", "server_name", "server_version", "concurrency", "request_rate", "instance"]
+    "scenario_kind", "server_name", "server_version", "concurrency", "request_rate", "instance", "data_parallel"]
 
 
 # What `load_results(keep=...)` accepts, and what makes two result files the same measurement: the

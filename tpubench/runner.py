@@ -76,7 +76,8 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
               scale: str | None = None, out_dir: str | Path = "results", resume: bool = False,
               retry_failed: bool = False, reporter: Reporter | None = None,
               max_points: int = MAX_POINTS, tensor_parallel: int | None = None,
-              expert_parallel: int | None = None, server_url: str | None = None) -> list[PointOutcome]:
+              expert_parallel: int | None = None, server_url: str | None = None,
+              data_parallel: int | None = None, fsdp: bool | None = None) -> list[PointOutcome]:
     reporter = reporter or SilentReporter()
     workload = load_workload(workload_path)
     for name in scale_names(workload):   # an absurd sweep is refused before touching any device
@@ -87,7 +88,8 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     scale, note = choose_scale(workload, scale, on_accelerator=_on_accelerator(be))
     if note:
         reporter.note(note)
-    workload = with_server_url(with_layout(workload, tensor_parallel, expert_parallel), server_url)
+    workload = with_server_url(with_layout(workload, tensor_parallel, expert_parallel, data_parallel, fsdp),
+                               server_url)
     points = expand(workload, scale, source=str(workload_path), max_points=max_points)
     if be.name != "torch" and any(p.world_size > 1 for p in points):
         raise UserError(f"the {be.name} backend runs on one chip; parallel layouts need --backend torch",

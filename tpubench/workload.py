@@ -367,10 +367,18 @@ def with_server_url(workload: Workload, url: str | None) -> Workload:
     return workload.model_copy(update={"scenario": workload.scenario.model_copy(update={"server": server})})
 
 
-def with_layout(workload: Workload, tensor: int | None = None, expert: int | None = None) -> Workload:
-    """The workload with its parallel layout replaced (`run --tensor-parallel/--expert-parallel`)."""
+def with_layout(workload: Workload, tensor: int | None = None, expert: int | None = None,
+                data: int | None = None, fsdp: bool | None = None) -> Workload:
+    """The workload with its parallel layout replaced (`run --tensor-parallel/--expert-parallel`,
+    and for training `--data-parallel/--fsdp`)."""
     from tpubench.models.config_check import ConfigProblem, check_model_config
 
+    if data is not None or fsdp is not None:
+        if workload.scenario.kind != "train":
+            raise UserError("--data-parallel and --fsdp are for training workloads (scenario kind: train)",
+                            field="--data-parallel" if data is not None else "--fsdp")
+        update = {k: v for k, v in (("data", data), ("fsdp", fsdp)) if v is not None}
+        workload = workload.model_copy(update={"parallel": workload.parallel.model_copy(update=update)})
     if tensor is None and expert is None:
         return workload
     if workload.scenario.kind != "generate":
