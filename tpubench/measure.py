@@ -37,6 +37,18 @@ def keep_measuring(iterations: int, elapsed_s: float, headline: Sequence[float],
     return relative_ci_half_width(headline) > target_ci
 
 
+def done_measuring(iterations: int, elapsed_s: float, headline: Sequence[float], measurement: dict,
+                   fixed: int | None = None) -> bool:
+    """The stopping rule of a timed loop: the count a world agreed on before the loop (`fixed`),
+    else keep_measuring's rules with the point's measurement settings."""
+    if fixed is not None:
+        return iterations >= fixed
+    m = measurement
+    return not keep_measuring(iterations, elapsed_s, headline, min_iterations=m["min_iterations"],
+                              min_seconds=m["min_seconds"], max_seconds=m["max_seconds"],
+                              target_ci=m.get("target_ci"))
+
+
 def achieved_ci(headline: Sequence[float]) -> float:
     value = relative_ci_half_width(headline)
     return value if math.isfinite(value) else math.nan

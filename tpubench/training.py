@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.measure import fenced_clock, keep_measuring
+from tpubench.measure import done_measuring, fenced_clock
 
 GiB = 1 << 30
 
@@ -443,12 +443,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
         rates.append(tokens / seconds)
         elapsed = time.perf_counter() - start
         on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
-        if fixed is not None:
-            if n >= fixed:
-                break
-        elif not keep_measuring(n, elapsed, rates, min_iterations=m["min_iterations"],
-                                min_seconds=m["min_seconds"], max_seconds=m["max_seconds"],
-                                target_ci=m.get("target_ci")):
+        if done_measuring(n, elapsed, rates, m, fixed):
             break
     measure_s = time.perf_counter() - start
     recompiles = _compile_count() - compiled_timed_before

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.measure import fenced_clock, keep_measuring
+from tpubench.measure import done_measuring, fenced_clock
 from tpubench.results import RunResult, now_iso
 from tpubench.stats import summarize
 from tpubench.workload import RunPoint
@@ -160,12 +160,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
         headline.append(b * o / it.stamps_s[-1])
         elapsed = time.perf_counter() - start
         on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
-        if fixed is not None:
-            if n >= fixed:
-                break
-        elif not keep_measuring(n, elapsed, headline, min_iterations=m["min_iterations"],
-                                min_seconds=m["min_seconds"], max_seconds=m["max_seconds"],
-                                target_ci=m.get("target_ci")):
+        if done_measuring(n, elapsed, headline, m, fixed):
             break
     measure_s = time.perf_counter() - start
     if world is not None:
