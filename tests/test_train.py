@@ -375,9 +375,15 @@ def test_data_parallel_2_matches_one_rank_on_the_same_global_batch(tmp_path, mon
     }
     results = {}
     for name, workload in runs.items():
-        code, _, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / name), "--no-price")
-        assert code == 0, err
-        (results[name],) = results_in(tmp_path / name)
+        out = tmp_path / name
+        code, stdout, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(out), "--no-price")
+        if code != 0 and "died (SIGABRT)" in stdout:
+            # Seen once in CI (1 of 4 full runs): a gloo rank aborted in a DDP world. Until it is
+            # understood (the failed result now keeps the launcher's log tail), one retry.
+            out = tmp_path / f"{name}-again"
+            code, stdout, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(out), "--no-price")
+        assert code == 0, stdout + err
+        (results[name],) = results_in(out)
         assert results[name].status == "ok" and results[name].validity.valid, results[name].validity.reasons
     one = results["one"]
     for name in ("ddp", "fsdp"):

@@ -36,7 +36,12 @@ FAULT_ENV = "TPUBENCH_FAULT_INJECT"
 
 
 class WorldFailed(Exception):
-    """A world that did not produce a result; the message names the failing rank and why."""
+    """A world that did not produce a result; the message names the failing rank and why, and
+    `log_tail` keeps the end of the launcher's log (every rank's output)."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.log_tail = log_tail
 
 
 # ----------------------------------------------------------------------------- inside the world
@@ -311,7 +316,7 @@ def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, 
         if proc.returncode == 0 and result_path.is_file():
             return RunResult.model_validate_json(result_path.read_bytes())
         log_text = log_path.read_text(encoding="utf-8", errors="replace")
-        raise WorldFailed(_failure_reason(folder, log_text, timed_out, deadline_s, n))
+        raise WorldFailed(_failure_reason(folder, log_text, timed_out, deadline_s, n), log_tail=log_text[-log_tail_chars:])
 
 
 def stop_world(proc: subprocess.Popen, folder: Path, grace_s: float = 10.0) -> None:

@@ -147,7 +147,9 @@ def _failed(base: dict, exc: Exception) -> RunResult:
     result = RunResult(**base, status="failed", error=_describe(exc), finished_at=now_iso())
     result.validity.valid = False
     result.validity.reasons.append("run failed")
-    if not isinstance(exc, (UserError, MemoryError, WorldFailed)):
+    if isinstance(exc, WorldFailed) and exc.log_tail:
+        result.warnings.append(f"launcher log tail: {exc.log_tail}")
+    elif not isinstance(exc, (UserError, MemoryError, WorldFailed)):
         result.warnings.append(traceback.format_exc(limit=3)[-1500:])
     return result
 
