@@ -44,6 +44,21 @@ def harness_decode_steps(session, steps: int) -> list[float]:
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
 
+def paired_rounds(session, steps: int, rounds: int) -> tuple[list[float], list[float], list[float]]:
+    """(bare step times, tpubench step times, per-round median ratios), ABAB... after a warm-up of
+    both paths. Paired per round: a burst of load on a shared machine hits both halves of a round."""
+    bare, harness, ratios = [], [], []
+    with session:
+        harness_decode_steps(session, steps)  # warm-up both paths
+        bare_decode_steps(session, steps)
+        for _ in range(rounds):
+            h, b = harness_decode_steps(session, steps), bare_decode_steps(session, steps)
+            harness.extend(h)
+            bare.extend(b)
+            ratios.append(statistics.median(h) / statistics.median(b))
+    return bare, harness, ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=12)
@@ -52,16 +67,7 @@ def main() -> None:
     point = small_point(batch=args.batch)
     session, _ = session_for(point)
     steps = point.output_length - 1
-    bare, harness, ratios = [], [], []
-    with session:
-        harness_decode_steps(session, steps)  # warm-up both paths
-        bare_decode_steps(session, steps)
-        for _ in range(args.rounds):
-            h, b = harness_decode_steps(session, steps), bare_decode_steps(session, steps)
-            harness.extend(h)
-            bare.extend(b)
-            # Paired per round: a burst of load on a shared machine hits both halves of a round.
-            ratios.append(statistics.median(h) / statistics.median(b))
+    bare, harness, ratios = paired_rounds(session, steps, args.rounds)
     mb, mh = statistics.median(bare), statistics.median(harness)
     overhead = statistics.median(ratios) - 1
     print(f"point: {point.workload} small, {point.label()}, {steps} decode steps x {args.rounds} rounds")

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from _common import small_point
-from harness_overhead import bare_decode_steps, harness_decode_steps
+from harness_overhead import paired_rounds
 
 
 def worker(args) -> None:
@@ -40,15 +40,7 @@ def worker(args) -> None:
     prompt = make_prompt(point.measurement["seed"], point.batch_size, point.input_length, _vocab_size(point))
     session = be.session(built, point, prompt)
     steps = point.output_length - 1
-    bare, harness, ratios = [], [], []
-    with session:
-        harness_decode_steps(session, steps)   # warm-up both paths
-        bare_decode_steps(session, steps)
-        for _ in range(args.rounds):
-            h, b = harness_decode_steps(session, steps), bare_decode_steps(session, steps)
-            harness.extend(h)
-            bare.extend(b)
-            ratios.append(statistics.median(h) / statistics.median(b))
+    bare, harness, ratios = paired_rounds(session, steps, args.rounds)
     if dist.get_rank() == 0:
         mb, mh = statistics.median(bare), statistics.median(harness)
         overhead = statistics.median(ratios) - 1

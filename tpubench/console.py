@@ -92,6 +92,22 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
         console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
 
 
+def _run_table(title: str, columns: tuple[str, ...]) -> Table:
+    """A table of measured points: the point and validity left, figures right."""
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    return table
+
+
+def _cost_table(title: str, columns: tuple[str, ...]) -> Table:
+    """A table of priced points: the point and where it is priced left, dollars right."""
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
+    return table
+
+
 def _valid_cell(r) -> str:
     return "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
 
@@ -99,10 +115,9 @@ def _valid_cell(r) -> str:
 def _serve_table(console, outcomes: list[PointOutcome]) -> None:
     server = next((o.result.environment.get("server_name") for o in outcomes
                    if o.result is not None and o.result.status == "ok"), None)
-    table = Table(title=f"tpubench run: serving{f' ({server})' if server else ''}", title_justify="left")
-    for col in ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "ITL p50 ms", "output tok/s (95% CI)",
-                "req/s", "goodput req/s", "failed", "valid"):
-        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    table = _run_table(f"tpubench run: serving{f' ({server})' if server else ''}",
+                       ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "ITL p50 ms", "output tok/s (95% CI)",
+                        "req/s", "goodput req/s", "failed", "valid"))
     for o in outcomes:
         if o.result is None:
             continue
@@ -131,10 +146,8 @@ def _number(value, fmt: str) -> str:
 
 
 def _generate_table(console, outcomes: list[PointOutcome]) -> None:
-    table = Table(title="tpubench run", title_justify="left")
-    for col in ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)", "prefill tok/s",
-                "MFU / MBU", "peak mem", "compile s", "valid"):
-        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    table = _run_table("tpubench run", ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)",
+                                        "prefill tok/s", "MFU / MBU", "peak mem", "compile s", "valid"))
     for o in outcomes:
         if o.result is None:
             continue
@@ -142,13 +155,11 @@ def _generate_table(console, outcomes: list[PointOutcome]) -> None:
         if r.status == "failed":
             table.add_row(o.point.label(), "-", "-", "-", "-", "-", "-", "-", "[red]failed[/red]")
             continue
-        tput = m.get("output_tokens_per_s", math.nan)
-        half = (m.get("output_tokens_per_s_ci95_high", math.nan) - tput)
         table.add_row(
             o.point.label(),
             f"{ms(m.get('ttft_p50_s'))} / {ms(m.get('ttft_p99_s'))}",
             f"{ms(m.get('tpot_p50_s'))} / {ms(m.get('tpot_p99_s'))}",
-            f"{tput:,.1f} ± {half:,.1f}" if math.isfinite(half) else f"{tput:,.1f}",
+            _rate_with_ci(m, "output_tokens_per_s"),
             f"{m.get('prefill_tokens_per_s', math.nan):,.0f}",
             f"{percent(m.get('prefill_mfu'))} / {percent(m.get('decode_mbu'))}",
             human_bytes(m.get("peak_memory_bytes")),
@@ -167,10 +178,8 @@ def _train_label(o: PointOutcome) -> str:
 
 
 def _train_table(console, outcomes: list[PointOutcome]) -> None:
-    table = Table(title="tpubench run: training", title_justify="left")
-    for col in ("point", "step p50 ms", "train tok/s (95% CI)", "tok/s per chip", "MFU", "loss first → last",
-                "peak mem", "compile s", "valid"):
-        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    table = _run_table("tpubench run: training", ("point", "step p50 ms", "train tok/s (95% CI)", "tok/s per chip",
+                                                  "MFU", "loss first → last", "peak mem", "compile s", "valid"))
     for o in outcomes:
         if o.result is None:
             continue
@@ -233,9 +242,8 @@ def render_run_cost(console, paths) -> None:
 
 
 def _inference_cost_table(console, priced):
-    table = Table(title="cost per million tokens (time-attributed; cheapest instance per plan)", title_justify="left")
-    for col in ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "$/Mtok blended (95% CI)"):
-        table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
+    table = _cost_table("cost per million tokens (time-attributed; cheapest instance per plan)",
+                        ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "$/Mtok blended (95% CI)"))
     best = priced.sort_values("blended_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     for _, r in best.iterrows():
         label = _priced_label(r)
@@ -250,9 +258,8 @@ def _inference_cost_table(console, priced):
 
 def _train_cost_table(console, priced):
     """Training points: $ per million training tokens on the cheapest priced instance per plan."""
-    table = Table(title="cost per million training tokens (cheapest instance per plan)", title_justify="left")
-    for col in ("point", "priced as", "plan", "train tok/s per chip", "$/M training tokens (95% CI)"):
-        table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
+    table = _cost_table("cost per million training tokens (cheapest instance per plan)",
+                        ("point", "priced as", "plan", "train tok/s per chip", "$/M training tokens (95% CI)"))
     best = priced.sort_values("train_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     for _, r in best.iterrows():
         table.add_row(f"b{r['batch_size']} seq{r['input_length']} {r['device']}",

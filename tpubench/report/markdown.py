@@ -49,14 +49,18 @@ def _training(data: ReportData, max_rows: int) -> list[str]:
         out.append(table(f.TRAINING_HEADERS, [f.training_cells(r) for _, r in group.iterrows()]))
         out.append("")
     out += [f"- {note}" for note in f.TRAINING_NOTES] + [""]
-    runs = result_rows(data, training=True)
-    headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.TRAINING_RUN_HEADERS]
-    out += [f"## Training runs ({len(runs)})", ""]
-    out.append(table(headers, [f.training_run_cells(r) for _, r in runs.head(max_rows).iterrows()]))
+    out += _runs_section(data, "Training runs", result_rows(data, training=True), f.TRAINING_RUN_HEADERS,
+                         f.training_run_cells, max_rows)
+    return out
+
+
+def _runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int) -> list[str]:
+    """One row per run, at most max_rows of them (the CSV has all)."""
+    headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in header_templates]
+    out = [f"## {title} ({len(runs)})", "", table(headers, [cells(r) for _, r in runs.head(max_rows).iterrows()])]
     if len(runs) > max_rows:
         out.append(f"\n… {len(runs) - max_rows} more run(s): use --format csv for all rows.")
-    out.append("")
-    return out
+    return out + [""]
 
 
 def render_markdown(data: ReportData, max_rows: int = 200) -> str:
@@ -79,12 +83,7 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
         out += ["No result could be priced.", ""]
     runs = result_rows(data)
     if len(runs):
-        headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.RUN_HEADERS]
-        out += [f"## Runs ({len(runs)})", ""]
-        out.append(table(headers, [f.run_cells(r) for _, r in runs.head(max_rows).iterrows()]))
-        if len(runs) > max_rows:
-            out.append(f"\n… {len(runs) - max_rows} more run(s): use --format csv for all rows.")
-        out.append("")
+        out += _runs_section(data, "Runs", runs, f.RUN_HEADERS, f.run_cells, max_rows)
     out += _training(data, max_rows)
     out += _unpriced(data)
     out += _sources(data)
