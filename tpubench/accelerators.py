@@ -95,6 +95,12 @@ def interconnect_send_bytes_per_s(figure: float | None, direction: str | None) -
     return figure / 2 if (direction or "").strip().lower() == "bidirectional" else figure
 
 
+def chip_memory_bytes(canonical: str | None) -> int | None:
+    """Memory of one chip from the shipped spec table (None when the table has no figure)."""
+    value = _specs().get(canonical or "", {}).get("memory_bytes")
+    return int(value) if value else None
+
+
 def chip_peaks(canonical: str | None) -> dict[str, float] | None:
     """Peak dense bf16 FLOP/s and memory bytes/s of one chip, from the shipped spec table, with
     its interconnect figure (None where the table has none) and the send bandwidth that implies."""

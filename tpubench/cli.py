@@ -333,6 +333,112 @@ def export(
     _console().print(f"wrote {len(df)} row(s) to {target}")
 
 
+# ----------------------------------------------------------------------------- launch, collect
+
+
+@app.command()
+def launch(
+    workload: Path = typer.Argument(..., help="Workload YAML file."),
+    on: List[str] = typer.Option([], "--on", help="A target, as SkyPilot names accelerators (tpu-v6e-8, H100:8, "
+                                                  "Trainium2:16) or an instance type (trn2.48xlarge); repeatable."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", envvar="TPUBENCH_BUCKET",
+                                         help="Where results go: gs://NAME[/PREFIX] or s3://NAME[/PREFIX]."),
+    cloud: Optional[str] = typer.Option(None, "--cloud", help="Only this cloud (gcp, aws, azure)."),
+    region: Optional[str] = typer.Option(None, "--region", help="Only this region."),
+    spot: bool = typer.Option(False, "--spot", help="Spot instances (SkyPilot recovers preempted jobs; measured points are kept)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Write the task files and print the commands; launch nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Launch even above --max-cost or without a price."),
+    max_cost: float = typer.Option(50.0, "--max-cost", min=0, help="Estimated USD above which launching needs --yes."),
+    tasks_dir: Path = typer.Option(Path("launch"), "--tasks-dir", help="Folder for task files and launch manifests."),
+    scale: Optional[str] = typer.Option(None, "--scale", "-s", help="Scale to run there (default: full on accelerators)."),
+    tensor_parallel: Optional[int] = typer.Option(None, "--tensor-parallel", "--tp", min=1),
+    expert_parallel: Optional[int] = typer.Option(None, "--expert-parallel", "--ep", min=1),
+    data_parallel: Optional[int] = typer.Option(None, "--data-parallel", "--dp", min=1),
+    fsdp: Optional[bool] = typer.Option(None, "--fsdp/--no-fsdp"),
+    install: Optional[str] = typer.Option(None, "--install", help="pip spec installed on the targets (default: this "
+                                                                  "checkout, uploaded; else tpubench from PyPI)."),
+    hours: Optional[float] = typer.Option(None, "--hours", min=0, help="Expected hours per target, instead of the estimate."),
+    setup_minutes: float = typer.Option(15.0, "--setup-minutes", min=0, help="Provisioning and install time per target in the estimate."),
+    prices: List[Path] = typer.Option([], "--prices", help="Your price file(s), layered over the shipped table."),
+):
+    """Measure one workload on several machine types at once: one SkyPilot managed job per target,
+    priced before launch; `tpubench collect` brings the results home."""
+    from tpubench.launch.render import render_launch_plan
+    from tpubench.launch.launcher import LaunchOptions, launch_jobs, needs_confirmation, prepare
+
+    options = LaunchOptions(targets=on, bucket=bucket, cloud=cloud, region=region, spot=spot, scale=scale,
+                            tensor_parallel=tensor_parallel, expert_parallel=expert_parallel,
+                            data_parallel=data_parallel, fsdp=fsdp, install=install, hours=hours,
+                            setup_s=setup_minutes * 60, prices=prices)
+    prepared = prepare(workload, options, tasks_dir)
+    console = _console()
+    render_launch_plan(console, prepared)
+    why = needs_confirmation(prepared, max_cost)
+    if dry_run:
+        console.print(f"wrote {len(prepared.task_files)} task file(s) and the manifest to {escape(str(prepared.folder))}; "
+                      "launch them with:")
+        for plan_, entry in zip(prepared.plans, prepared.manifest["targets"]):
+            console.print(f"  sky jobs launch {escape(entry['task_file'])} --name {entry['job_name']} --yes", soft_wrap=True)
+        console.print(f"then: tpubench collect {escape(prepared.bucket.url(prepared.launch_id))}")
+        if why:
+            _warn_stderr(f"launching through tpubench would need --yes: {why}")
+        return
+    if why and not yes:
+        raise UserError(f"not launched: {why}; add --yes to launch anyway (the task files are in {prepared.folder})",
+                        field="--yes")
+    from rich.status import Status
+
+    with Status("", console=console) as status:
+        def on_line(target, line):
+            status.update(f"{escape(target.spec)}: {escape(line[-120:])}")
+
+        def on_launched(target, job_id):
+            done = f"managed job {job_id}" if job_id is not None else "[red]not launched[/red]"
+            console.print(f"{escape(target.spec)}: {done}")
+
+        entries = launch_jobs(prepared, on_line=on_line, on_launched=on_launched)
+    for entry in entries:
+        if entry.get("launch_error"):
+            _warn_stderr(entry["launch_error"])
+    console.print(f"follow them with `sky jobs queue`; bring the results home with `tpubench collect` "
+                  f"(launch {prepared.launch_id})")
+    if all(e.get("job_id") is None for e in entries):
+        raise typer.Exit(1)
+
+
+@app.command()
+def collect(
+    sources: List[str] = typer.Argument(None, help="Result folders or bucket URLs (default: every launch in --tasks-dir)."),
+    out: Path = typer.Option(Path("results"), "--out", "-o", help="The local results folder to merge into."),
+    tasks_dir: Path = typer.Option(Path("launch"), "--tasks-dir", help="Where `tpubench launch` wrote its manifests."),
+    launch_id: Optional[str] = typer.Option(None, "--launch-id", help="Only this launch."),
+):
+    """Bring launched results home: one copy per point and environment, the latest; a failed job's
+    log tail is kept beside its task file."""
+    from tpubench.launch.render import render_collected
+    from tpubench.launch.collect import fetch, merge_results
+    from tpubench.launch.launcher import collect_launches
+
+    console = _console()
+    if sources:
+        folders = []
+        for source in sources:
+            if "://" in source:
+                folders.append(fetch(source, tasks_dir / "fetched" / source.split("://", 1)[1].replace("/", "_")))
+            elif not Path(source).exists():
+                raise UserError("no such folder", where=source)
+            else:
+                folders.append(Path(source))
+        summary = merge_results(folders, out, warn=_warn_stderr)
+        console.print(f"{summary.found} result(s) found, {len(summary.added)} added to {escape(str(out))}, "
+                      f"{summary.already_here} already there, {summary.older_copies} older cop(ies) left out")
+        return
+    reports = collect_launches(tasks_dir, out, launch_id=launch_id, warn=_warn_stderr)
+    render_collected(console, reports, out)
+    if any(r.fetch_failed_badly for r in reports):
+        raise typer.Exit(1)
+
+
 def main() -> None:
     import click
 
@@ -340,7 +446,7 @@ def main() -> None:
         code = app(standalone_mode=False)  # click returns typer.Exit's code instead of raising it
     except UserError as exc:
         _console(stderr=True).print(f"[red]error:[/red] {escape(exc.one_line())}", soft_wrap=True)
-        sys.exit(2)
+        sys.exit(getattr(exc, "exit_code", 2))
     except (KeyboardInterrupt, click.exceptions.Abort):
         _console(stderr=True).print("interrupted: every finished point is already on disk (use --resume)")
         sys.exit(130)

@@ -21,3 +21,10 @@ class UserError(Exception):
         prefix = ": ".join(parts)
         text = " ".join(self.message.split())
         return f"{prefix}: {text}" if prefix else text
+
+
+class ExternalFailure(UserError):
+    """A cloud or tool outside tpubench refused or failed (SkyPilot without credentials, no capacity,
+    a bucket that cannot be read): one line like bad input, but exit code 1."""
+
+    exit_code = 1

@@ -76,20 +76,24 @@ def result_filename(result: RunResult) -> str:
 
 def write_result(result: RunResult, out_dir: str | Path) -> Path:
     """Write atomically (temp file + fsync + rename) under a name that is never reused."""
+    return write_new_file(out_dir, result_filename(result), result.model_dump_json(indent=1).encode())
+
+
+def write_new_file(out_dir: str | Path, name: str, data: bytes) -> Path:
+    """`data` as out_dir/name, or name-1, name-2... when taken: atomic, never overwriting."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = result.model_dump_json(indent=1)
-    name = result_filename(result)
     target = out / name
+    stem, suffix = target.stem, target.suffix
     n = 1
     while target.exists():
-        target = out / f"{name[:-5]}-{n}.json"
+        target = out / f"{stem}-{n}{suffix}"
         n += 1
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=out)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=out)
     try:
         readable_by_all(fd)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         try:

@@ -1,0 +1,287 @@
+"""`tpubench launch`: targets checked against the price table, plans and cost estimates on
+hand-computed cases, task files parsed by SkyPilot's own `sky.Task.from_yaml`, and launching through
+the SkyPilot bridge (against a scripted stand-in for SkyPilot's SDK: no cloud is ever touched)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fake_skypilot import write_fake_sky
+from helpers_cli import run_cli
+from tpubench.errors import UserError
+from tpubench.launch import skypilot
+from tpubench.launch.plan import expected_hours, nodes_needed, plan_target
+from tpubench.launch.targets import resolve_targets
+from tpubench.pricing import load_prices
+from tpubench.workload import expand, load_workload, with_layout
+
+REPO = Path(__file__).resolve().parents[1]
+QWEN3_MOE = REPO / "workloads" / "qwen3_moe.yaml"
+
+
+@pytest.fixture(scope="module")
+def prices():
+    return load_prices()
+
+
+def sky_python() -> str:
+    python = skypilot.find_python()
+    if python is None:
+        pytest.skip("SkyPilot is not installed here (.ci/run installs it into its own venv and sets "
+                    "TPUBENCH_SKYPILOT_PYTHON)")
+    return python
+
+
+def sky_parse(files: list[Path]) -> list[dict]:
+    """The tasks as SkyPilot itself reads them."""
+    return skypilot.call({"op": "parse", "files": [str(f) for f in files]}, python=sky_python())["tasks"]
+
+
+# ----------------------------------------------------------------------------- targets and prices
+
+
+def test_targets_resolve_to_the_cheapest_priced_row(prices):
+    tpu, h100, trn2 = resolve_targets(["tpu-v6e-8", "H100:8", "trn2.48xlarge"], prices)
+    assert (tpu.accelerators, tpu.cloud, tpu.chips_per_node, tpu.device) == ("tpu-v6e-8", "gcp", 8, "tpu")
+    assert tpu.priced_as["usd_per_hour"] == 21.6 and tpu.priced_as["region"] == "us-central1"
+    # H100:8 is offered on gcp (43.06615/h), aws (55.04) and azure (98.32): the cheapest is priced,
+    # and no cloud is pinned (SkyPilot's optimizer chooses too).
+    assert (h100.accelerators, h100.cloud, h100.device) == ("H100:8", None, "cuda")
+    assert h100.priced_as["instance_type"] == "a3-highgpu-8g" and h100.priced_as["usd_per_hour"] == 43.06615
+    # An instance type pins its cloud; trn2.48xlarge has a spot price only.
+    assert (trn2.accelerators, trn2.cloud, trn2.chips_per_node, trn2.device) == ("Trainium2:16", "aws", 16, "neuron")
+    assert trn2.priced_as["usd_per_hour"] is None and "spot $20.76/h" in trn2.note
+    (spot,) = resolve_targets(["trn2.48xlarge"], prices, plan="spot")
+    assert spot.priced_as["usd_per_hour"] == 20.7554 and spot.note == ""
+    (aws,) = resolve_targets(["H100:8"], prices, cloud="aws")
+    assert (aws.cloud, aws.priced_as["instance_type"], aws.priced_as["usd_per_hour"]) == ("aws", "p5.48xlarge", 55.04)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("tpu-v6e-9", "unknown target 'tpu-v6e-9' (did you mean 'tpu-v6e-8'?)"),
+    ("H10:8", "unknown target 'H10:8' (did you mean 'H100:8'?)"),
+    ("trn2.48xlarg", "(did you mean 'trn2.48xlarge'?)"),
+    ("H100:3", "no instance with 3 x H100 in the price table (priced counts: 8)"),
+    ("H100:8:2", "is not a target"),
+])
+def test_a_bad_target_is_one_line_with_a_suggestion(prices, spec, message):
+    with pytest.raises(UserError) as info:
+        resolve_targets([spec], prices)
+    assert message in info.value.one_line() and info.value.field == "--on"
+
+
+def test_targets_filtered_by_cloud_and_region_and_no_duplicates(prices):
+    with pytest.raises(UserError, match=r"'p5.48xlarge' has no price row in gcp"):
+        resolve_targets(["p5.48xlarge"], prices, cloud="gcp")
+    with pytest.raises(UserError, match=r"no price rows for cloud 'gpc' \(did you mean 'gcp'\?\)"):
+        resolve_targets(["H100:8"], prices, cloud="gpc")
+    with pytest.raises(UserError, match="same target"):
+        resolve_targets(["H100:8", "h100:8"], prices)
+
+
+# ----------------------------------------------------------------------------- plans and estimates
+
+
+def test_estimate_is_setup_plus_bounded_points_times_price(tiny_workload, prices):
+    w = load_workload(tiny_workload)
+    (tpu,) = resolve_targets(["tpu-v6e-8"], prices)
+    plan = plan_target(w, str(tiny_workload), tpu, remote_workload="$HOME/w.yaml", scale=None,
+                       out_dir="/tpubench-results/x", run_args=[], setup_s=900)
+    # 2 points (batch 1 and 2), eager, max_seconds 10: 900 + 2 * (10 + 120) = 1160 s.
+    assert len(plan.points) == 2 and plan.num_nodes == 1
+    assert plan.hours == pytest.approx(1160 / 3600)
+    assert plan.usd == pytest.approx(1160 / 3600 * 21.6)          # $6.96
+    assert plan.run_lines == ["tpubench run $HOME/w.yaml --device tpu --scale full --out /tpubench-results/x "
+                              "--resume --no-price"]
+    # Compile adds its allowance; an earlier wall time of the same point replaces the bound.
+    points = expand(w, "full")
+    compiled = [p.__class__(**{**p.to_dict(), "execution_mode": "compile"}) for p in points]
+    assert expected_hours(compiled, 0, {})[0] == pytest.approx(2 * (10 + 120 + 300) / 3600)
+    hours, basis = expected_hours(points, 100, {points[0].key(): 50.0})
+    assert hours == pytest.approx((100 + 50 + 130) / 3600) and basis.startswith("1 of 2 point(s) from earlier runs")
+    fixed = plan_target(w, str(tiny_workload), tpu, remote_workload="w", scale=None, out_dir="o", run_args=[], hours=2)
+    assert (fixed.hours, fixed.usd, fixed.hours_basis) == (2, 43.2, "--hours")
+
+
+def test_layouts_wider_than_a_node_span_nodes_under_torchrun(prices):
+    w = with_layout(load_workload(QWEN3_MOE), expert=16)
+    h100, tpu = resolve_targets(["H100:8", "tpu-v6e-8"], prices)
+    plan = plan_target(w, str(QWEN3_MOE), h100, remote_workload="$HOME/w.yaml", scale=None, out_dir="/o",
+                       run_args=["--expert-parallel", "16"])
+    assert plan.num_nodes == 2
+    assert plan.usd == pytest.approx(2 * 43.06615 * plan.hours)    # two machines
+    run = plan.run_lines[-1]
+    assert run.startswith('if [ "$SKYPILOT_NODE_RANK" -lt 2 ]; then python -m torch.distributed.run --nnodes=2 '
+                          "--nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29500")
+    assert run.count("--expert-parallel 16") == 1 and "-m tpubench.cli run $HOME/w.yaml --device cuda" in run
+    with pytest.raises(UserError, match="a point needs 16 chips and tpu-v6e-8 has 8: choose a bigger slice"):
+        nodes_needed(expand(w, "full"), tpu, "w.yaml")
+    points = expand(load_workload(QWEN3_MOE), "full")
+    with pytest.raises(UserError, match="a layout of 12 chips spans nodes of 8 .H100:8. unevenly: use a multiple of 8"):
+        nodes_needed([replace(p, expert_parallel=12) for p in points], h100, "w.yaml")
+    assert nodes_needed([replace(p, tensor_parallel=8) for p in points], h100, "w.yaml") == 1
+
+
+def test_a_model_that_fits_no_chip_of_the_target_is_refused_before_launch(prices):
+    w = load_workload(QWEN3_MOE)   # 30.5B parameters in bf16: 56.9 GiB of weights
+    (tpu,) = resolve_targets(["tpu-v6e-8"], prices)
+    with pytest.raises(UserError, match=r"tpu-v6e-8: no point fits: .* need 56.9 GiB per chip, a TPU v6e chip has "
+                                        r"32.0 GiB; shard it over at least 2 chips"):
+        plan_target(w, str(QWEN3_MOE), tpu, remote_workload="w", scale=None, out_dir="o", run_args=[])
+    sharded = plan_target(with_layout(w, expert=8), str(QWEN3_MOE), tpu, remote_workload="w", scale=None,
+                          out_dir="o", run_args=["--expert-parallel", "8"])
+    assert sharded.warnings == [] and sharded.num_nodes == 1
+
+
+# ----------------------------------------------------------------------------- task files, SkyPilot's parser
+
+
+def dry_run(monkeypatch, capsys, tmp_path, *extra) -> tuple[int, str, str, Path]:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "tpu-v6e-8", "--on", "H100:8",
+                             "--on", "trn2.48xlarge", "--bucket", "gs://tpubench-test/team", "--expert-parallel", "8",
+                             "--dry-run", *extra)
+    folders = list((tmp_path / "launch").glob("*"))
+    return code, out, err, (folders[0] if folders else None)
+
+
+def test_dry_run_writes_tasks_that_skypilot_parses(monkeypatch, capsys, tmp_path):
+    code, out, err, folder = dry_run(monkeypatch, capsys, tmp_path)
+    assert code == 0, err
+    files = sorted(folder.glob("*.yaml"))
+    assert [f.name for f in files] == ["H100-8.yaml", "tpu-v6e-8.yaml", "trn2.48xlarge.yaml"]
+    launch_id = folder.name
+    for f in files:
+        assert f"sky jobs launch launch/{launch_id}/{f.name} --name" in out
+    assert f"then: tpubench collect gs://tpubench-test/team/{launch_id}" in out
+    # The estimate: tpu $21.60/h and H100 $43.07/h for 4 bounded points + setup; trn2 has no on-demand price.
+    hours = (900 + 4 * (300 + 120)) / 3600
+    assert f"${21.6 * hours:,.2f}" in out and f"${43.06615 * hours:,.2f}" in out
+    assert f"${(21.6 + 43.06615) * hours:,.2f} + unpriced targets" in out
+    assert "would need --yes: no price for trn2.48xlarge" in err
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert [t["results_url"] for t in manifest["targets"]] == [
+        f"gs://tpubench-test/team/{launch_id}/{slug}" for slug in ("tpu-v6e-8", "H100-8", "trn2.48xlarge")]
+
+    tasks = {Path(t["file"]).name: t for t in sky_parse(files)}
+    expect = {"tpu-v6e-8.yaml": ({"tpu-v6e-8": 1}, "GCP", "tpu"), "H100-8.yaml": ({"H100": 8}, None, "cuda"),
+              "trn2.48xlarge.yaml": ({"Trainium2": 16}, "AWS", "neuron")}
+    for name, (accelerators, cloud, device) in expect.items():
+        task = tasks[name]
+        (res,) = task["resources"]
+        assert (res["accelerators"], res["cloud"], res["use_spot"], task["num_nodes"]) == (accelerators, cloud, False, 1)
+        slug = name[:-5]
+        assert (f"tpubench run $HOME/tpubench-launch/qwen3_moe.yaml --device {device} --scale full "
+                f"--out /tpubench-results/team/{launch_id}/{slug} --resume --no-price --expert-parallel 8") in task["run"]
+        assert task["storage_mounts"] == {"/tpubench-results": "gs://tpubench-test"}
+        assert list(task["file_mounts"]) == ["~/tpubench-launch/qwen3_moe.yaml"]
+        assert task["workdir"] == str(REPO)   # this checkout is installed there with the device's extra
+        extra = {"tpu": "tpu", "cuda": "cuda", "neuron": "neuron"}[device]
+        assert f"python -m pip install -q -e '.[{extra}]'" in task["setup"]
+    assert "--extra-index-url https://pip.repos.neuron.amazonaws.com" in tasks["trn2.48xlarge.yaml"]["setup"]
+
+
+def test_spot_multi_node_task_parses_with_its_node_count(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--expert-parallel", "16",
+                             "--bucket", "s3://tpubench-test", "--spot", "--install", "tpubench[cuda]==0.1.0",
+                             "--dry-run", "--tasks-dir", "tasks")
+    assert code == 0, err
+    (task,) = sky_parse(list((tmp_path / "tasks").glob("*/H100-8.yaml")))
+    (res,) = task["resources"]
+    assert (res["accelerators"], res["use_spot"], task["num_nodes"]) == ({"H100": 8}, True, 2)
+    assert "python -m torch.distributed.run --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d" in task["run"]
+    assert task["workdir"] is None and "python -m pip install -q tpubench[cuda]==0.1.0" in task["setup"]
+    assert task["storage_mounts"] == {"/tpubench-results": "s3://tpubench-test"}
+
+
+def test_skypilot_errors_come_through_as_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nresources:\n  accelerators: H100:eight\nrun: echo\n")
+    with pytest.raises(skypilot.ExternalFailure) as info:
+        skypilot.call({"op": "parse", "files": [str(bad)]}, python=sky_python(), what="reading bad.yaml")
+    line = info.value.one_line()
+    assert line.startswith("reading bad.yaml: ") and "\n" not in line and info.value.exit_code == 1
+
+
+# ----------------------------------------------------------------------------- refusals before launching
+
+
+def test_over_the_cost_limit_needs_yes(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--bucket",
+                             "gs://tpubench-test", "--max-cost", "10")
+    assert code == 2
+    assert "error: --yes: not launched: the estimate $30.86 is over the $10.00 limit (--max-cost)" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--on", "H100:8"], "--bucket: name the bucket results go to"),
+    (["--on", "H100:8", "--bucket", "gs://Bad_Bucket"], "is not a bucket URL"),
+    (["--on", "tpu-v6e-8", "--bucket", "gs://bkt"], "tpu-v6e-8: no point fits"),
+])
+def test_bad_launch_input_is_one_line_exit_2(monkeypatch, capsys, tmp_path, args, message):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TPUBENCH_BUCKET", raising=False)
+    code, _, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--dry-run", *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "launch").exists()
+
+
+def test_launch_without_skypilot_says_how_to_install(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(skypilot.PYTHON_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))           # no `sky` on PATH
+    monkeypatch.setattr(skypilot.importlib.util, "find_spec", lambda name: None)
+    code, _, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--bucket", "gs://bkt", "--yes")
+    assert code == 2 and 'SkyPilot is not installed: pip install "tpubench[launch]"' in err
+    # --dry-run needs no SkyPilot.
+    code, _, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--bucket", "gs://bkt",
+                           "--dry-run")
+    assert code == 0, err
+
+
+def test_launch_and_validate_stay_free_of_torch(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from tpubench.cli import main
+        sys.argv = ["tpubench", "launch", {str(QWEN3_MOE)!r}, "--on", "H100:8", "--bucket", "gs://bkt",
+                    "--dry-run", "--tasks-dir", {str(tmp_path)!r}]
+        try:
+            main()
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        print(sorted(m for m in ("torch", "transformers", "jax") if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ----------------------------------------------------------------------------- launching (scripted SkyPilot SDK)
+
+
+def test_launch_records_job_ids_and_skypilot_refusals(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(write_fake_sky(tmp_path / "fake")))
+    monkeypatch.setenv(skypilot.PYTHON_ENV, sys.executable)
+    code, out, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--on", "trn2.48xlarge",
+                             "--bucket", "gs://bkt", "--yes")
+    assert code == 0, err
+    (manifest_path,) = (tmp_path / "launch").glob("*/manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    h100, trn2 = manifest["targets"]
+    assert h100["job_id"] == 41 + len(h100["job_name"]) % 7 and f"H100:8: managed job {h100['job_id']}" in out
+    assert trn2["job_id"] is None
+    assert trn2["launch_error"] == ("launching trn2.48xlarge: ResourcesUnavailableError: Failed to acquire resources "
+                                    "in all zones in us-east-2 Try other regions.")
+    assert "warning: launching trn2.48xlarge: ResourcesUnavailableError" in err and "Traceback" not in err
