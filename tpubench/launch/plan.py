@@ -64,6 +64,9 @@ def plan_target(workload: Workload, source: str, target: Target, *, remote_workl
     keys to seconds the same point took before on this accelerator (used before the bound)."""
     scale = default_scale(workload, target, scale)
     points = expand(workload, scale, source=source)
+    if any(p.scenario_kind == "serve" and p.params["server"].get("url") for p in points):
+        raise UserError("a server at a URL is not on the launched machine: give scenario.server.launch so "
+                        "tpubench starts the server there", where=source, field="scenario.server.url")
     warnings = _fit_warnings(points, target, source)
     num_nodes = nodes_needed(points, target, source)
     base = ["tpubench", "run", remote_workload, "--device", target.device, "--scale", scale,

@@ -77,9 +77,11 @@ def source_checkout() -> Path | None:
     return root if (root / "pyproject.toml").is_file() and (root / "tpubench" / "cli.py").is_file() else None
 
 
-def install_lines(target: Target, install: str | None, checkout: Path | None) -> list[str]:
-    extra = EXTRAS[target.device]
-    suffix = f"[{extra}]" if extra else ""
+def install_lines(target: Target, install: str | None, checkout: Path | None, serve: bool = False) -> list[str]:
+    """The setup section: a venv with tpubench and the device's extra (and `serve` for serving
+    workloads: the streaming client and `transformers serve`)."""
+    extras = [e for e in (EXTRAS[target.device], "serve" if serve else None) if e]
+    suffix = f"[{','.join(extras)}]" if extras else ""
     index = [f"--extra-index-url {NEURON_INDEX}"] if target.device == "neuron" else []
     if install:
         spec = install
@@ -115,7 +117,8 @@ def build_task(plan: TargetPlan, *, workload_name: str, workload_path: Path, buc
         remote_workload(workload_name, "~"): str(workload_path.resolve()),
         RESULTS_MOUNT: {"source": bucket.root, "mode": "MOUNT"},
     }
-    task["setup"] = "\n".join(install_lines(t, install, checkout)) + "\n"
+    serve = any(p.scenario_kind == "serve" for p in plan.points)
+    task["setup"] = "\n".join(install_lines(t, install, checkout, serve)) + "\n"
     task["run"] = "\n".join(["set -uo pipefail", ". ~/tpubench-venv/bin/activate",
                              f"mkdir -p {bucket.mounted(launch_id, t.slug)}", *plan.run_lines]) + "\n"
     return task
