@@ -3,7 +3,8 @@ sky.stream_and_get -> (job ids, handle), sky.jobs.queue -> records, sky.jobs.tai
 imported by tpubench's real bridge in a real subprocess (PYTHONPATH). No cloud is touched.
 
 Job ids: 41 + len(job name) % 7; a job named *trn2* finds no capacity. Queue states come from
-$FAKE_SKY_STATES ({"job id": "STATE"}); a FAILED job's log ends with an out-of-memory error.
+$FAKE_SKY_STATES ({"job id": "STATE"}), or the controller is down with $FAKE_SKY_CONTROLLER_DOWN; a
+FAILED job's log ends with an out-of-memory error.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ FILES = {
     "sky/exceptions.py": """
         class ResourcesUnavailableError(Exception):
             pass
+
+        class ClusterNotUpError(Exception):
+            pass
     """,
     "sky/jobs.py": """
         import json
@@ -45,6 +49,9 @@ FILES = {
             return {"name": name, "file": task.path}
 
         def queue(refresh, skip_finished=False, all_users=False, job_ids=None):
+            if os.environ.get("FAKE_SKY_CONTROLLER_DOWN"):
+                from sky import exceptions
+                raise exceptions.ClusterNotUpError("Jobs controller is not up.\\nRun `sky jobs queue --refresh`.")
             states = json.loads(os.environ.get("FAKE_SKY_STATES", "{}"))
             return [{"job_id": i, "job_name": f"job-{i}", "status": states.get(str(i), "RUNNING"),
                      "failure_reason": "exit code 1" if states.get(str(i), "").startswith("FAILED") else None}

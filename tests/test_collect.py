@@ -4,6 +4,7 @@ bridge (scripted SDK), bucket folders through the cloud CLI (a scripted `gcloud`
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -61,6 +62,16 @@ def test_two_remote_runs_merge_without_duplicates(tmp_path):
     assert len(row) == 1 and int(row["older_runs"].iloc[0]) == 1
 
 
+def test_results_land_on_mounts_without_hard_links(monkeypatch, tmp_path):
+    """Bucket mounts (gcsfuse, goofys) refuse link(); older kernels say ENOSYS: rename instead."""
+    def no_links(src, dst):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "link", no_links)
+    path = write_result(result("p1", "h100", T1), tmp_path)
+    assert read_results(tmp_path)[0][1].point_key == "p1" and path.exists()
+
+
 def test_collect_command_merges_folders(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     write_result(result("p1", "h100", T1), tmp_path / "remote1")
@@ -97,6 +108,15 @@ mkdir -p "$dest" && cp -R "$FAKE_BUCKETS/$path/." "$dest/"
 """
 
 
+def fake_gcloud(monkeypatch, tmp_path: Path, buckets: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gcloud").write_text(FAKE_GCLOUD)
+    (bin_dir / "gcloud").chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_BUCKETS", str(buckets))
+
+
 def test_collect_launches_brings_results_and_keeps_a_failed_jobs_log(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(monkeypatch, capsys, "launch", str(REPO / "workloads" / "qwen3_moe.yaml"), "--on", "H100:8",
@@ -107,18 +127,16 @@ def test_collect_launches_brings_results_and_keeps_a_failed_jobs_log(monkeypatch
     manifest = json.loads(manifest_path.read_text())
     launch_id = manifest["launch_id"]
     h100, trn2, tpu = manifest["targets"]
-    h100["job_id"], trn2["job_id"] = 7, 8          # as `launch` records them; tpu-v6e-8 was never launched
+    # As `launch` records them: two jobs, and a target SkyPilot refused.
+    manifest["dry_run"] = False
+    h100["job_id"], trn2["job_id"] = 7, 8
+    tpu["launch_error"] = "launching tpu-v6e-8: ResourcesUnavailableError: no capacity"
     manifest_path.write_text(json.dumps(manifest))
 
     buckets = tmp_path / "buckets"                 # what the H100 job wrote to its bucket folder
     write_result(result("p1", "h100", T1), buckets / "bkt" / "team" / launch_id / "H100-8")
     write_result(result("p2", "h100", T1), buckets / "bkt" / "team" / launch_id / "H100-8")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "gcloud").write_text(FAKE_GCLOUD)
-    (bin_dir / "gcloud").chmod(stat.S_IRWXU)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_BUCKETS", str(buckets))
+    fake_gcloud(monkeypatch, tmp_path, buckets)
     monkeypatch.setenv("PYTHONPATH", str(write_fake_sky(tmp_path / "fake")))
     monkeypatch.setenv(skypilot.PYTHON_ENV, sys.executable)
     monkeypatch.setenv("FAKE_SKY_STATES", json.dumps({"7": "SUCCEEDED", "8": "FAILED_SETUP"}))
@@ -142,3 +160,27 @@ def test_collect_launches_brings_results_and_keeps_a_failed_jobs_log(monkeypatch
     assert code == 1 and "SUCCEEDED (fetch failed)" in out
     code, _, err = run_cli(monkeypatch, capsys, "collect", "--launch-id", "nope")
     assert code == 2 and "no launch 'nope' under launch" in err
+
+    # The jobs controller stopped (SkyPilot stops it when idle): states unknown, buckets fetched all the same.
+    monkeypatch.setenv("FAKE_BUCKETS", str(buckets))
+    monkeypatch.setenv("FAKE_SKY_CONTROLLER_DOWN", "1")
+    write_result(result("p3", "h100", T2), buckets / "bkt" / "team" / launch_id / "H100-8")
+    code, out, err = run_cli(monkeypatch, capsys, "collect")
+    assert "job states not checked: reading the managed jobs' states: ClusterNotUpError: Jobs controller is not up." in err
+    assert len(read_results(tmp_path / "results")) == 3
+    assert code == 1 and "UNKNOWN (fetch failed)" in out    # trn2's folder is missing and its state unknown
+
+
+def test_collect_after_a_dry_run_looks_for_tasks_launched_by_hand(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(monkeypatch, capsys, "launch", str(REPO / "workloads" / "qwen3_moe.yaml"), "--on", "H100:8",
+                           "--on", "trn2.48xlarge", "--bucket", "gs://bkt", "--dry-run")
+    assert code == 0, err
+    (manifest_path,) = (tmp_path / "launch").glob("*/manifest.json")
+    launch_id = json.loads(manifest_path.read_text())["launch_id"]
+    write_result(result("p1", "h100", T1), tmp_path / "buckets" / "bkt" / launch_id / "H100-8")
+    fake_gcloud(monkeypatch, tmp_path, tmp_path / "buckets")
+    code, out, err = run_cli(monkeypatch, capsys, "collect")
+    assert code == 0, err
+    assert out.count("DRY RUN") == 3 and len(read_results(tmp_path / "results")) == 1
+    assert "nothing fetched (job DRY RUN): trn2.48xlarge" in out   # two rows and this note

@@ -20,6 +20,7 @@ from tpubench.errors import UserError
 from tpubench.launch import skypilot
 from tpubench.launch.plan import expected_hours, nodes_needed, plan_target
 from tpubench.launch.targets import resolve_targets
+from tpubench.launch.tasks import new_launch_id, package_spec
 from tpubench.pricing import load_prices
 from tpubench.workload import expand, load_workload, with_layout
 
@@ -63,6 +64,9 @@ def test_targets_resolve_to_the_cheapest_priced_row(prices):
     assert spot.priced_as["usd_per_hour"] == 20.7554 and spot.note == ""
     (aws,) = resolve_targets(["H100:8"], prices, cloud="aws")
     assert (aws.cloud, aws.priced_as["instance_type"], aws.priced_as["usd_per_hour"]) == ("aws", "p5.48xlarge", 55.04)
+    # A region belongs to one cloud: it pins it, so SkyPilot launches where the estimate was priced.
+    (east,) = resolve_targets(["H100:8"], prices, region="us-east-1")
+    assert (east.cloud, east.region, east.priced_as["instance_type"]) == ("aws", "us-east-1", "p5.48xlarge")
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -111,23 +115,72 @@ def test_estimate_is_setup_plus_bounded_points_times_price(tiny_workload, prices
     assert (fixed.hours, fixed.usd, fixed.hours_basis) == (2, 43.2, "--hours")
 
 
-def test_layouts_wider_than_a_node_span_nodes_under_torchrun(prices):
-    w = with_layout(load_workload(QWEN3_MOE), expert=16)
+def workload_with(tmp_path: Path, parallel: str) -> Path:
+    path = tmp_path / "qwen3_moe.yaml"
+    path.write_text(QWEN3_MOE.read_text() + f"parallel: {parallel}\n")
+    return path
+
+
+def test_layouts_wider_than_a_node_span_nodes_under_torchrun(prices, tmp_path):
+    source = workload_with(tmp_path, "{expert: [1, 16]}")
     h100, tpu = resolve_targets(["H100:8", "tpu-v6e-8"], prices)
-    plan = plan_target(w, str(QWEN3_MOE), h100, remote_workload="$HOME/w.yaml", scale=None, out_dir="/o",
-                       run_args=["--expert-parallel", "16"])
-    assert plan.num_nodes == 2
+    plan = plan_target(load_workload(source), str(source), h100, remote_workload="$HOME/w.yaml", scale=None,
+                       out_dir="/o", run_args=[])
+    assert plan.num_nodes == 2 and len(plan.points) == 8
     assert plan.usd == pytest.approx(2 * 43.06615 * plan.hours)    # two machines
-    run = plan.run_lines[-1]
-    assert run.startswith('if [ "$SKYPILOT_NODE_RANK" -lt 2 ]; then python -m torch.distributed.run --nnodes=2 '
-                          "--nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29500")
-    assert run.count("--expert-parallel 16") == 1 and "-m tpubench.cli run $HOME/w.yaml --device cuda" in run
+    assert plan.run_lines[0] == 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)'
+    wide, narrow = plan.run_lines[2:4]
+    assert wide.startswith('if [ "$SKYPILOT_NODE_RANK" -lt 2 ]; then python -m torch.distributed.run --nnodes=2 '
+                           "--nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29500")
+    assert "-m tpubench.cli run $HOME/w.yaml --device cuda" in wide and wide.endswith("--expert-parallel 16 || rc=$?; fi")
+    assert narrow.startswith('if [ "$SKYPILOT_NODE_RANK" = 0 ]; then tpubench run') and "--expert-parallel 1 " in narrow
     with pytest.raises(UserError, match="a point needs 16 chips and tpu-v6e-8 has 8: choose a bigger slice"):
-        nodes_needed(expand(w, "full"), tpu, "w.yaml")
+        nodes_needed(plan.points, tpu, "w.yaml")
     points = expand(load_workload(QWEN3_MOE), "full")
     with pytest.raises(UserError, match="a layout of 12 chips spans nodes of 8 .H100:8. unevenly: use a multiple of 8"):
         nodes_needed([replace(p, expert_parallel=12) for p in points], h100, "w.yaml")
     assert nodes_needed([replace(p, tensor_parallel=8) for p in points], h100, "w.yaml") == 1
+
+
+FAKE_TOOL = """#!/bin/sh
+echo "node $SKYPILOT_NODE_RANK: $(basename "$0") $*" >> "$CALLS"
+case "$*" in *"$FAIL_ON"*) exit 3;; esac
+"""
+
+
+def test_multi_node_run_script_runs_each_layout_on_its_nodes(prices, tmp_path):
+    """The generated run lines, executed by bash on two simulated nodes (tpubench and python are
+    stand-ins that record their arguments): each node runs exactly its layouts, widest first, and
+    a failed layout fails the job without skipping the others."""
+    source = workload_with(tmp_path, "{expert: [1, 16]}")
+    (h100,) = resolve_targets(["H100:8"], prices)
+    plan = plan_target(load_workload(source), str(source), h100, remote_workload="$HOME/w.yaml", scale=None,
+                       out_dir="/o", run_args=[])
+    script = tmp_path / "run.sh"
+    script.write_text("set -uo pipefail\n" + "\n".join(plan.run_lines) + "\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("tpubench", "python"):
+        (bin_dir / tool).write_text(FAKE_TOOL)
+        (bin_dir / tool).chmod(0o755)
+
+    def node(rank: int, fail_on: str = "no-such-argument") -> tuple[int, list[str]]:
+        calls = tmp_path / f"calls-{rank}-{fail_on}"
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "CALLS": str(calls), "FAIL_ON": fail_on,
+               "SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2", "SKYPILOT_TASK_ID": "t1"}
+        code = subprocess.run(["bash", str(script)], env=env).returncode
+        return code, calls.read_text().splitlines() if calls.exists() else []
+
+    code, calls = node(0)
+    assert code == 0 and len(calls) == 2
+    assert calls[0].startswith("node 0: python -m torch.distributed.run --nnodes=2 --nproc-per-node=8 "
+                               "--rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 --rdzv-id=tpubench-t1-16 "
+                               f"-m tpubench.cli run {tmp_path}/w.yaml --device cuda")
+    assert calls[1].startswith(f"node 0: tpubench run {tmp_path}/w.yaml --device cuda") and "--expert-parallel 1" in calls[1]
+    code, calls = node(1)
+    assert code == 0 and len(calls) == 1 and "--expert-parallel 16" in calls[0]
+    code, calls = node(0, fail_on="--expert-parallel 16")
+    assert code == 3 and len(calls) == 2            # the 16-chip layout failed, the 1-chip one still ran
 
 
 def test_a_model_that_fits_no_chip_of_the_target_is_refused_before_launch(prices):
@@ -193,14 +246,14 @@ def test_dry_run_writes_tasks_that_skypilot_parses(monkeypatch, capsys, tmp_path
 def test_spot_multi_node_task_parses_with_its_node_count(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--expert-parallel", "16",
-                             "--bucket", "s3://tpubench-test", "--spot", "--install", "tpubench[cuda]==0.1.0",
+                             "--bucket", "s3://tpubench-test", "--spot", "--install", "==0.1.0",
                              "--dry-run", "--tasks-dir", "tasks")
     assert code == 0, err
     (task,) = sky_parse(list((tmp_path / "tasks").glob("*/H100-8.yaml")))
     (res,) = task["resources"]
     assert (res["accelerators"], res["use_spot"], task["num_nodes"]) == ({"H100": 8}, True, 2)
     assert "python -m torch.distributed.run --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d" in task["run"]
-    assert task["workdir"] is None and "python -m pip install -q tpubench[cuda]==0.1.0" in task["setup"]
+    assert task["workdir"] is None and "python -m pip install -q 'tpubench[cuda]==0.1.0'" in task["setup"]
     assert task["storage_mounts"] == {"/tpubench-results": "s3://tpubench-test"}
 
 
@@ -228,6 +281,7 @@ def test_over_the_cost_limit_needs_yes(monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--on", "H100:8"], "--bucket: name the bucket results go to"),
     (["--on", "H100:8", "--bucket", "gs://Bad_Bucket"], "is not a bucket URL"),
+    (["--on", "H100:8", "--bucket", "r2://bucket"], "is not a bucket URL"),
     (["--on", "tpu-v6e-8", "--bucket", "gs://bkt"], "tpu-v6e-8: no point fits"),
 ])
 def test_bad_launch_input_is_one_line_exit_2(monkeypatch, capsys, tmp_path, args, message):
@@ -251,7 +305,30 @@ def test_launch_without_skypilot_says_how_to_install(monkeypatch, capsys, tmp_pa
     assert code == 0, err
 
 
-def test_launch_and_validate_stay_free_of_torch(tmp_path):
+def test_install_spec_carries_the_targets_extras():
+    assert package_spec(["cuda"], None, REPO) == "-e '.[cuda]'"
+    assert package_spec(["tpu", "serve"], None, None) == "'tpubench[tpu,serve]==0.1.0'"
+    assert package_spec(["neuron"], "==0.2.0", REPO) == "'tpubench[neuron]==0.2.0'"
+    assert package_spec([], "git+https://example.com/t.git@v1", None) == "'tpubench @ git+https://example.com/t.git@v1'"
+    with pytest.raises(UserError, match="--install: 'tpubench\\[cuda\\]' is not a tpubench version"):
+        package_spec(["cuda"], "tpubench[cuda]", None)
+
+
+def test_launch_ids_are_unique_and_a_bad_tasks_dir_or_manifest_is_one_line(monkeypatch, capsys, tmp_path):
+    assert new_launch_id("w") != new_launch_id("w")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    code, _, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--bucket", "gs://bkt",
+                           "--dry-run", "--tasks-dir", "a-file/launch")
+    assert code == 2 and "cannot write here" in err and len(err.strip().splitlines()) == 1
+    broken = tmp_path / "launch" / "x" / "manifest.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"launch_id": "x", "targets": [{"target": "H100:8"}]}')
+    code, _, err = run_cli(monkeypatch, capsys, "collect")
+    assert code == 2 and "manifest.json: not a tpubench launch manifest: missing targets[0].slug" in err
+
+
+def test_launch_stays_free_of_torch(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         from tpubench.cli import main

@@ -342,7 +342,7 @@ def launch(
     on: List[str] = typer.Option([], "--on", help="A target, as SkyPilot names accelerators (tpu-v6e-8, H100:8, "
                                                   "Trainium2:16) or an instance type (trn2.48xlarge); repeatable."),
     bucket: Optional[str] = typer.Option(None, "--bucket", envvar="TPUBENCH_BUCKET",
-                                         help="Where results go: gs://NAME[/PREFIX] or s3://NAME[/PREFIX]."),
+                                         help="Where results go: gs://NAME[/PREFIX] or s3://NAME[/PREFIX] (or $TPUBENCH_BUCKET)."),
     cloud: Optional[str] = typer.Option(None, "--cloud", help="Only this cloud (gcp, aws, azure)."),
     region: Optional[str] = typer.Option(None, "--region", help="Only this region."),
     spot: bool = typer.Option(False, "--spot", help="Spot instances (SkyPilot recovers preempted jobs; measured points are kept)."),
@@ -370,7 +370,7 @@ def launch(
                             tensor_parallel=tensor_parallel, expert_parallel=expert_parallel,
                             data_parallel=data_parallel, fsdp=fsdp, install=install, hours=hours,
                             setup_s=setup_minutes * 60, prices=prices)
-    prepared = prepare(workload, options, tasks_dir)
+    prepared = prepare(workload, options, tasks_dir, dry_run=dry_run)
     console = _console()
     render_launch_plan(console, prepared)
     why = needs_confirmation(prepared, max_cost)
@@ -396,7 +396,12 @@ def launch(
             done = f"managed job {job_id}" if job_id is not None else "[red]not launched[/red]"
             console.print(f"{escape(target.spec)}: {done}")
 
-        entries = launch_jobs(prepared, on_line=on_line, on_launched=on_launched)
+        try:
+            entries = launch_jobs(prepared, on_line=on_line, on_launched=on_launched)
+        except KeyboardInterrupt:
+            _console(stderr=True).print(f"interrupted: the jobs launched so far are in "
+                                        f"{escape(str(prepared.folder / 'manifest.json'))} (see `sky jobs queue`)")
+            raise typer.Exit(130)
     for entry in entries:
         if entry.get("launch_error"):
             _warn_stderr(entry["launch_error"])

@@ -95,7 +95,7 @@ class _Price:
     origin: str
 
 
-def _suggest(name: str, choices: Iterable[str]) -> str:
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -138,7 +138,7 @@ def _check_header(path: Path, header_line: int, header: list[str]) -> None:
         seen.add(col)
         if col not in COLUMNS:
             # Most often a plan name of the user's own (e.g. "reserved"): say which plans exist.
-            raise UserError(f"unknown column{_suggest(col, COLUMNS)}; price plans are {', '.join(PLANS)} "
+            raise UserError(f"unknown column{did_you_mean(col, COLUMNS)}; price plans are {', '.join(PLANS)} "
                             f"(a percentage off is --discount), other columns "
                             f"{', '.join(KEY_COLUMNS + INSTANCE_COLUMNS + PROVENANCE_COLUMNS)}",
                             where=where, field=col)
@@ -317,7 +317,7 @@ def select_plans(prices: pd.DataFrame, plans: Sequence[str] | None) -> pd.DataFr
     present = plan_names(prices)
     for plan in plans:
         if plan not in present:
-            raise UserError(f"unknown plan '{plan}'{_suggest(plan, present)}; plans with prices: "
+            raise UserError(f"unknown plan '{plan}'{did_you_mean(plan, present)}; plans with prices: "
                             f"{', '.join(present)}", field="--plan")
     return prices[prices["plan"].isin(list(plans))].reset_index(drop=True)
 

@@ -7,6 +7,7 @@ is enough to price it later, on any machine.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -82,33 +83,54 @@ def write_result(result: RunResult, out_dir: str | Path) -> Path:
 def write_new_file(out_dir: str | Path, name: str, data: bytes) -> Path:
     """`data` as out_dir/name, or name-1, name-2... when taken: atomic, never overwriting."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     target = out / name
     stem, suffix = target.stem, target.suffix
-    n = 1
-    while target.exists():
-        target = out / f"{stem}-{n}{suffix}"
-        n += 1
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=out)
+    with _temp_copy(out, suffix, data) as tmp:
+        n = 1
+        while target.exists():
+            target = out / f"{stem}-{n}{suffix}"
+            n += 1
+        try:
+            # os.link fails if the target appeared meanwhile: a concurrent writer never clobbers it.
+            os.link(tmp, target)
+        except OSError as exc:
+            # FUSE bucket mounts (gcsfuse, goofys) answer ENOSYS on older kernels.
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            # No hard links on this filesystem (some network mounts): rename still never leaves a
+            # half-written file, and the name was checked as unused just above.
+            os.replace(tmp, target)
+    return target
+
+
+def replace_file(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` atomically, replacing what was there: a reader sees the old file or
+    the new one, never half of one."""
+    path = Path(path)
+    with _temp_copy(path.parent, path.suffix, data) as tmp:
+        os.replace(tmp, path)
+    return path
+
+
+@contextlib.contextmanager
+def _temp_copy(folder: Path, suffix: str, data: bytes):
+    """`data` in a synced temporary file in `folder` (readable as results are), removed on leaving
+    unless it was renamed; a folder that cannot be written is one line naming it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
+    except OSError as exc:
+        raise UserError(f"cannot write here: {exc.strerror or exc}", where=str(folder)) from None
     try:
         readable_by_all(fd)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        try:
-            # os.link fails if the target appeared meanwhile: a concurrent writer never clobbers it.
-            os.link(tmp, target)
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EOPNOTSUPP):
-                raise
-            # No hard links on this filesystem (some network mounts): rename still never leaves a
-            # half-written file, and the name was checked as unused just above.
-            os.replace(tmp, target)
+        yield tmp
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target
 
 
 def readable_by_all(fd: int) -> None:

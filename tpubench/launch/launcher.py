@@ -18,7 +18,7 @@ from tpubench.launch.plan import DEFAULT_SETUP_S, TargetPlan, plan_target
 from tpubench.launch.targets import Target, resolve_targets
 from tpubench.launch.tasks import (Bucket, build_task, job_name, new_launch_id, parse_bucket, read_manifests,
                                    remote_workload, source_checkout, task_header, write_manifest, write_task)
-from tpubench.results import now_iso
+from tpubench.results import now_iso, replace_file
 from tpubench.workload import check_sweep_size, load_workload, scale_names, with_layout
 
 DEFAULT_MAX_COST_USD = 50.0
@@ -63,8 +63,9 @@ class Prepared:
         return [p for p in self.plans if p.usd is None]
 
 
-def prepare(workload_path: Path, options: LaunchOptions, tasks_dir: Path) -> Prepared:
-    """Everything short of launching: targets priced, plans, task files and the manifest written."""
+def prepare(workload_path: Path, options: LaunchOptions, tasks_dir: Path, *, dry_run: bool = False) -> Prepared:
+    """Everything short of launching: targets priced, plans, task files and the manifest written
+    (`dry_run` is recorded: `collect` then looks for results of tasks launched by hand)."""
     from tpubench.pricing import load_prices
 
     source = str(workload_path)
@@ -82,15 +83,19 @@ def prepare(workload_path: Path, options: LaunchOptions, tasks_dir: Path) -> Pre
     layout_args = _layout_args(options)
     history = _history(options.history_dir, workload.name)
     checkout = None if options.install else source_checkout()
-    plans, files, entries = [], [], []
+    # Every target is planned (and may be refused) before anything is written.
+    plans, tasks = [], []
     for target in targets:
         plan = plan_target(workload, source, target, remote_workload=remote_workload(workload.name),
                            scale=options.scale, out_dir=bucket.mounted(launch_id, target.slug), run_args=layout_args,
                            setup_s=options.setup_s, hours=options.hours, history_s=history.get(target.accelerator))
         plans.append(plan)
+        tasks.append(build_task(plan, workload_name=workload.name, workload_path=workload_path, bucket=bucket,
+                                launch_id=launch_id, spot=options.spot, install=options.install, checkout=checkout))
+    files, entries = [], []
+    for plan, task in zip(plans, tasks):
+        target = plan.target
         job = job_name(workload.name, target)
-        task = build_task(plan, workload_name=workload.name, workload_path=workload_path, bucket=bucket,
-                          launch_id=launch_id, spot=options.spot, install=options.install, checkout=checkout)
         path = folder / f"{target.slug}.yaml"
         files.append(write_task(task, task_header(plan, job, path), path))
         entries.append({"target": target.spec, "slug": target.slug, "task_file": str(path), "job_name": job,
@@ -100,7 +105,7 @@ def prepare(workload_path: Path, options: LaunchOptions, tasks_dir: Path) -> Pre
                         "expected_usd": plan.usd})
     manifest = {"launch_id": launch_id, "created_at": now_iso(), "tpubench_version": __version__,
                 "workload": workload.name, "workload_file": str(workload_path.resolve()), "bucket": bucket.url(),
-                "spot": options.spot, "targets": entries}
+                "spot": options.spot, "dry_run": dry_run, "targets": entries}
     write_manifest(folder, manifest)
     return Prepared(launch_id, folder, workload.name, bucket, plans, files, manifest)
 
@@ -212,15 +217,18 @@ def collect_launches(tasks_dir: Path, out_dir: Path, *, launch_id: str | None = 
         for entry in manifest["targets"]:
             job_id = entry.get("job_id")
             state = states.get(job_id, {}) if job_id is not None else {}
-            status = state.get("status") or ("NOT LAUNCHED" if job_id is None else "UNKNOWN")
+            if job_id is not None:
+                status = state.get("status") or "UNKNOWN"
+            else:
+                status = "DRY RUN" if manifest.get("dry_run") and not entry.get("launch_error") else "NOT LAUNCHED"
             report = JobReport(manifest["launch_id"], entry["target"], job_id, status, entry["results_url"])
             if status in FAILED_STATES:
                 report.log_file, report.log_tail = _keep_log_tail(job_id, folder / f"{entry['slug']}.log",
                                                                   state.get("failure_reason", ""), warn)
-            if job_id is not None:
+            if status != "NOT LAUNCHED":   # a dry run's tasks may have been launched by hand
                 try:
                     local = fetch(entry["results_url"], folder / "fetched" / entry["slug"])
-                except ExternalFailure as exc:   # one bucket out of reach does not stop the others
+                except UserError as exc:   # one bucket out of reach does not stop the others
                     report.fetch_error = exc.one_line()
                 else:
                     summary = merge_results([local], out_dir, warn=warn)
@@ -233,18 +241,17 @@ def _job_states(manifests: list[dict], warn) -> dict[int, dict]:
     ids = [e["job_id"] for m in manifests for e in m["targets"] if e.get("job_id") is not None]
     if not ids:
         return {}
-    if skypilot.find_python() is None:
+    try:
+        answer = skypilot.call({"op": "queue", "job_ids": ids}, what="reading the managed jobs' states")
+    except UserError as exc:   # not installed, no API server, the controller gone: fetch all the same
         if warn:
-            warn(f"job states not checked: {skypilot.INSTALL_HINT}")
+            warn(f"job states not checked: {exc.one_line()}")
         return {}
-    answer = skypilot.call({"op": "queue", "job_ids": ids}, what="reading the managed jobs' states")
     return {j["job_id"]: j for j in answer.get("jobs", [])}
 
 
 def _keep_log_tail(job_id: int, path: Path, reason: str, warn) -> tuple[Path | None, list[str]]:
     """A failed job's last log lines, kept beside its task file (they vanish with the job's machine)."""
-    from tpubench.launch.tasks import write_text_atomic
-
     try:
         text = skypilot.call({"op": "logs", "job_id": job_id, "tail": 100}, what=f"reading job {job_id}'s log")["text"]
     except ExternalFailure as exc:
@@ -253,5 +260,5 @@ def _keep_log_tail(job_id: int, path: Path, reason: str, warn) -> tuple[Path | N
         text = ""
     if reason:
         text = f"failure reason: {reason}\n{text}"
-    write_text_atomic(path, text)
+    replace_file(path, text.encode())
     return path, [line for line in text.splitlines() if line.strip()][-8:]

@@ -102,32 +102,28 @@ def _run_lines(points: list[RunPoint], target: Target, base: list[str], run_args
                num_nodes: int) -> list[str]:
     if num_nodes == 1:
         return [shell_join(base + run_args)]   # tpubench starts its own worlds for multi-chip points
-    # Across nodes, each layout runs as its own `tpubench run` with that layout: layouts within one
-    # node on the first node alone (tpubench's own world), wider ones under torchrun's c10d
-    # rendezvous on as many nodes as they fill (every rank runs tpubench, rank 0 writes).
-    lines = ['MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)']
-    keep = [a for a in run_args if a in ("--fsdp", "--no-fsdp")]   # the layout flag is per line here
-    for flag, size in _layouts(points):
-        cmd = base + ([flag, str(size)] if flag else []) + keep
+    # Across nodes, each layout runs as its own `tpubench run` with that layout given explicitly
+    # (so no line runs another line's points), widest first: every node starts with the layout
+    # that spans all of them, so their torchrun c10d rendezvous meet at once, and each later layout
+    # is met by nodes that just left the same earlier one. Layouts within one node run on the
+    # first node alone (tpubench's own world); every rank runs tpubench, rank 0 writes.
+    # The job fails if any layout failed (SkyPilot reads the script's exit code).
+    flag = next(f for name, f in _LAYOUT_FLAGS if any(getattr(p, name) > 1 for p in points))
+    keep = [a for a in run_args if a in ("--fsdp", "--no-fsdp")]
+    lines = ['MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)', "rc=0"]
+    for size in sorted({p.world_size for p in points}, reverse=True):
+        cmd = base + [flag, str(size)] + keep
         if size <= target.chips_per_node:
-            lines.append(f'if [ "$SKYPILOT_NODE_RANK" = 0 ]; then {shell_join(cmd)}; fi')
+            lines.append(f'if [ "$SKYPILOT_NODE_RANK" = 0 ]; then {shell_join(cmd)} || rc=$?; fi')
             continue
         nodes = size // target.chips_per_node
         torchrun = ["python", "-m", "torch.distributed.run", f"--nnodes={nodes}",
                     f"--nproc-per-node={target.chips_per_node}", "--rdzv-backend=c10d",
                     f"--rdzv-endpoint=$MASTER_ADDR:{RDZV_PORT}", f"--rdzv-id=tpubench-$SKYPILOT_TASK_ID-{size}",
                     "-m", "tpubench.cli", *cmd[1:]]
-        lines.append(f'if [ "$SKYPILOT_NODE_RANK" -lt {nodes} ]; then {shell_join(torchrun)}; fi')
+        lines.append(f'if [ "$SKYPILOT_NODE_RANK" -lt {nodes} ]; then {shell_join(torchrun)} || rc=$?; fi')
+    lines.append("exit $rc")
     return lines
-
-
-def _layouts(points: list[RunPoint]) -> list[tuple[str | None, int]]:
-    """(run flag, chips) per distinct layout, smallest first."""
-    out = set()
-    for p in points:
-        flag = next((f for name, f in _LAYOUT_FLAGS if getattr(p, name) > 1), None)
-        out.add((flag, p.world_size))
-    return sorted(out, key=lambda x: (x[1], x[0] or ""))
 
 
 def expected_hours(points: list[RunPoint], setup_s: float, history_s: dict[str, float]) -> tuple[float, str]:

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Callable
 
 from tpubench.errors import ExternalFailure, UserError
+from tpubench.launch.sky_bridge import MARK
 
 PYTHON_ENV = "TPUBENCH_SKYPILOT_PYTHON"
 INSTALL_HINT = ('SkyPilot is not installed: pip install "tpubench[launch]", or install it on its own '
                 '(pipx install skypilot) and keep `sky` on PATH, or set TPUBENCH_SKYPILOT_PYTHON')
 BRIDGE = Path(__file__).with_name("sky_bridge.py")
-MARK = "TPUBENCH-BRIDGE-RESULT "
+# SkyPilot encodes its spinner updates as these lines when its output is not a terminal.
+_RICH_PAYLOAD = "<sky-payload>"
 
 
 def find_python() -> str | None:
@@ -75,7 +77,7 @@ def call(request: dict, *, on_line: Callable[[str], None] | None = None, python:
             line = line.rstrip("\n")
             if line.startswith(MARK):
                 result = json.loads(line[len(MARK):])
-            elif line.strip():
+            elif line.strip() and not line.startswith(_RICH_PAYLOAD):
                 tail.append(line)
                 if on_line:
                     on_line(line)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from tpubench.accelerators import CPU_ARM, CPU_X86
 from tpubench.errors import UserError
-from tpubench.pricing import _suggest
+from tpubench.pricing import did_you_mean
 
 # Price-table accelerator names -> SkyPilot's accelerator names (TPUs are named by slice instead).
 SKYPILOT_ACCELERATORS = {
@@ -32,7 +32,7 @@ class Target:
     spec: str                  # as the user wrote it
     accelerators: str | None   # SkyPilot's resources.accelerators ('tpu-v6e-8', 'H100:8'); None for CPU VMs
     instance_type: str | None  # set when the user named an instance (the estimate is priced on it)
-    cloud: str | None          # pinned cloud (--cloud, or the named instance's cloud)
+    cloud: str | None          # pinned cloud (--cloud, or that of the named instance, TPU slice or --region)
     region: str | None         # pinned region (--region)
     accelerator: str           # the price table's name ('TPU v6e', 'H100', 'Trainium2')
     chips_per_node: int
@@ -69,7 +69,7 @@ def resolve_targets(specs: list[str], prices: pd.DataFrame, *, plan: str = "on_d
     for flag, value, column in (("--cloud", cloud, "cloud"), ("--region", region, "region")):
         if value is not None:
             if value not in set(prices[column]):
-                raise UserError(f"no price rows for {column} '{value}'{_suggest(value, set(prices[column]))}",
+                raise UserError(f"no price rows for {column} '{value}'{did_you_mean(value, set(prices[column]))}",
                                 field=flag)
             rows = rows[rows[column] == value]
     seen: dict[str, str] = {}
@@ -109,7 +109,7 @@ def _resolve(spec: str, all_prices: pd.DataFrame, rows: pd.DataFrame, plan: str,
     if accelerator or (all_prices["instance_type"].str.lower() == name.lower()).any():
         raise UserError(f"'{spec}' has no price row{where} in the price table (drop --cloud/--region, "
                         "or add one with --prices FILE)", field="--on")
-    raise UserError(f"unknown target '{spec}'{_suggest(spec, _choices(all_prices))}", field="--on")
+    raise UserError(f"unknown target '{spec}'{did_you_mean(spec, _choices(all_prices))}", field="--on")
 
 
 def _choices(prices: pd.DataFrame) -> set[str]:
@@ -135,7 +135,9 @@ def _target(spec: str, rows: pd.DataFrame, plan: str, *, named_instance: bool, r
         sky_accelerators = f"{SKYPILOT_ACCELERATORS[accelerator]}:{chips}"
     else:
         sky_accelerators = None                          # a CPU VM: its instance type says it all
-    pinned_cloud = str(best["cloud"]) if (named_instance or device == "tpu") else cloud
+    # A named instance, a TPU slice or a region belongs to one cloud: pin it, so SkyPilot launches
+    # where the estimate was priced.
+    pinned_cloud = str(best["cloud"]) if (named_instance or device == "tpu" or region) else cloud
     note = ""
     if priced.empty:
         other = ", ".join(f"{r.plan} ${r.usd_per_instance_hour:,.2f}/h ({r.cloud} {r.region})"

@@ -9,8 +9,9 @@ nothing is lost when the job's machine is deleted.
 from __future__ import annotations
 
 import json
-import os
 import re
+import secrets
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,11 +22,12 @@ from tpubench import __version__
 from tpubench.errors import UserError
 from tpubench.launch.plan import RESULTS_MOUNT, WORKLOAD_DIR, TargetPlan
 from tpubench.launch.targets import Target
+from tpubench.results import replace_file
 
 # `tpubench[extra]` per device; TorchNeuron comes from AWS's own package index.
 EXTRAS = {"tpu": "tpu", "cuda": "cuda", "neuron": "neuron", "cpu": None}
 NEURON_INDEX = "https://pip.repos.neuron.amazonaws.com"
-_BUCKET = re.compile(r"^(?P<scheme>gs|s3|r2)://(?P<name>[a-z0-9][a-z0-9._-]{1,221}[a-z0-9])(?P<prefix>(/[A-Za-z0-9._-]+)*)/?$")
+_BUCKET = re.compile(r"^(?P<scheme>gs|s3)://(?P<name>[a-z0-9][a-z0-9._-]{1,221}[a-z0-9])(?P<prefix>(/[A-Za-z0-9._-]+)*)/?$")
 MANIFEST = "manifest.json"
 
 
@@ -52,7 +54,7 @@ def parse_bucket(text: str | None) -> Bucket:
                         "a managed job's machine is deleted when the job ends", field="--bucket")
     m = _BUCKET.match(text.strip())
     if not m:
-        raise UserError(f"'{text}' is not a bucket URL: gs://NAME[/PREFIX], s3://NAME[/PREFIX] or r2://NAME[/PREFIX] "
+        raise UserError(f"'{text}' is not a bucket URL: gs://NAME[/PREFIX] or s3://NAME[/PREFIX] "
                         "(lowercase bucket name; letters, digits, '.', '_', '-' in the prefix)", field="--bucket")
     return Bucket(m.group("scheme"), m.group("name"), m.group("prefix").strip("/"))
 
@@ -63,7 +65,8 @@ def remote_workload(workload_name: str, home: str = "$HOME") -> str:
 
 
 def new_launch_id(workload_name: str) -> str:
-    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{workload_name}"
+    """Time-ordered and unique: two launches in one second get their own folders and bucket paths."""
+    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}-{workload_name}"
 
 
 def job_name(workload_name: str, target: Target) -> str:
@@ -77,23 +80,34 @@ def source_checkout() -> Path | None:
     return root if (root / "pyproject.toml").is_file() and (root / "tpubench" / "cli.py").is_file() else None
 
 
+_VERSION_SPEC = re.compile(r"^(==|>=|<=|~=|!=|<|>)")
+
+
+def package_spec(extras: list[str], install: str | None, checkout: Path | None) -> str:
+    """What pip installs on the target: this checkout (uploaded as the workdir), or tpubench from
+    `--install` (a version such as `==0.1.0`, or a URL such as `git+https://...`), else this version."""
+    suffix = f"[{','.join(extras)}]" if extras else ""
+    if install is None:
+        return f"-e {shlex.quote('.' + suffix)}" if checkout is not None else shlex.quote(f"tpubench{suffix}=={__version__}")
+    install = install.strip()
+    if _VERSION_SPEC.match(install):
+        return shlex.quote(f"tpubench{suffix}{install}")
+    if "://" in install:
+        return shlex.quote(f"tpubench{suffix} @ {install}")
+    raise UserError(f"'{install}' is not a tpubench version (==0.1.0) or a URL (git+https://...): the target's "
+                    "extras are added to it", field="--install")
+
+
 def install_lines(target: Target, install: str | None, checkout: Path | None, serve: bool = False) -> list[str]:
     """The setup section: a venv with tpubench and the device's extra (and `serve` for serving
     workloads: the streaming client and `transformers serve`)."""
     extras = [e for e in (EXTRAS[target.device], "serve" if serve else None) if e]
-    suffix = f"[{','.join(extras)}]" if extras else ""
     index = [f"--extra-index-url {NEURON_INDEX}"] if target.device == "neuron" else []
-    if install:
-        spec = install
-    elif checkout is not None:
-        spec = f"-e '.{suffix}'"           # the checkout, uploaded as the task's workdir
-    else:
-        spec = f"'tpubench{suffix}=={__version__}'"
     return ["set -euo pipefail",
             "python3 -m venv ~/tpubench-venv",
             ". ~/tpubench-venv/bin/activate",
             "python -m pip install -q --upgrade pip",
-            " ".join(["python -m pip install -q", spec, *index]),
+            " ".join(["python -m pip install -q", package_spec(extras, install, checkout), *index]),
             "tpubench backends   # what this machine offers, in the setup log"]
 
 
@@ -146,21 +160,16 @@ _TaskDumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
 
 def write_task(task: dict, header: str, path: Path) -> Path:
     text = header + yaml.dump(task, Dumper=_TaskDumper, sort_keys=False, default_flow_style=False, width=1000)
-    write_text_atomic(path, text)
-    return path
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    return replace_file(path, text.encode())
 
 
 def write_manifest(folder: Path, manifest: dict) -> Path:
-    path = folder / MANIFEST
-    write_text_atomic(path, json.dumps(manifest, indent=1) + "\n")
-    return path
+    """The manifest holds the job ids: rewritten atomically after each launch."""
+    return replace_file(folder / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
+
+
+_MANIFEST_KEYS = ("launch_id", "targets")
+_TARGET_KEYS = ("target", "slug", "job_id", "results_url")
 
 
 def read_manifests(tasks_dir: Path) -> list[dict]:
@@ -169,8 +178,13 @@ def read_manifests(tasks_dir: Path) -> list[dict]:
     for path in sorted(tasks_dir.glob(f"*/{MANIFEST}")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            data["_folder"] = str(path.parent)
-            out.append(data)
         except (OSError, ValueError) as exc:
             raise UserError(f"not a readable launch manifest: {exc}", where=str(path)) from None
+        missing = [k for k in _MANIFEST_KEYS if not isinstance(data, dict) or k not in data]
+        missing += [f"targets[{i}].{k}" for i, t in enumerate(data.get("targets") or [] if not missing else [])
+                    for k in _TARGET_KEYS if not isinstance(t, dict) or k not in t]
+        if missing:
+            raise UserError(f"not a tpubench launch manifest: missing {', '.join(missing)}", where=str(path))
+        data["_folder"] = str(path.parent)
+        out.append(data)
     return out
