@@ -362,3 +362,6 @@ def test_launch_records_job_ids_and_skypilot_refusals(monkeypatch, capsys, tmp_p
     assert trn2["launch_error"] == ("launching trn2.48xlarge: ResourcesUnavailableError: Failed to acquire resources "
                                     "in all zones in us-east-2 Try other regions.")
     assert "warning: launching trn2.48xlarge: ResourcesUnavailableError" in err and "Traceback" not in err
+    code, _, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "trn2.48xlarge", "--bucket", "gs://bkt",
+                           "--yes")
+    assert code == 1 and "ResourcesUnavailableError" in err    # nothing launched at all

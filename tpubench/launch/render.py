@@ -32,6 +32,13 @@ def render_launch_plan(console, prepared) -> None:
     bases = sorted({p.hours_basis for p in prepared.plans})
     console.print(f"expected hours: setup once per target, then per point: {'; '.join(bases)}. "
                   "SkyPilot's jobs controller (a small CPU VM) is not included.")
+    from tpubench.pricing import STALE_AFTER_DAYS, price_age_days
+
+    dates = sorted({p.target.priced_as["as_of"] for p in prepared.plans if p.target.priced_as["usd_per_hour"] is not None})
+    old = [f"{d} ({price_age_days(d)} days)" for d in dates if price_age_days(d) > STALE_AFTER_DAYS]
+    if old:
+        console.print(f"[yellow]warning:[/yellow] the estimate uses prices dated {', '.join(old)}: check them, or "
+                      "import SkyPilot's current catalog (`tpubench pricing import-skypilot`, then --prices FILE)")
     for plan in prepared.plans:
         for message in ([plan.target.note] if plan.target.note else []) + plan.warnings:
             console.print(f"[yellow]warning:[/yellow] {escape(plan.target.spec)}: {escape(message)}")
