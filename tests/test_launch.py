@@ -5,7 +5,6 @@ the SkyPilot bridge (against a scripted stand-in for SkyPilot's SDK: no cloud is
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap

@@ -21,7 +21,6 @@ from tpubench.launch.tasks import (Bucket, build_task, job_name, new_launch_id, 
 from tpubench.results import now_iso, replace_file
 from tpubench.workload import check_sweep_size, load_workload, scale_names, with_layout
 
-DEFAULT_MAX_COST_USD = 50.0
 FAILED_STATES = ("FAILED", "FAILED_SETUP", "FAILED_PRECHECKS", "FAILED_NO_RESOURCE", "FAILED_CONTROLLER")
 
 
@@ -48,7 +47,6 @@ class LaunchOptions:
 class Prepared:
     launch_id: str
     folder: Path
-    workload_name: str
     bucket: Bucket
     plans: list[TargetPlan]
     task_files: list[Path]
@@ -107,7 +105,7 @@ def prepare(workload_path: Path, options: LaunchOptions, tasks_dir: Path, *, dry
                 "workload": workload.name, "workload_file": str(workload_path.resolve()), "bucket": bucket.url(),
                 "spot": options.spot, "dry_run": dry_run, "targets": entries}
     write_manifest(folder, manifest)
-    return Prepared(launch_id, folder, workload.name, bucket, plans, files, manifest)
+    return Prepared(launch_id, folder, bucket, plans, files, manifest)
 
 
 def _layout_args(options: LaunchOptions) -> list[str]:
@@ -197,7 +195,7 @@ class JobReport:
         return bool(self.fetch_error) and self.status in ("SUCCEEDED", "UNKNOWN")
 
 
-def collect_launches(tasks_dir: Path, out_dir: Path, *, launch_id: str | None = None, check_jobs: bool = True,
+def collect_launches(tasks_dir: Path, out_dir: Path, *, launch_id: str | None = None,
                      warn: Callable[[str], None] | None = None) -> list[JobReport]:
     """Per launched target: its job's state (and log tail when it failed), then its results merged."""
     from tpubench.launch.collect import fetch, merge_results
@@ -210,7 +208,7 @@ def collect_launches(tasks_dir: Path, out_dir: Path, *, launch_id: str | None = 
     if not manifests:
         raise UserError(f"no launches under {tasks_dir} (run `tpubench launch` first, or name result folders "
                         "or bucket URLs: tpubench collect gs://BUCKET/... FOLDER)")
-    states = _job_states(manifests, warn) if check_jobs else {}
+    states = _job_states(manifests, warn)
     reports = []
     for manifest in manifests:
         folder = Path(manifest["_folder"])
@@ -250,7 +248,7 @@ def _job_states(manifests: list[dict], warn) -> dict[int, dict]:
     return {j["job_id"]: j for j in answer.get("jobs", [])}
 
 
-def _keep_log_tail(job_id: int, path: Path, reason: str, warn) -> tuple[Path | None, list[str]]:
+def _keep_log_tail(job_id: int, path: Path, reason: str, warn) -> tuple[Path, list[str]]:
     """A failed job's last log lines, kept beside its task file (they vanish with the job's machine)."""
     try:
         text = skypilot.call({"op": "logs", "job_id": job_id, "tail": 100}, what=f"reading job {job_id}'s log")["text"]
