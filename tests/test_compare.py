@@ -85,6 +85,22 @@ def test_folders_match_by_point_and_fail_if_slower(tmp_path, monkeypatch, capsys
     main()  # identical runs: no exit
 
 
+def test_training_results_compare_by_training_throughput(tmp_path):
+    from helpers_synthetic import write_train_results
+    from tpubench.results import read_results
+
+    # Step 1.0 s -> 1.25 s at 8 x 1024 tokens: 8192 -> 6553.6 tokens/s, ratio 0.8 +- 0.8*sqrt(2)*0.02.
+    write_train_results(tmp_path / "a", [dict(step_s=1.0)])
+    write_train_results(tmp_path / "b", [dict(step_s=1.25, accelerator="TPU v6e lite", device="tpu")])
+    (comp,), unmatched = compare_results(read_results(tmp_path / "a"), read_results(tmp_path / "b"))
+    by_name = {m.metric: m for m in comp.metrics}
+    assert unmatched == [] and comp.label == "synthetic_train full train b8 i1024 bfloat16: torch:cuda -> torch:tpu"
+    assert by_name["train_tokens_per_s"].ratio == pytest.approx(0.8)
+    assert by_name["train_tokens_per_s"].verdict == "slower" and by_name["step_mean_s"].verdict == "slower"
+    assert comp.headline() is by_name["train_tokens_per_s"]
+    assert slower_than([comp], 10) == [comp] and slower_than([comp], 25) == []
+
+
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_export_round_trip(tmp_path, monkeypatch, capsys, fmt):
     write_results(tmp_path / "r", [dict(batch_size=1), dict(batch_size=8, status="failed", error="OOM")])

@@ -307,7 +307,7 @@ def compare(
         tripped = slower_than(comparisons, fail_if_slower)
         for c in tripped:
             h = c.headline()
-            console.print(f"[red]slower[/red] {c.label}: output tokens/s x{h.ratio:.3f} ± {h.half_width:.3f} "
+            console.print(f"[red]slower[/red] {c.label}: {h.metric} x{h.ratio:.3f} ± {h.half_width:.3f} "
                           f"(limit -{fail_if_slower:g}%)")
         if tripped:
             raise typer.Exit(1)

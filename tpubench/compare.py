@@ -20,8 +20,12 @@ METRICS = (
     ("ttft_mean_s", False),
     ("tpot_mean_s", False),
     ("e2e_mean_s", False),
+    # training (scenario train)
+    ("train_tokens_per_s", True),
+    ("step_mean_s", False),
 )
-HEADLINE = "output_tokens_per_s"
+# The throughput a pair is judged by (--fail-if-slower): generation's, else training's.
+HEADLINES = ("output_tokens_per_s", "train_tokens_per_s")
 _MATCH = ("workload", "scale", "batch_size", "input_length", "output_length", "dtype", "execution_mode",
           "experts_implementation")
 
@@ -45,11 +49,13 @@ class PairComparison:
     numerics: Parity | None = None
 
     def headline(self) -> MetricComparison | None:
-        return next((m for m in self.metrics if m.metric == HEADLINE), None)
+        by_name = {m.metric: m for m in self.metrics}
+        return next((by_name[name] for name in HEADLINES if name in by_name), None)
 
 
 def _ci_half(metrics: dict, name: str) -> float:
-    # ttft_mean_s -> ttft_ci95_high_s; output_tokens_per_s -> output_tokens_per_s_ci95_high
+    # ttft_mean_s -> ttft_ci95_high_s (step_mean_s -> step_ci95_high_s);
+    # output_tokens_per_s -> output_tokens_per_s_ci95_high
     base, unit = (name[: -len("_mean_s")], "_s") if name.endswith("_mean_s") else (name, "")
     hi, lo = metrics.get(f"{base}_ci95_high{unit}"), metrics.get(f"{base}_ci95_low{unit}")
     if hi is None or lo is None or not (math.isfinite(hi) and math.isfinite(lo)):
@@ -94,8 +100,11 @@ def compare_results(a_results, b_results) -> tuple[list[PairComparison], list[st
     comparisons = []
     for (fa, ra), (fb, rb) in pairs:
         p = ra.point
-        label = (f"{p.get('workload')} {p.get('scale')} b{p.get('batch_size')} i{p.get('input_length')} "
-                 f"o{p.get('output_length')} {p.get('dtype')}: {ra.backend}:{ra.device} -> {rb.backend}:{rb.device}")
+        shape = " ".join(f"{tag}{p[key]}" for tag, key in (("b", "batch_size"), ("i", "input_length"),
+                                                            ("o", "output_length")) if p.get(key) is not None)
+        kind = " train" if p.get("scenario_kind") == "train" else ""
+        label = (f"{p.get('workload')} {p.get('scale')}{kind} {shape} {p.get('dtype')}: "
+                 f"{ra.backend}:{ra.device} -> {rb.backend}:{rb.device}")
         comparisons.append(PairComparison(label, str(fa), str(fb), compare_metrics(ra.metrics, rb.metrics),
                                           compare_numerics(ra, rb)))
     return comparisons, unmatched
