@@ -144,10 +144,17 @@ def make_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str = "cu
         if samples:
             sample_lists = synthetic_samples(metrics, iterations, itl_samples, seed)
     key = f"{workload}-{scale}-{accelerator}-{chips}-b{batch_size}-i{input_length}-o{output_length}-{seed}"
+    return _result(status, error, workload, point, key, backend, device, environment, started_at, metrics,
+                   valid, invalid_reasons, samples=sample_lists)
+
+
+def _result(status, error, workload, point, key, backend, device, environment, started_at, metrics, valid,
+            invalid_reasons, samples=None) -> RunResult:
+    """The RunResult every synthetic maker returns (finished when it started; valid only if ok)."""
     return RunResult(
         status=status, error=error, workload_file=f"workloads/{workload}.yaml", point=point,
         point_key=key, backend=backend, device=device, environment=environment,
-        started_at=started_at, finished_at=started_at, samples=sample_lists, metrics=metrics,
+        started_at=started_at, finished_at=started_at, samples=samples or {}, metrics=metrics,
         validity={"valid": valid and status == "ok", "reasons": list(invalid_reasons)},
     )
 
@@ -239,12 +246,8 @@ def make_serve_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str
                                 ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s,
                                 interactivity_tokens_per_s=interactivity_tokens_per_s)
     key = f"serve-{workload}-{scale}-{server_name}-{accelerator}-{chips}-{load}-i{input_length}-o{output_length}-{seed}"
-    return RunResult(
-        status=status, error=error, workload_file=f"workloads/{workload}.yaml", point=point,
-        point_key=key, backend=backend, device=device, environment=environment,
-        started_at=started_at, finished_at=started_at, metrics=metrics,
-        validity={"valid": valid and status == "ok", "reasons": list(invalid_reasons)},
-    )
+    return _result(status, error, workload, point, key, backend, device, environment, started_at, metrics,
+                   valid, invalid_reasons)
 
 
 def write_serve_results(out_dir: str | Path, specs: Iterable[dict[str, Any]]) -> list[Path]:
@@ -309,12 +312,8 @@ def make_train_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str
                                 loss_last=loss_last, iterations=iterations)
     key = (f"train-{workload}-{scale}-{accelerator}-{chips}-w{world_size}-b{batch_size}-s{sequence_length}"
            f"-g{gradient_accumulation}-{seed}")
-    return RunResult(
-        status=status, error=error, workload_file=f"workloads/{workload}.yaml", point=point,
-        point_key=key, backend=backend, device=device, environment=environment,
-        started_at=started_at, finished_at=started_at, metrics=metrics,
-        validity={"valid": valid and status == "ok", "reasons": list(invalid_reasons)},
-    )
+    return _result(status, error, workload, point, key, backend, device, environment, started_at, metrics,
+                   valid, invalid_reasons)
 
 
 def write_train_results(out_dir: str | Path, specs: Iterable[dict[str, Any]]) -> list[Path]:

@@ -127,6 +127,16 @@ class _App:
             raise ValueError(f"unknown fault {s.fault!r}")
         return s
 
+    def admit(self, body: dict, received: float) -> tuple[Script, dict]:
+        """A request comes in: its script, counted in flight, and its log entry."""
+        script = self.script_for(body)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        entry = {"received": received, "in_flight": self.in_flight, "writes": [], "body": body,
+                 "script": asdict(script)}
+        self.log.append(entry)
+        return script, entry
+
     async def wait_until(self, deadline: float, spin: bool = False) -> None:
         delay = deadline - _now()
         if spin:
@@ -159,12 +169,7 @@ class _App:
     async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
         received = _now()
         body = await request.json()
-        script = self.script_for(body)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        entry = {"received": received, "in_flight": self.in_flight, "writes": [], "body": body,
-                 "script": asdict(script)}
-        self.log.append(entry)
+        script, entry = self.admit(body, received)
         try:
             return await self._reply(request, body, script, chat, received, entry)
         finally:
@@ -294,12 +299,7 @@ class _RawHTTP(asyncio.Protocol):
             app.max_in_flight = 0
             return self._json({"ok": True})
         body = json.loads(raw)
-        script = app.script_for(body)
-        app.in_flight += 1
-        app.max_in_flight = max(app.max_in_flight, app.in_flight)
-        entry = {"received": received, "in_flight": app.in_flight, "writes": [], "body": body,
-                 "script": asdict(script)}
-        app.log.append(entry)
+        script, entry = app.admit(body, received)
         plan = _plan(body, script, chat=path.endswith("/chat/completions"))
         transport = self.transport
 

@@ -108,6 +108,17 @@ def _cost_table(title: str, columns: tuple[str, ...]) -> Table:
     return table
 
 
+def _measured(table: Table, outcomes: list[PointOutcome]):
+    """(outcome, result, metrics) of each measured point; a failed one gets its row of dashes here."""
+    for o in outcomes:
+        if o.result is None:
+            continue
+        if o.result.status == "failed":
+            table.add_row(o.point.label(), *["-"] * (len(table.columns) - 2), "[red]failed[/red]")
+            continue
+        yield o, o.result, o.result.metrics
+
+
 def _valid_cell(r) -> str:
     return "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
 
@@ -118,13 +129,7 @@ def _serve_table(console, outcomes: list[PointOutcome]) -> None:
     table = _run_table(f"tpubench run: serving{f' ({server})' if server else ''}",
                        ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "ITL p50 ms", "output tok/s (95% CI)",
                         "req/s", "goodput req/s", "failed", "valid"))
-    for o in outcomes:
-        if o.result is None:
-            continue
-        r, m = o.result, o.result.metrics
-        if r.status == "failed":
-            table.add_row(o.point.label(), *["-"] * 7, "[red]failed[/red]")
-            continue
+    for o, r, m in _measured(table, outcomes):
         table.add_row(o.point.label(), f"{ms(m.get('ttft_p50_s'))} / {ms(m.get('ttft_p99_s'))}",
                       f"{ms(m.get('tpot_p50_s'))} / {ms(m.get('tpot_p99_s'))}", ms(m.get("itl_p50_s")),
                       _rate_with_ci(m, "output_tokens_per_s"), _number(m.get("requests_per_s"), ".2f"),
@@ -148,13 +153,7 @@ def _number(value, fmt: str) -> str:
 def _generate_table(console, outcomes: list[PointOutcome]) -> None:
     table = _run_table("tpubench run", ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)",
                                         "prefill tok/s", "MFU / MBU", "peak mem", "compile s", "valid"))
-    for o in outcomes:
-        if o.result is None:
-            continue
-        r, m = o.result, o.result.metrics
-        if r.status == "failed":
-            table.add_row(o.point.label(), "-", "-", "-", "-", "-", "-", "-", "[red]failed[/red]")
-            continue
+    for o, r, m in _measured(table, outcomes):
         table.add_row(
             o.point.label(),
             f"{ms(m.get('ttft_p50_s'))} / {ms(m.get('ttft_p99_s'))}",
@@ -180,13 +179,7 @@ def _train_label(o: PointOutcome) -> str:
 def _train_table(console, outcomes: list[PointOutcome]) -> None:
     table = _run_table("tpubench run: training", ("point", "step p50 ms", "train tok/s (95% CI)", "tok/s per chip",
                                                   "MFU", "loss first → last", "peak mem", "compile s", "valid"))
-    for o in outcomes:
-        if o.result is None:
-            continue
-        r, m = o.result, o.result.metrics
-        if r.status == "failed":
-            table.add_row(o.point.label(), *["-"] * 7, "[red]failed[/red]")
-            continue
+    for o, r, m in _measured(table, outcomes):
         first, last = m.get("loss_first"), m.get("loss_last")
         loss = "-" if first is None or last is None else f"{first:.3f} → {last:.3f}"
         table.add_row(_train_label(o), ms(m.get("step_p50_s")), _rate_with_ci(m, "train_tokens_per_s"),

@@ -43,14 +43,23 @@ def _started(result: RunResult) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def merge_results(sources: list[Path], out_dir: Path, *, warn: Callable[[str], None] | None = None) -> MergeSummary:
-    """Merge the results under `sources` into `out_dir` (see the module's rule)."""
-    out_dir = Path(out_dir)
+def local_index(out_dir: Path, *, warn: Callable[[str], None] | None = None) -> dict[tuple, datetime]:
+    """Identity -> start of the most recent result of it in `out_dir`."""
     local: dict[tuple, datetime] = {}
-    if out_dir.is_dir():
+    if Path(out_dir).is_dir():
         for _, r in read_results(out_dir, warn=warn):
             key = identity(r)
             local[key] = max(local.get(key, _OLDEST), _started(r))
+    return local
+
+
+def merge_results(sources: list[Path], out_dir: Path, *, local: dict[tuple, datetime] | None = None,
+                  warn: Callable[[str], None] | None = None) -> MergeSummary:
+    """Merge the results under `sources` into `out_dir` (see the module's rule). `local` is
+    `local_index(out_dir)` when the caller merges several times (it is kept up to date)."""
+    out_dir = Path(out_dir)
+    if local is None:
+        local = local_index(out_dir, warn=warn)
     fetched: dict[tuple, list[tuple[datetime, str, Path]]] = {}
     summary = MergeSummary()
     for source in sources:

@@ -198,7 +198,7 @@ class JobReport:
 def collect_launches(tasks_dir: Path, out_dir: Path, *, launch_id: str | None = None,
                      warn: Callable[[str], None] | None = None) -> list[JobReport]:
     """Per launched target: its job's state (and log tail when it failed), then its results merged."""
-    from tpubench.launch.collect import fetch, merge_results
+    from tpubench.launch.collect import fetch, local_index, merge_results
 
     manifests = read_manifests(tasks_dir)
     if launch_id:
@@ -209,6 +209,7 @@ def collect_launches(tasks_dir: Path, out_dir: Path, *, launch_id: str | None = 
         raise UserError(f"no launches under {tasks_dir} (run `tpubench launch` first, or name result folders "
                         "or bucket URLs: tpubench collect gs://BUCKET/... FOLDER)")
     states = _job_states(manifests, warn)
+    local = local_index(out_dir, warn=warn)   # read once, kept current by each merge
     reports = []
     for manifest in manifests:
         folder = Path(manifest["_folder"])
@@ -225,11 +226,11 @@ def collect_launches(tasks_dir: Path, out_dir: Path, *, launch_id: str | None = 
                                                                   state.get("failure_reason", ""), warn)
             if status != "NOT LAUNCHED":   # a dry run's tasks may have been launched by hand
                 try:
-                    local = fetch(entry["results_url"], folder / "fetched" / entry["slug"])
+                    fetched = fetch(entry["results_url"], folder / "fetched" / entry["slug"])
                 except UserError as exc:   # one bucket out of reach does not stop the others
                     report.fetch_error = exc.one_line()
                 else:
-                    summary = merge_results([local], out_dir, warn=warn)
+                    summary = merge_results([fetched], out_dir, local=local, warn=warn)
                     report.found, report.added = summary.found, len(summary.added)
             reports.append(report)
     return reports

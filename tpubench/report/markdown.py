@@ -137,12 +137,18 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
                  r["misses"]] for _, r in result.infeasible.iterrows()]
         out += ["## Platforms with no point meeting the SLOs (closest point)", "",
                 table(["Platform", "Closest point", "Misses"], rows), ""]
-    if len(result.unpriced):
-        out += [f"{len(result.unpriced)} result(s) not priced; see `tpubench report` for reasons.", ""]
+    return "\n".join(out + _budget_footer(result.unpriced, options))
+
+
+def _budget_footer(unpriced, options) -> list[str]:
+    """What a budget could not price, and the sources of the prices it used."""
+    out = []
+    if len(unpriced):
+        out += [f"{len(unpriced)} result(s) not priced; see `tpubench report` for reasons.", ""]
     if len(options):
         sources = options[["price_source", "price_as_of"]].drop_duplicates().sort_values("price_as_of")
         out += ["## Price sources", "", table(["Source", "As of"], sources.values.tolist()), ""]
-    return "\n".join(out)
+    return out
 
 
 def frame_to_markdown(df: pd.DataFrame) -> str:
@@ -172,9 +178,4 @@ def render_training_budget_markdown(result, max_rows: int = 50) -> str:
         out += ["## Options, cheapest first", "", table(headers, rows), ""]
     else:
         out += ["No priced platform has a valid training point.", ""]
-    if len(result.unpriced):
-        out += [f"{len(result.unpriced)} result(s) not priced; see `tpubench report` for reasons.", ""]
-    if len(options):
-        sources = options[["price_source", "price_as_of"]].drop_duplicates().sort_values("price_as_of")
-        out += ["## Price sources", "", table(["Source", "As of"], sources.values.tolist()), ""]
-    return "\n".join(out)
+    return "\n".join(out + _budget_footer(result.unpriced, options))
