@@ -244,3 +244,46 @@ def test_jax_device_info():
 def test_tpubench_import_does_not_import_jax():
     code = "import sys, tpubench, tpubench.models; assert 'jax' not in sys.modules, 'jax imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_zeroed_kv_cache_is_fenced_before_the_clock_starts(monkeypatch):
+    """The fresh cache of each iteration is waited for before the first timed clock read, so its
+    zeroing is never charged to prefill (TTFT)."""
+    import jax
+
+    from tpubench import measure
+    from tpubench.backends import jax as jax_backend
+    from tpubench.scenarios.generate import run_iteration
+
+    events = []
+
+    class Cache:
+        pass
+
+    def new_cache():
+        cache = Cache()
+        events.append(("new cache", id(cache)))
+        return cache
+
+    def block_until_ready(x):
+        events.append(("ready", id(x)))
+        return x
+
+    def clock():
+        events.append(("clock", None))
+        return float(len(events))
+
+    def step(*args):
+        cache = args[-1]
+        events.append(("step", id(cache)))
+        return "token", "logits", cache
+
+    monkeypatch.setattr(jax, "block_until_ready", block_until_ready)
+    monkeypatch.setattr(measure.time, "perf_counter", clock)
+    session = object.__new__(jax_backend.JaxSession)
+    session.params, session.ids, session.positions, session._last = None, None, [0, 1], None
+    session._new_cache, session._prefill, session._decode = new_cache, step, step
+    run_iteration(session, output_length=2)
+    (cache_id,) = [i for kind, i in events if kind == "new cache"]
+    first_clock = events.index(("clock", None))
+    assert ("ready", cache_id) in events[:first_clock], events

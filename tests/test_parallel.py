@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tpubench import load_results
+from tpubench.environment import cpu_chips
 from tpubench.parallel import FAULT_ENV
 from tpubench.results import read_result
 from helpers_cli import run_cli as cli
@@ -71,7 +72,8 @@ def test_tensor_parallel_2_matches_one_chip(tmp_path, monkeypatch, capsys, world
     tp2, one = read_result(tp2_file), read_result(one_file)
     assert tp2.status == "ok" and tp2.validity.valid, tp2.validity.reasons
     env = tp2.environment
-    assert env["world_size"] == 2 and env["chips"] == 2 and env["process_group_backend"] == "gloo"
+    # A CPU world is priced by the host's vCPU mask, as any CPU run (environment.device_chips).
+    assert env["world_size"] == 2 and env["chips"] == cpu_chips() and env["process_group_backend"] == "gloo"
     assert env["parallel_layout"] == {"tensor": 2, "expert": 1}
     assert sorted(r["rank"] for r in env["ranks"]) == [0, 1] and len({r["pid"] for r in env["ranks"]}) == 2
     assert len(tp2.compile["per_rank"]) == 2
@@ -85,7 +87,7 @@ def test_tensor_parallel_2_matches_one_chip(tmp_path, monkeypatch, capsys, world
     assert code == 0 and "agree" in out
 
     df = load_results([tmp_path / "tp2", tmp_path / "one"]).set_index("world_size")
-    assert df.loc[2, "chips"] == 2 and df.loc[2, "tensor_parallel"] == 2 and df.loc[2, "expert_parallel"] == 1
+    assert df.loc[2, "chips"] == cpu_chips() and df.loc[2, "tensor_parallel"] == 2 and df.loc[2, "expert_parallel"] == 1
     assert df.loc[1, "chips"] == one.environment["chips"] and df.loc[1, "tensor_parallel"] == 1
     assert world_processes(worlds_in_tmp_path) == []
 

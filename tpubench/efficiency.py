@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from tpubench.accelerators import chip_peaks, normalize_accelerator
+from tpubench.environment import device_chips
 
 # A probe measures what this host reached with its own shapes, not a nominal peak; a workload's
 # better-shaped matmuls can beat it, so only a clear excess counts as a timing bug on a CPU.
@@ -37,12 +38,18 @@ def peaks_for(device: str, accelerator_name: str | None, dtype: str) -> dict | N
                 "tolerance": CPU_PEAK_TOLERANCE, "source": "host probe (GEMM and memory copy, this machine)",
                 "probe": probe}
     spec = chip_peaks(normalize_accelerator(accelerator_name, device))
-    if spec is None:
+    # A framework device may be part of a chip (a logical NeuronCore): it is judged against its share.
+    share = device_chips(device, 1, accelerator_name)
+    if spec is None or share["chips"] is None:
         return None
+    part = share["chips"]
+    sending = spec["interconnect_send_bytes_per_s"]
+    shown = f" x {part:g} chip per device ({share['chips_source']})" if part != 1 else ""
     # The table lists dense bf16; for float32 runs that is still an upper bound on the chip.
-    return {"peak_flops": spec["peak_bf16_flops"], "peak_bytes_per_s": spec["memory_bandwidth_bytes_per_s"],
-            "interconnect_send_bytes_per_s": spec["interconnect_send_bytes_per_s"], "shared_by_world": False,
-            "tolerance": 1.0, "source": f"spec sheet: {spec['source'][:200]}"}
+    return {"peak_flops": spec["peak_bf16_flops"] * part,
+            "peak_bytes_per_s": spec["memory_bandwidth_bytes_per_s"] * part,
+            "interconnect_send_bytes_per_s": sending * part if sending is not None else None, "shared_by_world": False,
+            "tolerance": 1.0, "source": f"spec sheet: {spec['source'][:200]}{shown}"}
 
 
 def _per_chip(peak: float | None, peaks: dict, world_size: int) -> float | None:

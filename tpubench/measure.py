@@ -52,3 +52,23 @@ def done_measuring(iterations: int, elapsed_s: float, headline: Sequence[float],
 def achieved_ci(headline: Sequence[float]) -> float:
     value = relative_ci_half_width(headline)
     return value if math.isfinite(value) else math.nan
+
+
+class NoFallbackWatch:
+    """For sessions whose stack has no per-op CPU fallback (the JAX twin, scripted test sessions)."""
+
+    def __init__(self):
+        self.ops: list[str] = []
+
+    def __enter__(self) -> "NoFallbackWatch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def fallback_watch(session):
+    """The session's watch for ops that fall back to the CPU (backends.torch.FallbackWatch), as a
+    context manager whose `ops` lists them once it ends."""
+    watch = getattr(session, "watch_fallbacks", None)
+    return watch() if watch is not None else NoFallbackWatch()

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tpubench.environment import device_chips
+
 # Set by a test to make one rank fail at one phase: "RANK:PHASE:kill|hang|raise" (PHASE is a
 # reporter phase such as "load", "compile" or "measure").
 FAULT_ENV = "TPUBENCH_FAULT_INJECT"
@@ -268,10 +270,11 @@ def threads_per_rank(world_size: int) -> int:
 
 
 def world_environment(be, point, env: dict) -> dict:
-    """The environment of a multi-chip result: chips = world size (vCPUs of all ranks on a CPU)."""
+    """The environment of a multi-chip result: one device per rank, counted as chips by the one rule
+    (environment.device_chips: the host's vCPU mask on a CPU, logical NeuronCores per chip on Neuron)."""
     n = point.world_size
-    chips = threads_per_rank(n) * n if be.device == "cpu" else n
-    return {**env, "chips": chips, "world_size": n, "process_group_backend": be.process_group_backend(),
+    chips = device_chips(be.device, n, env.get("accelerator_name"))
+    return {**env, **chips, "world_size": n, "process_group_backend": be.process_group_backend(),
             "process_group_backend_source": be.process_group_source(),
             "parallel_layout": {"tensor": point.tensor_parallel, "expert": point.expert_parallel},
             "launcher": "torch.distributed.run (elastic launch, --standalone)"}

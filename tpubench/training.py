@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+from tpubench.backends.torch import FallbackWatch
 from tpubench.measure import done_measuring, fenced_clock
 
 GiB = 1 << 30
@@ -359,6 +360,9 @@ class TrainMeasurement:
     compile: dict
     peak_memory_bytes: int | None
     iterations: int = field(default=0)
+    # Ops that ran on the CPU instead of the device, as generate's (scenarios/generate.py).
+    fallback_ops_timed: list[str] = field(default_factory=list)
+    fallback_ops_untimed: list[str] = field(default_factory=list)
 
 
 def _compile_count() -> int:
@@ -408,23 +412,25 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
     now = fenced_clock(device_fence(device))
     fallbacks_before = _dynamo_fallbacks()
 
-    on_phase("compile", 0, 1)
-    reset_peak_memory(device)
-    compiled_before = _compile_count()
-    first_s, first_loss = run_step(step, now)
-    losses = [first_loss]
-    graphs_first = _compile_count() - compiled_before
-    on_phase("compile", 1, 1)
+    untimed_watch = FallbackWatch(device)
+    with untimed_watch:
+        on_phase("compile", 0, 1)
+        reset_peak_memory(device)
+        compiled_before = _compile_count()
+        first_s, first_loss = run_step(step, now)
+        losses = [first_loss]
+        graphs_first = _compile_count() - compiled_before
+        on_phase("compile", 1, 1)
 
-    warm: list[float] = []
-    compiled_warm_before = _compile_count()
-    t_warm = time.perf_counter()
-    for k in range(m["warmup"]):
-        on_phase("warm-up", k, m["warmup"])
-        seconds, loss = run_step(step, now)
-        warm.append(seconds)
-        losses.append(loss)
-    warmup_s = time.perf_counter() - t_warm
+        warm: list[float] = []
+        compiled_warm_before = _compile_count()
+        t_warm = time.perf_counter()
+        for k in range(m["warmup"]):
+            on_phase("warm-up", k, m["warmup"])
+            seconds, loss = run_step(step, now)
+            warm.append(seconds)
+            losses.append(loss)
+        warmup_s = time.perf_counter() - t_warm
 
     fixed = None
     if world is not None:
@@ -435,16 +441,18 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
     rates: list[float] = []
     start = time.perf_counter()
     n = 0
-    while True:
-        seconds, loss = run_step(step, now)
-        n += 1
-        times.append(seconds)
-        losses.append(loss)
-        rates.append(tokens / seconds)
-        elapsed = time.perf_counter() - start
-        on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
-        if done_measuring(n, elapsed, rates, m, fixed):
-            break
+    timed_watch = FallbackWatch(device)
+    with timed_watch:
+        while True:
+            seconds, loss = run_step(step, now)
+            n += 1
+            times.append(seconds)
+            losses.append(loss)
+            rates.append(tokens / seconds)
+            elapsed = time.perf_counter() - start
+            on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
+            if done_measuring(n, elapsed, rates, m, fixed):
+                break
     measure_s = time.perf_counter() - start
     recompiles = _compile_count() - compiled_timed_before
     graphs_warm = compiled_timed_before - compiled_warm_before
@@ -468,7 +476,9 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
     }
     return TrainMeasurement(step_s=times, warmup_step_s=warm, losses=host_losses, first_step_s=first_s,
                             warmup_s=warmup_s, measure_s=measure_s, compile=compile_info,
-                            peak_memory_bytes=peak_memory_bytes(device), iterations=n)
+                            peak_memory_bytes=peak_memory_bytes(device), iterations=n,
+                            fallback_ops_timed=list(timed_watch.ops),
+                            fallback_ops_untimed=[op for op in untimed_watch.ops if op not in timed_watch.ops])
 
 
 def _losses_to_host(losses: list) -> list[float]:

@@ -15,7 +15,8 @@ SLOW_FIRST_FACTOR = 1.5    # a warm-up iteration this much slower than steady st
 
 def assess(*, iterations: int, measure_s: float, measurement: dict, recompiles: int, generated_tokens: int,
            expected_tokens: int, throughput: Sequence[float], on_device: bool = True,
-           exceeds_peak: bool = False, recompile_limit_hits: int = 0) -> tuple[bool, list[str]]:
+           exceeds_peak: bool = False, recompile_limit_hits: int = 0,
+           fallback_ops: Sequence[str] = ()) -> tuple[bool, list[str]]:
     """(valid, reasons): a run is valid only when every rule holds."""
     reasons = []
     if iterations < measurement["min_iterations"]:
@@ -35,15 +36,21 @@ def assess(*, iterations: int, measure_s: float, measurement: dict, recompiles: 
         reasons.append(f"throughput CV {cv:.1%} above max_cv={measurement['max_cv']:.0%}")
     if not on_device:
         reasons.append("model parameters are on the CPU: the device fell back to the host")
+    if fallback_ops:
+        reasons.append(f"{len(fallback_ops)} op(s) fell back to the CPU while timed: {', '.join(fallback_ops[:10])}")
     if exceeds_peak:
         reasons.append("a timing implies more than the chip's peak FLOP/s or bandwidth: a timing bug")
     return not reasons, reasons
 
 
 def warnings_for(throughput: Sequence[float], warmup_e2e: Sequence[float], e2e: Sequence[float],
-                 max_cv: float, graph_breaks: int = 0) -> list[str]:
-    """Flag, don't hide: outliers, high variation, slow first iterations, drift, graph breaks."""
+                 max_cv: float, graph_breaks: int = 0, untimed_fallback_ops: Sequence[str] = ()) -> list[str]:
+    """Flag, don't hide: outliers, high variation, slow first iterations, drift, graph breaks, CPU
+    fallbacks seen before the timed phase."""
     out = []
+    if untimed_fallback_ops:
+        out.append(f"op(s) fell back to the CPU in the first call or warm-up: {', '.join(untimed_fallback_ops[:10])} "
+                   "(stacks often report an op only the first time: it may run on the CPU in every step)")
     if graph_breaks:
         out.append(f"{graph_breaks} torch.compile graph break(s): those parts run eager "
                    "(TORCH_LOGS=graph_breaks shows where)")

@@ -26,6 +26,7 @@ from tpubench.workload_serve import ServeScenario, length_axis, load_axis, load_
 Dtype = Literal["float32", "bfloat16", "float16"]
 ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm"]
 ExecutionMode = Literal["eager", "compile"]
+MatmulPrecision = Literal["highest", "high", "medium"]
 FULL_SCALE = "full"
 # Sweeps above this many points are refused before any per-point work (`--max-points` raises it).
 MAX_POINTS = 10_000
@@ -117,6 +118,11 @@ class Execution(_Strict):
     mode: Union[ExecutionMode, list[ExecutionMode]] = "eager"
     # Passed to torch.compile (mode, fullgraph, dynamic, options) or ignored by jax.jit.
     compile_options: dict[str, Any] = Field(default_factory=dict)
+    # How float32 matmuls compute inside (torch.set_float32_matmul_precision's names; JAX gets the
+    # same level): set on both sides, since JAX defaults to bf16 on TPU and TF32 on GPU, torch to fp32.
+    matmul_precision: Union[MatmulPrecision, list[MatmulPrecision]] = "highest"
+
+    _non_empty = field_validator("matmul_precision")(classmethod(lambda cls, v: _axis(v)))
 
 
 class Measurement(_Strict):
@@ -220,6 +226,8 @@ class RunPoint:
     expert_parallel: int = 1
     scenario_kind: str = "generate"
     data_parallel: int = 1
+    # execution.matmul_precision (None: the point's framework is not tpubench's, e.g. a server's).
+    matmul_precision: str | None = None
     # Scenario-specific resolved values (serve: the load point, lengths, server, SLOs).
     params: dict = field(default_factory=dict, hash=False)
     compile_options: dict = field(default_factory=dict, hash=False)
@@ -234,11 +242,13 @@ class RunPoint:
 
     def key(self) -> str:
         """A stable hash of everything that defines what is measured (for --resume). A single-chip
-        layout is left out of it, so points measured before `parallel` existed keep their key."""
+        layout is left out of it, so points measured before `parallel` existed keep their key; so is
+        matmul precision 'highest' (torch's own default before the field existed)."""
         data = self.to_dict()
         for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", "generate"),
-                              ("params", {}), ("data_parallel", 1)):
-            if data[name] == default:
+                              ("params", {}), ("data_parallel", 1), ("matmul_precision", None),
+                              ("matmul_precision", "highest")):
+            if name in data and data[name] == default:
                 del data[name]
         blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -273,6 +283,8 @@ class RunPoint:
                 parts.append(f"accum{self.params['gradient_accumulation']}")
             if self.data_parallel > 1:
                 parts.append(f"{'fsdp' if self.params.get('fsdp') else 'dp'}{self.data_parallel}")
+        if self.matmul_precision not in (None, "highest"):
+            parts.append(f"matmul={self.matmul_precision}")
         return " ".join(parts)
 
 
@@ -286,8 +298,7 @@ def load_workload(path: str | Path) -> Workload:
         raise UserError("no such workload file", where=str(path))
     text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
+        data, root = _parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -309,6 +320,21 @@ def load_workload(path: str | Path) -> Workload:
     return workload
 
 
+# libyaml's parser where PyYAML has it (several times faster), with the same safe constructor.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _parse_yaml(text: str) -> tuple[Any, Any]:
+    """The file's data and its node tree (whose marks give line numbers), from one parse: the same
+    as yaml.safe_load (safe constructor only) plus yaml.compose."""
+    loader = _SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        return (loader.construct_document(root) if root is not None else None), root
+    finally:
+        loader.dispose()
+
+
 def _user_error(path: Path, root, loc: tuple, message: str) -> UserError:
     line = _line_of(root, loc)
     where = f"{path}:{line}" if line else str(path)
@@ -321,6 +347,7 @@ def _check_model(workload: Workload, path: Path, root) -> None:
     from tpubench.models.config_check import ConfigProblem, check_model_config, family_problem
 
     if workload.model is None:
+        _check_served_model_named(workload, path, root)
         return
     problem = family_problem(workload.model.family)
     if problem:
@@ -337,6 +364,16 @@ def _check_model(workload: Workload, path: Path, root) -> None:
             raise _user_error(path, root, prefix + exc.path, exc.message) from None
         if workload.scenario.kind == "train":
             _check_sequence_fits(workload, scale, {**workload.model.config, **own}, path, root)
+
+
+def _check_served_model_named(workload: Workload, path: Path, root) -> None:
+    """A launched server told to serve model 'build' serves the workload's model: without a model
+    block there is nothing to build, and that is known before any server starts."""
+    launch = workload.scenario.server.launch if workload.scenario.kind == "serve" else None
+    if launch is not None and launch.model == "build":
+        raise _user_error(path, root, ("scenario", "server", "launch", "model"),
+                          "'build' serves the workload's model, but the workload has no model block: "
+                          "add one, or name the model to serve (a Hub id or a local path)")
 
 
 def _check_sequence_fits(workload: Workload, scale: str, config: dict, path: Path, root) -> None:
@@ -440,7 +477,15 @@ def _allowed_keys(loc: tuple) -> list[str]:
     return list(model.model_fields) if model else []
 
 
-_SCENARIOS = {"generate": GenerateScenario, "serve": ServeScenario}
+def _scenario_schemas() -> dict[str, type[BaseModel]]:
+    """Each scenario kind's schema section, read from Workload's `scenario` union: the union is the
+    only list of kinds here (tests check it against the scenarios registry), so a kind added there
+    is known to error messages too."""
+    union = Workload.model_fields["scenario"].annotation
+    return {schema.model_fields["kind"].annotation.__args__[0]: schema for schema in union.__args__}
+
+
+_SCENARIOS = _scenario_schemas()
 
 
 def _model_in(ann) -> type[BaseModel] | None:
@@ -497,6 +542,7 @@ def sweep_axes(workload: Workload, scale: str = FULL_SCALE, *, source: str = "")
         return {"batch_size": _as_list(over.batch_size or scen.batch_size),
                 "input_length": _as_list(over.sequence_length or scen.sequence_length),
                 "execution_mode": _as_list(workload.execution.mode),
+                "matmul_precision": _as_list(workload.execution.matmul_precision),
                 "data_parallel": _as_list(workload.parallel.data)}
     dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
     over = spec.scenario or ScenarioOverride()
@@ -507,6 +553,7 @@ def sweep_axes(workload: Workload, scale: str = FULL_SCALE, *, source: str = "")
         "input_length": _as_list(over.input_length or scen.input_length),
         "output_length": _as_list(over.output_length or scen.output_length),
         "execution_mode": _as_list(workload.execution.mode),
+        "matmul_precision": _as_list(workload.execution.matmul_precision),
         "tensor_parallel": _as_list(workload.parallel.tensor),
         "expert_parallel": _as_list(workload.parallel.expert),
     }

@@ -8,17 +8,32 @@ apart, and fences with `block_until_ready()`.
 from __future__ import annotations
 
 import importlib.util
-import os
 import resource
 import time
 from typing import Any
 
 from tpubench.backends import Availability
+from tpubench.environment import device_chips
 from tpubench.errors import UserError
 
 _JAX_PLATFORMS = ("cpu", "gpu", "tpu")
+# tpubench's precision level (torch's names) -> jax_default_matmul_precision: full float32, the
+# intermediate level (TF32 on GPU, three bfloat16 passes on TPU) and one bfloat16 pass, as torch's
+# "highest", "high" and "medium" (JAX docs: jax.default_matmul_precision).
+MATMUL_PRECISION = {"highest": "float32", "high": "tensorfloat32", "medium": "bfloat16"}
 _compiles = {"count": 0}
 _listening = {"on": False}
+
+
+def set_matmul_precision(precision: str | None) -> dict:
+    """Set how float32 matmuls compute (traced from now on: before a point lowers its functions)
+    and return what JAX's config reports back, for the result's environment."""
+    import jax
+
+    precision = precision or "highest"
+    jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION[precision])
+    return {"matmul_precision": precision,
+            "matmul_precision_applied": {"jax_default_matmul_precision": jax.config.jax_default_matmul_precision}}
 
 
 def _count_compiles() -> None:
@@ -70,13 +85,14 @@ class JaxBackend:
 
         dev = jax.devices()[0]
         on_cpu = jax.default_backend() == "cpu"
+        name = cpu_model_name() if on_cpu else dev.device_kind
         return {
             "jax": jax.__version__,
             "jax_platform": jax.default_backend(),
-            "accelerator_name": cpu_model_name() if on_cpu else dev.device_kind,
+            "accelerator_name": name,
             "accelerator_count": len(jax.devices()),
-            # XLA's CPU client uses every core it may run on; a CPU run is priced per vCPU.
-            "chips": len(os.sched_getaffinity(0)) if on_cpu else 1,
+            # The same rule as the torch backend's (environment.device_chips): one device's worth.
+            **device_chips("cpu" if on_cpu else jax.default_backend(), 1, name),
         }
 
     def estimate_memory(self, point) -> tuple[int, int | None]:
@@ -120,6 +136,7 @@ class JaxSession:
 
         self.device = backend.device
         self.config, self.params = built
+        self.matmul_precision = set_matmul_precision(getattr(point, "matmul_precision", None))
         config = self.config
         b, i, o = point.batch_size, point.input_length, point.output_length
         dtype = jnp.dtype(point.dtype)
@@ -154,8 +171,11 @@ class JaxSession:
         return False
 
     def reset(self) -> None:
-        # The cache is donated to each step, so a fresh zeroed one is made (outside the timed span).
-        self.cache = self._new_cache()
+        import jax
+
+        # The cache is donated to each step, so a fresh zeroed one is made, and waited for: the
+        # clock starts right after reset, and zeroing still queued would be charged to prefill.
+        self.cache = jax.block_until_ready(self._new_cache())
 
     def prefill(self):
         token, self.last_logits, self.cache = self._prefill(self.params, self.ids, self.cache)

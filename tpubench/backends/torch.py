@@ -8,12 +8,17 @@ torch.compile backend name, memory reporting and compile counting. Everything el
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import platform
+import re
 import resource
+import warnings
 from typing import Any
 
 from tpubench.backends import Availability
+from tpubench.environment import device_chips
+from tpubench.host_accelerators import ec2_instance_type
 
 # Which package provides each out-of-tree device, and how to get it.
 _PACKAGES = {
@@ -108,6 +113,11 @@ class TorchBackend:
         tpu_type = os.environ.get("TPU_ACCELERATOR_TYPE", "") if self.device in ("tpu", "xla") else ""
         if tpu_type:
             return f"TPU {tpu_type.split('-')[0]}"
+        # An EC2 Nitro instance names its type (trn1.32xlarge, trn2.48xlarge) in DMI: enough to
+        # tell Trainium from Trainium2, which hold different numbers of NeuronCores per chip.
+        instance = ec2_instance_type() if self.device == "neuron" else ""
+        if instance:
+            return f"AWS {instance}"
         return self.device.upper()
 
     def torch_device(self):
@@ -123,12 +133,13 @@ class TorchBackend:
     def environment(self) -> dict[str, Any]:
         import torch
 
+        name = self.accelerator_name()
         env: dict[str, Any] = {
             "torch": torch.__version__,
-            "accelerator_name": self.accelerator_name(),
+            "accelerator_name": name,
             "accelerator_count": 1 if self.device == "cpu" else torch.accelerator.device_count() if self.device != "xla" else 1,
-            # Per-chip figures divide by the chips used; a CPU run is priced per vCPU (thread).
-            "chips": torch.get_num_threads() if self.device == "cpu" else 1,
+            # Per-chip figures divide by the chips used: one device's worth (environment.device_chips).
+            **device_chips(self.device, 1, name),
             "torch_threads": torch.get_num_threads(),
         }
         if self.device == "cuda":
@@ -250,6 +261,8 @@ class TorchSession:
         self.prefill_positions = torch.arange(point.input_length, device=dev)
         self.decode_positions = [torch.tensor([point.input_length + s], device=dev) for s in range(point.output_length)]
         self.forward = model.forward
+        # Before torch.compile: inductor reads the precision when it compiles.
+        self.matmul_precision = set_matmul_precision(self.device, getattr(point, "matmul_precision", None))
         if point.execution_mode == "compile":
             # Start from empty dynamo caches: otherwise graphs (and dynamic-shape decisions) made
             # for an earlier point of the sweep would change what this point measures.
@@ -336,10 +349,112 @@ class TorchSession:
 
         return int(torch.accelerator.memory.max_memory_allocated())
 
+    def watch_fallbacks(self) -> FallbackWatch:
+        """A context manager collecting the ops that ran on the CPU instead of this device."""
+        return FallbackWatch(self.device)
+
     def on_requested_device(self) -> bool:
-        """False when parameters silently stayed on the CPU (a CPU fallback)."""
+        """False when parameters silently stayed on the CPU (a whole-model CPU fallback)."""
         param = next(self.model.parameters())
         return self.device == "cpu" or param.device.type != "cpu"
+
+
+# tpubench's precision level -> torch_xla's (torch_xla.backends.set_mat_mul_precision, 2.8+:
+# "default" is one bfloat16 pass, "high" three, "highest" six, as torch's "medium"/"high"/"highest").
+_XLA_MATMUL_PRECISION = {"highest": "highest", "high": "high", "medium": "default"}
+
+
+def set_matmul_precision(device: str, precision: str | None) -> dict:
+    """Set how float32 matmuls compute for one point (before anything is compiled for it) and
+    return what the frameworks report back, for the result's environment."""
+    import torch
+
+    precision = precision or "highest"
+    torch.set_float32_matmul_precision(precision)
+    applied: dict[str, Any] = {"torch.get_float32_matmul_precision": torch.get_float32_matmul_precision()}
+    if device == "xla":
+        try:
+            import torch_xla.backends as xla_backends
+
+            xla_backends.set_mat_mul_precision(_XLA_MATMUL_PRECISION[precision])
+            applied["torch_xla.backends.get_mat_mul_precision"] = xla_backends.get_mat_mul_precision()
+        except (ImportError, AttributeError):   # torch_xla < 2.8 has no switch: XLA's own default runs
+            applied["torch_xla.backends.get_mat_mul_precision"] = None
+    return {"matmul_precision": precision, "matmul_precision_applied": applied}
+
+
+# What the stacks say when an op runs on the host instead of the device: TorchTPU warns "Falling
+# back to CPU for op aten::...", TorchNeuron warns or logs its CPU fallbacks, and torch_xla counts
+# each op it runs on the CPU under an "aten::" counter of torch_xla.debug.metrics.
+_FALLBACK_TEXT = re.compile(r"fall(?:s|ing|en)?\s*back\s+to\s+(?:the\s+)?(?:cpu|host)|cpu[\s_-]*fallback",
+                            re.IGNORECASE)
+_OP_NAME = re.compile(r"aten::[A-Za-z0-9_.]+")
+
+
+def fallback_op(message: str) -> str | None:
+    """The op a CPU-fallback message names ('aten::foo'), the whole message (shortened) when it
+    names none, or None when the message is not about a CPU fallback."""
+    if not _FALLBACK_TEXT.search(message):
+        return None
+    op = _OP_NAME.search(message)
+    return op.group(0) if op else " ".join(message.split())[:120]
+
+
+class FallbackWatch(logging.Handler):
+    """Ops that fell back to the CPU while watched (a context manager): from the stack's warnings
+    (Python warnings, where torch routes its C++ TORCH_WARN too), its log records, and torch_xla's
+    `aten::` counters. Other warnings are passed on unchanged when the watch ends."""
+
+    def __init__(self, device: str):
+        super().__init__(level=logging.WARNING)
+        self.device = device
+        self.ops: list[str] = []
+        self._warnings = warnings.catch_warnings(record=True)
+        self._caught: list = []
+        self._xla_before: dict[str, int] = {}
+
+    def __enter__(self) -> "FallbackWatch":
+        self._caught = self._warnings.__enter__()
+        # Many stacks warn once per op and process; "always" keeps repeats from being swallowed here.
+        warnings.simplefilter("always")
+        logging.getLogger().addHandler(self)
+        self._xla_before = _xla_fallback_counters() if self.device == "xla" else {}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger().removeHandler(self)
+        self._warnings.__exit__(*exc)
+        passed_on = set()
+        for caught in self._caught:
+            op = fallback_op(str(caught.message))
+            if op:
+                self._add(op)
+                continue
+            where = (str(caught.message), caught.category, caught.filename, caught.lineno)
+            if where not in passed_on:   # a warning repeated every step is passed on once
+                passed_on.add(where)
+                warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+        if self.device == "xla":
+            after = _xla_fallback_counters()
+            for name in sorted(after):
+                if after[name] > self._xla_before.get(name, 0):
+                    self._add(name)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        op = fallback_op(record.getMessage())
+        if op:
+            self._add(op)
+
+    def _add(self, op: str) -> None:
+        if op not in self.ops:
+            self.ops.append(op)
+
+
+def _xla_fallback_counters() -> dict[str, int]:
+    """torch_xla's per-op CPU fallback counters (names 'aten::...')."""
+    import torch_xla.debug.metrics as met
+
+    return {name: int(met.counter_value(name) or 0) for name in met.counter_names() if name.startswith("aten::")}
 
 
 def _dynamo_fallbacks() -> dict[str, int]:

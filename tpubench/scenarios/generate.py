@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.measure import done_measuring, fenced_clock
+from tpubench.measure import done_measuring, fallback_watch, fenced_clock
 from tpubench.results import RunResult, now_iso
 from tpubench.stats import summarize
 from tpubench.workload import RunPoint
@@ -112,6 +112,10 @@ class GenerateMeasurement:
     expected_tokens: int
     peak_memory_bytes: int | None
     measure_iterations: int
+    # Ops that ran on the CPU instead of the device: while timed (the point is invalid), and in the
+    # first call or warm-up (a warning: stacks often report an op once, the first time it falls back).
+    fallback_ops_timed: list[str] = field(default_factory=list)
+    fallback_ops_untimed: list[str] = field(default_factory=list)
 
 
 def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None] = lambda *a: None,
@@ -125,22 +129,24 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     m = point.measurement
     b, i, o = point.batch_size, point.input_length, point.output_length
 
-    on_phase("compile", 0, 1)
-    compiled_before = session.compile_count()
-    session.reset_peak_memory()
-    first, first_logits = run_iteration(session, o, capture_first_logits=True)
-    numerics = fingerprint(session, first, first_logits)
-    generated = sum(int(np.prod(np.shape(t))) for t in first.tokens) if first.tokens else 0
-    graphs_first = session.compile_count() - compiled_before
-    on_phase("compile", 1, 1)
+    untimed_watch = fallback_watch(session)
+    with untimed_watch:
+        on_phase("compile", 0, 1)
+        compiled_before = session.compile_count()
+        session.reset_peak_memory()
+        first, first_logits = run_iteration(session, o, capture_first_logits=True)
+        numerics = fingerprint(session, first, first_logits)
+        generated = sum(int(np.prod(np.shape(t))) for t in first.tokens) if first.tokens else 0
+        graphs_first = session.compile_count() - compiled_before
+        on_phase("compile", 1, 1)
 
-    warm = []
-    compiled_warm_before = session.compile_count()
-    t_warm = time.perf_counter()
-    for k in range(m["warmup"]):
-        on_phase("warm-up", k, m["warmup"])
-        warm.append(run_iteration(session, o)[0].stamps_s)
-    warmup_s = time.perf_counter() - t_warm
+        warm = []
+        compiled_warm_before = session.compile_count()
+        t_warm = time.perf_counter()
+        for k in range(m["warmup"]):
+            on_phase("warm-up", k, m["warmup"])
+            warm.append(run_iteration(session, o)[0].stamps_s)
+        warmup_s = time.perf_counter() - t_warm
 
     fixed = None
     if world is not None:
@@ -151,17 +157,20 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     headline: list[float] = []
     start = time.perf_counter()
     n = 0
-    while True:
-        it, _ = run_iteration(session, o)
-        n += 1
-        if len(it.tokens) != o or int(np.prod(np.shape(it.tokens[-1]))) != b:
-            raise AssertionError(f"generated {len(it.tokens)} steps of {np.shape(it.tokens[-1])}, expected {o} x {b}")
-        stamps.append(it.stamps_s)
-        headline.append(b * o / it.stamps_s[-1])
-        elapsed = time.perf_counter() - start
-        on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
-        if done_measuring(n, elapsed, headline, m, fixed):
-            break
+    timed_watch = fallback_watch(session)
+    with timed_watch:
+        while True:
+            it, _ = run_iteration(session, o)
+            n += 1
+            if len(it.tokens) != o or int(np.prod(np.shape(it.tokens[-1]))) != b:
+                raise AssertionError(f"generated {len(it.tokens)} steps of {np.shape(it.tokens[-1])}, "
+                                     f"expected {o} x {b}")
+            stamps.append(it.stamps_s)
+            headline.append(b * o / it.stamps_s[-1])
+            elapsed = time.perf_counter() - start
+            on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
+            if done_measuring(n, elapsed, headline, m, fixed):
+                break
     measure_s = time.perf_counter() - start
     if world is not None:
         stamps = world.slowest(stamps)
@@ -207,7 +216,8 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     samples = {**per_iter, "itl_s": itl}
     warmup_samples = {"e2e_s": [s[-1] for s in warm], "ttft_s": [s[0] for s in warm]}
     return GenerateMeasurement(samples, warmup_samples, timing, compile_info, numerics, generated, b * o,
-                               session.peak_memory_bytes(), n)
+                               session.peak_memory_bytes(), n, list(timed_watch.ops),
+                               [op for op in untimed_watch.ops if op not in timed_watch.ops])
 
 
 def fingerprint(session, first: Iteration, first_logits) -> dict:
@@ -322,9 +332,13 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
     vocab = _vocab_size(point)  # also where an unknown family or bad config surfaces
     prompt = make_prompt(point.measurement["seed"], point.batch_size, point.input_length, vocab)
     session = be.session(built, point, prompt)
+    # The precision this point's session set, as the frameworks report it back.
+    base = {**base, "environment": {**base["environment"], **getattr(session, "matmul_precision", {})}}
     with session:
         m = measure_generate(session, point, on_phase=reporter.phase, world=world)
         on_device = session.on_requested_device()
+    m.compile["cpu_fallback_ops_timed"] = m.fallback_ops_timed
+    m.compile["cpu_fallback_ops_untimed"] = m.fallback_ops_untimed
     if world is not None:
         on_device = _merge_ranks(m, on_device, world)
     metrics = summarize_samples(m.samples)
@@ -342,9 +356,12 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
                             generated_tokens=m.generated_tokens, expected_tokens=m.expected_tokens,
                             throughput=m.samples["output_tokens_per_s"], on_device=on_device,
                             exceeds_peak=exceeds_peak,
-                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0))
+                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
+                            fallback_ops=m.compile["cpu_fallback_ops_timed"])
     warns = warnings_for(m.samples["output_tokens_per_s"], m.warmup_samples["e2e_s"], m.samples["e2e_s"],
-                         point.measurement["max_cv"], graph_breaks=m.compile.get("graph_breaks", 0))
+                         point.measurement["max_cv"], graph_breaks=m.compile.get("graph_breaks", 0),
+                         untimed_fallback_ops=m.compile["cpu_fallback_ops_untimed"])
+    warns += [base["environment"]["chips_warning"]] if base["environment"].get("chips_warning") else []
     return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile,
                      samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
                      metrics=metrics, numerics=m.numerics, validity={"valid": valid, "reasons": reasons},
@@ -358,6 +375,8 @@ def _merge_ranks(m, on_device: bool, world) -> bool:
                           "peak_memory_bytes": m.peak_memory_bytes})
     for key in ("recompiles_timed", "recompile_limit_hits", "graph_breaks"):
         m.compile[key] = max(r["compile"].get(key, 0) for r in ranks)
+    for key in ("cpu_fallback_ops_timed", "cpu_fallback_ops_untimed"):
+        m.compile[key] = sorted({op for r in ranks for op in r["compile"].get(key, [])})
     m.compile["per_rank"] = [r["compile"] for r in ranks]
     m.timing["compile_s"] = max(r["compile_s"] for r in ranks)
     peaks = [r["peak_memory_bytes"] for r in ranks if r["peak_memory_bytes"] is not None]

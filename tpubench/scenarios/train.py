@@ -255,6 +255,7 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     import torch
 
     from tpubench.efficiency import train_roofline_metrics
+    from tpubench.backends.torch import set_matmul_precision
     from tpubench.training import (TrainStep, compile_backend, loss_metrics, make_batch, make_optimizer,
                                    measure_training, rank_slice, routing_counts, routing_summary,
                                    set_activation_checkpointing, step_stats, tokens_per_step, train_rates,
@@ -268,6 +269,9 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     rank = world.rank if world is not None else 0
     rows = rank_slice(make_batch(point.measurement.get("seed", 0), point, vocab), rank, point.batch_size)
     batch = torch.as_tensor(rows, device=device)
+    # Before torch.compile (inductor reads it when it compiles); recorded as the frameworks report it.
+    base = {**base, "environment": {**base["environment"],
+                                    **set_matmul_precision(be.device, getattr(point, "matmul_precision", None))}}
 
     compile_fn = None
     if point.execution_mode == "compile":
@@ -295,6 +299,8 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
         if point.execution_mode == "compile":
             torch._dynamo.reset()
     on_device = be.device == "cpu" or device.type != "cpu"
+    m.compile["cpu_fallback_ops_timed"] = m.fallback_ops_timed
+    m.compile["cpu_fallback_ops_untimed"] = m.fallback_ops_untimed
     if world is not None:
         ranks = world.gather({"compile": m.compile, "peak": m.peak_memory_bytes, "on_device": on_device,
                               "counts": [c.tolist() for c in counts]})
@@ -302,6 +308,8 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
             m.compile[key] = max(r["compile"].get(key, 0) for r in ranks)
         for key in ("first_step_s", "first_step_compile_s", "warmup_compile_s"):
             m.compile[key] = max(r["compile"][key] for r in ranks)
+        for key in ("cpu_fallback_ops_timed", "cpu_fallback_ops_untimed"):
+            m.compile[key] = sorted({op for r in ranks for op in r["compile"].get(key, [])})
         m.compile["per_rank"] = [r["compile"] for r in ranks]
         peaks_mem = [r["peak"] for r in ranks if r["peak"] is not None]
         m.peak_memory_bytes = max(peaks_mem) if peaks_mem else None
@@ -326,10 +334,13 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     _, reasons = assess(iterations=m.iterations, measure_s=m.measure_s, measurement=point.measurement,
                             recompiles=m.compile["recompiles_timed"], generated_tokens=done, expected_tokens=done,
                             throughput=rates, on_device=on_device, exceeds_peak=exceeds_peak,
-                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0))
+                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
+                            fallback_ops=m.compile["cpu_fallback_ops_timed"])
     reasons += loss_reasons
     warns = warnings_for(rates, m.warmup_step_s, m.step_s, point.measurement["max_cv"],
-                         graph_breaks=m.compile.get("graph_breaks", 0))
+                         graph_breaks=m.compile.get("graph_breaks", 0),
+                         untimed_fallback_ops=m.compile["cpu_fallback_ops_untimed"])
+    warns += [base["environment"]["chips_warning"]] if base["environment"].get("chips_warning") else []
     compile_s = m.compile["first_step_compile_s"] + m.compile["warmup_compile_s"]
     timing = {"load_s": load_s, "compile_s": compile_s, "first_iteration_s": m.compile["first_step_s"],
               "warmup_s": m.warmup_s, "measure_s": m.measure_s}
