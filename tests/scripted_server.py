@@ -10,8 +10,12 @@ ignore_eos), "html", "json_no_choices", "json_completion" (not streamed), "break
 is cut after `break_after` tokens), "truncate" (the body ends cleanly after `break_after` tokens,
 without finish_reason or [DONE]), "hang" (never answers), "hang_stream" (stops after
 `break_after` tokens), "error_event" (an error event after `break_after` tokens), "not_json",
-"odd_chunk" (JSON, but not an OpenAI chunk), and
-the shapes "no_usage", "no_done" (transformers serve sends no [DONE]).
+"odd_chunk" (JSON, but not an OpenAI chunk), "redirect" (a 307 to the same endpoint under
+/moved, which serves the request), "endless_line" (`data: ` and then megabytes without a newline,
+fast), and the shapes "no_usage", "no_done" (transformers serve sends no [DONE]). Hostile texts and
+counts: `finish_reason` (default "length"), `error_message` (of "error_event"), `model_id` (what
+GET /v1/models lists: the default script's), `completion_tokens` (what usage reports, instead of
+the tokens streamed: any JSON value).
 
 Every request is logged with the server's perf_counter times (the same monotonic clock as a
 client's on Linux, in any process): when it arrived, when each token chunk was written, and how
@@ -51,10 +55,19 @@ class Script:
     burst: int = 1                     # token chunks per network write (an "instant" server)
     usage: bool = True
     done: bool = True
+    finish_reason: str = "length"
+    error_message: str = "scripted error mid-stream"
+    model_id: str = "scripted"
+    completion_tokens: object = None   # reported in usage instead of `tokens` when given
+
+
+# What the "endless_line" fault streams before giving up: far past any sane event size.
+ENDLESS_LINE_BYTES = 64 << 20
 
 
 FAULTS = {"500", "422", "html", "json_no_choices", "json_completion", "break", "truncate", "hang",
-          "hang_stream", "error_event", "not_json", "odd_chunk", "no_usage", "no_done"}
+          "hang_stream", "error_event", "not_json", "odd_chunk", "no_usage", "no_done", "redirect",
+          "endless_line"}
 
 
 def script_prompt(**kw) -> str:
@@ -95,6 +108,8 @@ def _plan(body: dict, script: Script, chat: bool) -> _Plan:
     if pt is None:
         pt = len(prompt) if isinstance(prompt, list) else len(str(prompt or body.get("messages")).split())
     usage = {"prompt_tokens": pt, "completion_tokens": n, "total_tokens": pt + n}
+    if script.completion_tokens is not None:
+        usage["completion_tokens"] = script.completion_tokens
 
     def chunk(text: str, finish: str | None = None) -> bytes:
         if chat:
@@ -105,7 +120,8 @@ def _plan(body: dict, script: Script, chat: bool) -> _Plan:
 
     head = _sse({"id": "chatcmpl-1", "object": "chat.completion.chunk",
                  "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}) if chat else b""
-    return _Plan(n, usage, head, chunk(" tok"), chunk(" tok", "length"), _tail(usage, script, script.fault))
+    return _Plan(n, usage, head, chunk(" tok"), chunk(" tok", script.finish_reason),
+                 _tail(usage, script, script.fault))
 
 
 class _App:
@@ -115,6 +131,7 @@ class _App:
         self.log: list[dict] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.cache_resets: list[dict] = []    # POST /reset_prefix_cache or /flush_cache: when, which
 
     def script_for(self, body: dict) -> Script:
         s = self.default
@@ -150,7 +167,12 @@ class _App:
             await asyncio.sleep(delay)
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+        return web.json_response({"object": "list", "data": [{"id": self.default.model_id, "object": "model"}]})
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """vLLM's (dev mode) and SGLang's prefix-cache resets: logged, answered as vLLM does."""
+        self.cache_resets.append({"received": _now(), "path": request.path})
+        return web.json_response({"success": True})
 
     async def get_log(self, request: web.Request) -> web.Response:
         return web.json_response({"log": self.log, "max_in_flight": self.max_in_flight})
@@ -166,10 +188,19 @@ class _App:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, chat=True)
 
-    async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
+    async def moved_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=False, moved=True)
+
+    async def moved_chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=True, moved=True)
+
+    async def _serve(self, request: web.Request, chat: bool, moved: bool = False) -> web.StreamResponse:
         received = _now()
         body = await request.json()
         script, entry = self.admit(body, received)
+        entry["path"] = request.path
+        if moved and script.fault == "redirect":
+            script = replace(script, fault=None)    # served where it was sent
         try:
             return await self._reply(request, body, script, chat, received, entry)
         finally:
@@ -194,6 +225,8 @@ class _App:
             return web.json_response({"object": "list", "data": []})
         if fault == "hang":
             await asyncio.sleep(3600)
+        if fault == "redirect":
+            raise web.HTTPTemporaryRedirect("/moved" + request.path)
         plan = _plan(body, script, chat)
         if fault == "json_completion":
             return web.json_response({"id": "cmpl-1", "object": "text_completion", "usage": plan.usage,
@@ -208,6 +241,15 @@ class _App:
         if fault == "odd_chunk":
             await resp.write(b'data: {"choices": ["x"]}\n\n')
             return resp
+        if fault == "endless_line":
+            await resp.write(b"data: ")
+            block = b"x" * (64 << 10)
+            try:
+                for _ in range(ENDLESS_LINE_BYTES // len(block)):
+                    await resp.write(block)
+            except (ConnectionError, RuntimeError):   # the client hung up, as it should
+                pass
+            return resp
         stop_at = script.break_after if fault in ("break", "truncate", "hang_stream", "error_event") else plan.n
         await self.pace(resp.write, plan, script, received, entry, stop_at)
         if fault == "break":
@@ -219,7 +261,7 @@ class _App:
         if fault == "hang_stream":
             await asyncio.sleep(3600)
         if fault == "error_event":
-            await resp.write(b'data: {"error": {"message": "scripted error mid-stream"}}\n\n')
+            await resp.write(_sse({"error": {"message": script.error_message}}))
             await resp.write_eof()
             return resp
         tail = plan.tail if fault not in ("no_usage", "no_done") else _tail(plan.usage, script, fault)
@@ -246,9 +288,13 @@ class _App:
         app = web.Application()
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/moved/v1/completions", self.moved_completions)
+        app.router.add_post("/moved/v1/chat/completions", self.moved_chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/_log", self.get_log)
         app.router.add_post("/_reset", self.reset)
+        app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
+        app.router.add_post("/flush_cache", self.reset_prefix_cache)
         return app
 
 

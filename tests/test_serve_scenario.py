@@ -5,6 +5,7 @@ HTTP errors. Every started server is gone afterwards."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -55,12 +56,17 @@ def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
     assert code == 0, err + out
     assert "c1 in24 out6 completions" in out and "c2 in24 out6 completions" in out
-    assert "$/Mtok" in out                       # priced: the server ran on this machine's CPU
 
     results = [read_result(f) for f in sorted((tmp_path / "r").glob("*.json"))]
     assert len(results) == 2 and all(r.status == "ok" for r in results), [r.error for r in results]
+    # On a busy 2-vCPU machine the client's own event-loop lag can pass its 5 ms limit (the point
+    # is then rightly invalid, and left unpriced in the run's cost table); nothing else may fail.
+    lagged = [r for r in results if not r.validity.valid]
+    for r in lagged:
+        assert all("client event-loop lag" in reason for reason in r.validity.reasons), r.validity.reasons
+    assert "$/Mtok" in out if len(lagged) < 2 else "invalid point" in out    # priced as this machine's CPU
     for r in results:
-        assert r.point["scenario_kind"] == "serve" and r.validity.valid, r.validity.reasons
+        assert r.point["scenario_kind"] == "serve"
         assert r.environment["server_name"] == "transformers serve"
         assert r.environment["server"]["command"][1:3] == ["serve", r.environment["server"]["command"][2]]
         assert r.metrics["requests_ok"] == 6 and r.metrics["failure_rate"] == 0
@@ -68,6 +74,10 @@ def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
         # Token counts as asked, checked against the server's own usage.
         assert {(q["prompt_tokens"], q["completion_tokens"]) for q in r.requests} == {(24, 6)}
         assert len(r.warmup_requests) == 1
+        # A CPU server is priced by the CPUs its processes may use (it inherits ours here).
+        assert r.environment["server_device"] == "cpu" and "sched_getaffinity" in r.environment["chips_source"]
+        assert r.environment["chips"] == len(os.sched_getaffinity(0))
+        assert r.environment["prefix_cache_reset"] is None     # transformers serve offers no reset
         pid = r.environment["server"]["pid"]
     assert gone(pid), "the server outlived the run"
 
@@ -168,8 +178,9 @@ def test_some_failed_requests_make_the_point_invalid(tmp_path, monkeypatch, caps
     # Every third prompt asks the scripted server for an HTTP 422 (as transformers serve answers
     # ignore_eos): the point is measured, and invalid with the failures named.
     original = serve_scenario._prompt
+    calls = itertools.count()
     monkeypatch.setattr(serve_scenario, "_prompt", lambda tok, n, seed: script_prompt(fault="422")
-                        if seed % 3 == 0 else original(tok, n, seed))
+                        if next(calls) % 3 == 0 else original(tok, n, seed))
     workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9"})
     with ScriptedServer(Script(ttft_ms=5, itl_ms=1)) as srv:
         code, _, err = cli(monkeypatch, capsys, "run", str(workload), "--server-url", srv.url,
@@ -180,3 +191,83 @@ def test_some_failed_requests_make_the_point_invalid(tmp_path, monkeypatch, caps
     assert any("HTTP 422" in reason for r in results for reason in r.validity.reasons)
     statuses = {q["status"] for r in results for q in r.requests}
     assert 422 in statuses and 200 in statuses
+
+
+# ----------------------------------------------------------------------------- chips and cold points
+
+H100_NAME = "NVIDIA H100 80GB HBM3"
+
+
+def _fake_host_tools(folder: Path, gpus: int) -> Path:
+    """A folder with an `nvidia-smi` that lists `gpus` H100s, and a `vllm` that serves the scripted
+    server on its --port (whatever else its command says), as a launched vLLM would."""
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: {H100_NAME} (UUID: GPU-{i})'\n" for i in range(gpus)))
+    vllm = folder / "vllm"
+    vllm.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import socket, sys, time
+        sys.path.insert(0, {str(TESTS)!r})
+        import scripted_server
+        port = int(sys.argv[sys.argv.index("--port") + 1])
+        def bound(host="127.0.0.1"):
+            sock = socket.socket(); sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port)); sock.listen(64); return sock
+        scripted_server._listening_socket = bound
+        scripted_server.ScriptedServer(scripted_server.Script(ttft_ms=2, itl_ms=1)).start()
+        while True:
+            time.sleep(1)
+    """))
+    for tool in (smi, vllm):
+        tool.chmod(0o755)
+    return folder
+
+
+def test_launched_eight_way_server_is_recorded_as_eight_chips(tmp_path, monkeypatch, capsys):
+    tools = _fake_host_tools(tmp_path / "bin", gpus=8)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    command = [str(tools / "vllm"), "serve", "some-model", "--port", "{port}", "--tensor-parallel-size", "8"]
+    workload = serve_workload(tmp_path, server={"launch": {"preset": "custom", "command": command,
+                                                           "startup_timeout_s": 30}})
+    code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
+    assert code == 0, err + out
+    results = [read_result(f) for f in sorted((tmp_path / "r").glob("*.json"))]
+    assert len(results) == 2 and all(r.status == "ok" for r in results), [r.error for r in results]
+    for r in results:
+        env = r.environment
+        assert env["chips"] == 8 and env["accelerator_name"] == H100_NAME and env["server_device"] == "cuda"
+        assert "--tensor-parallel-size 8" in env["chips_source"] and "nvidia-smi -L" in env["chips_source"]
+        assert env["prefix_cache_reset"] is True and env["prefix_cache_reset_note"] == "POST /reset_prefix_cache"
+    df = load_results(tmp_path / "r")
+    assert (df["chips"] == 8).all()
+
+
+def test_every_load_point_meets_a_cold_server(tmp_path, monkeypatch, capsys):
+    from tpubench.serving.demo_model import build_tokenizer
+
+    build_tokenizer(4096).save_pretrained(tmp_path / "tokenizer")
+    workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9", "model": "scripted",
+                                                "tokenizer": str(tmp_path / "tokenizer")},
+                              input_length=[16, 32], load={"concurrency": [1, 2], "num_requests": 4,
+                                                            "warmup_requests": 1})
+    with ScriptedServer(Script(ttft_ms=1, itl_ms=1)) as srv:
+        code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--server-url", srv.url,
+                             "--out", str(tmp_path / "r"))
+        log, resets = list(srv.log), list(srv.app.cache_resets)
+    assert code == 0, err + out
+    # Four points (2 loads x 2 lengths) of 1 warm-up + 4 requests: 20 prompts, all different, and
+    # no shorter prompt is the beginning of a longer one (a prefix cache would serve it).
+    prompts = [entry["body"]["prompt"].split() for entry in log]
+    assert len(prompts) == 20 and len({" ".join(p) for p in prompts}) == 20
+    assert {len(p) for p in prompts} == {16, 32}
+    for a in prompts:
+        for b in prompts:
+            assert a is b or b[:len(a)] != a
+    # The cache was reset before each point: one reset, then that point's requests.
+    assert len(resets) == 4
+    times = sorted([(r["received"], "reset") for r in resets] + [(e["received"], "request") for e in log])
+    kinds = [kind for _, kind in times]
+    assert kinds == (["reset"] + ["request"] * 5) * 4
+    results = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
+    assert len(results) == 4 and all(r.environment["prefix_cache_reset"] is True for r in results)

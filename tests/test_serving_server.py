@@ -354,3 +354,44 @@ def test_exact_prompts_with_a_byte_level_bpe_and_a_bos():
         assert len(tokenizer(prompt_of_length(tokenizer, n, seed=n))["input_ids"]) == n
     with pytest.raises(ValueError, match="fewer than the 1 special"):
         prompt_of_length(tokenizer, 0, seed=0)
+
+
+def test_prompts_of_two_points_share_no_prefix():
+    """A 2048-token prompt does not begin with a 1024-token one (it did when every length drew its
+    words in the same order from the scenario's seed), and every request's prompt is its own."""
+    from tpubench.scenarios.serve import prompt_seed
+    from tpubench.serving.demo_model import build_tokenizer, prompt_of_length
+
+    tokenizer = build_tokenizer(4096)
+    prompts = [prompt_of_length(tokenizer, n, prompt_seed(key, k))
+               for key, n in (("point-a", 1024), ("point-b", 2048)) for k in range(3)]
+    ids = [tokenizer(p)["input_ids"] for p in prompts]
+    assert [len(i) for i in ids] == [1024] * 3 + [2048] * 3
+    for a in ids:
+        for b in ids:
+            assert a is b or b[:len(a)] != a
+
+
+def test_prefix_cache_reset_per_stack(http_server):
+    pytest.importorskip("aiohttp")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from scripted_server import ScriptedServer
+
+    with ScriptedServer() as scripted:
+        assert RunningServer(scripted.url, "m", "sglang").reset_prefix_cache() == (True, "POST /flush_cache")
+        assert RunningServer(scripted.url, "m", "vllm").reset_prefix_cache() == (True, "POST /reset_prefix_cache")
+        assert RunningServer(scripted.url, "m", "unknown").reset_prefix_cache() == (True, "POST /reset_prefix_cache")
+        assert [r["path"] for r in scripted.app.cache_resets] == ["/flush_cache", "/reset_prefix_cache",
+                                                                  "/reset_prefix_cache"]
+    # vLLM without dev mode has no such route: not reset, and the result says how to allow it.
+    done, why = RunningServer(http_server[0], "m", "vllm").reset_prefix_cache()
+    assert done is False and "VLLM_SERVER_DEV_MODE=1" in why
+    assert RunningServer(http_server[0], "m", "transformers serve").reset_prefix_cache()[0] is None
+
+
+def test_duration_points_get_prompts_for_what_they_send():
+    from tpubench.scenarios.serve import DURATION_PROMPTS, prompts_for_duration
+
+    assert prompts_for_duration({"request_rate": 50.0}, 60.0) == 3750          # 50/s x 60 s x 1.25
+    assert prompts_for_duration({"concurrency": 16}, 60.0) == 16 * 4 * 60 * 1.25
+    assert prompts_for_duration({"request_rate": 0.1}, 10.0) == DURATION_PROMPTS

@@ -59,20 +59,25 @@ def normalize_accelerator(raw_name: str | None, device: str | None = None,
     'NVIDIA H100 80GB HBM3' -> 'H100', 'TPU v6 lite' -> 'TPU v6e', 'TPU v5 lite' -> 'TPU v5e',
     any x86 CPU on device 'cpu' -> 'CPU x86 vCPU'. An Arm CPU maps to 'CPU arm vCPU' only when
     `known` (the priced accelerators) has such a row. A name in `known` matches itself.
+
+    A name that names an accelerator wins over `device`: `device` is where tpubench ran, and a
+    serve result measures a server elsewhere (a URL server declared `H100` measured from a
+    CPU-only client has device 'cpu' and is an H100); a CPU's name (Xeon, EPYC, 'CPU ...') is a
+    CPU whatever the device (a CPU server tpubench started on a GPU host).
     """
     name = " ".join(str(raw_name or "").split())
     low = name.lower()
     dev = (device or "").lower()
     known_set = set(known or ())
-    if dev == "cpu" or (not dev and (low.startswith("cpu") or "xeon" in low or "epyc" in low)):
+    for pattern, canonical in _ACCELERATOR_PATTERNS:
+        if pattern.search(low):
+            return canonical
+    if dev == "cpu" or low.startswith("cpu") or "xeon" in low or "epyc" in low:
         if _ARM_CPU.search(low):
             return CPU_ARM if CPU_ARM in known_set else None
         return CPU_X86
     if dev == "mps":
         return None
-    for pattern, canonical in _ACCELERATOR_PATTERNS:
-        if pattern.search(low):
-            return canonical
     if known_set:
         bare = _VENDOR_PREFIX.sub("", name).lower()
         for k in known_set:

@@ -77,7 +77,66 @@ def result_filename(result: RunResult) -> str:
 
 def write_result(result: RunResult, out_dir: str | Path) -> Path:
     """Write atomically (temp file + fsync + rename) under a name that is never reused."""
-    return write_new_file(out_dir, result_filename(result), result.model_dump_json(indent=1).encode())
+    return store_result(result, out_dir)[1]
+
+
+def store_result(result: RunResult, out_dir: str | Path) -> tuple[RunResult, Path]:
+    """Write `result` as write_result does, always: what was written and where. A result holding
+    a text that UTF-8 cannot encode is written with such texts escaped; one that still cannot be
+    serialized is written as a failed result with the reason, so a point that ran is never lost."""
+    stored, data = storable(result)
+    return stored, write_new_file(out_dir, result_filename(stored), data)
+
+
+def storable(result: RunResult) -> tuple[RunResult, bytes]:
+    """(the result as it is stored, its JSON bytes): see store_result."""
+    try:
+        return result, result.model_dump_json(indent=1).encode()
+    except ValueError:      # pydantic's serialization error: a lone surrogate, an unknown type
+        pass
+    try:
+        escaped = RunResult.model_validate(safe_tree(result.model_dump()))
+        return escaped, escaped.model_dump_json(indent=1).encode()
+    except ValueError as exc:
+        failed = _unserializable(result, exc)
+        try:
+            return failed, failed.model_dump_json(indent=1).encode()
+        except ValueError:
+            failed.environment = {}         # the environment itself cannot be serialized
+            return failed, failed.model_dump_json(indent=1).encode()
+
+
+def _unserializable(result: RunResult, exc: Exception) -> RunResult:
+    """A failed result with the identity of `result` (enough for --resume and a report)."""
+    identity = {name: getattr(result, name) for name in ("workload_file", "point", "point_key", "environment_key",
+                                                         "backend", "device", "environment", "started_at",
+                                                         "finished_at")}
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    failed = RunResult(**safe_tree(identity), status="failed",
+                       error=safe_text(f"the result cannot be serialized: {reason}")[:500])
+    failed.validity = Validity(valid=False, reasons=["run failed", "the result cannot be serialized"])
+    return failed
+
+
+def safe_text(text: str) -> str:
+    """`text` as UTF-8 can store it: a lone surrogate (valid in JSON as \\ud800, which a server or a
+    YAML file may send, yet not encodable in UTF-8) becomes the six characters `\\ud800`."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def safe_tree(value: Any) -> Any:
+    """`value` (JSON-like: dicts, lists, tuples, strings...) with every string made safe_text."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_tree(k): safe_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_tree(v) for v in value]
+    return value
 
 
 def write_new_file(out_dir: str | Path, name: str, data: bytes) -> Path:

@@ -17,7 +17,7 @@ from tpubench.backends import ACCELERATOR_DEVICES, get_backend, require_availabl
 from tpubench.efficiency import peaks_for
 from tpubench.environment import environment_key, host_environment
 from tpubench.errors import UserError
-from tpubench.results import RunResult, now_iso, read_results, write_result
+from tpubench.results import RunResult, now_iso, read_results, store_result
 from tpubench.parallel import WorldFailed, in_user_world, join_world
 from tpubench.scenarios import SCENARIOS, SweepContext
 from tpubench.workload import (FULL_SCALE, MAX_POINTS, RunPoint, check_sweep_size, expand, load_workload,
@@ -136,7 +136,11 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                 raise
             except Exception as exc:  # a failed point is data, not a crash: record it and go on
                 result = _failed(base, exc)
-            path = write_result(result, out_dir) if writes else None
+            path = None
+            if writes:
+                # Always written: texts a result cannot store are escaped, and a result that still
+                # cannot be serialized is written failed with the reason (results.store_result).
+                result, path = store_result(result, out_dir)
             outcome = PointOutcome(point, result, path)
             outcomes.append(outcome)
             reporter.point_finished(index, outcome)

@@ -5,11 +5,18 @@ always stops: serving/server.py); each point is one load level (a concurrency or
 with its request lengths: prompts of exact token lengths made with the server's tokenizer, sent by
 the streaming client (serving/load.py), and the metrics and validity of serving/metrics.py. Per
 request rows are kept in the result (`requests`; `tpubench.load_requests` reads them).
+
+Every point measures a cold server: its prompts are seeded from the point's key and the request's
+index (no two points or requests share a prompt, nor does a long prompt begin with a short one),
+and the engine's prefix cache is reset before it where the engine offers a way (recorded as
+`environment.prefix_cache_reset`: True, False with why, None where the stack has no reset).
+The server's chips are what it runs on (`environment.chips_source` says how they were read).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import tempfile
 from pathlib import Path
@@ -19,8 +26,14 @@ import numpy as np
 from tpubench.results import RunResult, now_iso
 from tpubench.workload import RunPoint
 
-# Distinct prompts made per point when it sends for a duration (the client cycles through them).
+# A point that sends for a duration gets distinct prompts for the requests it is expected to send
+# (the client cycles through them past that, and such repeats are counted and warned about): its
+# rate x duration, or for a closed loop this many requests per second per slot, plus a margin;
+# at least DURATION_PROMPTS, at most MAX_DURATION_PROMPT_TOKENS prompt tokens in all.
 DURATION_PROMPTS = 256
+DURATION_REQUESTS_PER_SLOT_S = 4.0
+DURATION_MARGIN = 1.25
+MAX_DURATION_PROMPT_TOKENS = 8_000_000    # about 50 MB of prompt text
 LOG_TAIL_CHARS = 2000
 
 
@@ -50,17 +63,25 @@ class ServeScenario:
 def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> RunResult:
     from tpubench.serving.client import Endpoint, RequestSpec, records_to_dicts
     from tpubench.serving.load import draw_lengths, run_load
-    from tpubench.serving.metrics import failure_summary, outcome_metrics, validity_reasons
+    from tpubench.serving.metrics import failure_summary, outcome_metrics, request_warnings, validity_reasons
 
     p = point.params
     load = p["load"]
-    n = p["num_requests"] or DURATION_PROMPTS
+    n = p["num_requests"] or prompts_for_duration(load, p["duration_s"])
     warm_n = p["warmup_requests"]
     lengths = draw_lengths(p["input_lengths"], p["output_lengths"], n + warm_n, seed=p["seed"],
                            base_dir=p.get("workload_dir") or None)
+    if not p["num_requests"]:
+        lengths = _within_token_budget(lengths, warm_n)
     ctx.reporter.phase("prompts", 0, 1)
-    specs = [RequestSpec(_prompt(tokenizer, i_len, p["seed"] + k), i_len, o_len)
+    # Seeded from the point and the request, not only the scenario's seed: two load points (or
+    # two lengths) never send the same prompt, nor one that begins with another's, so no point is
+    # served from the prefix cache a previous one filled.
+    point_key = point.key()
+    specs = [RequestSpec(_prompt(tokenizer, i_len, prompt_seed(point_key, k)), i_len, o_len)
              for k, (i_len, o_len) in enumerate(lengths)]
+    ctx.reporter.phase("resetting the prefix cache", 0, 1)
+    cache_reset, cache_note = server.reset_prefix_cache()
     # Exact output lengths where the server takes the fields for it (ignore_eos); per request the
     # ask is max_tokens, so min_tokens is left out of the shared body.
     extra = {k: v for k, v in server.extra_body(1).items() if k != "min_tokens"} if p["exact_output"] else {}
@@ -80,7 +101,7 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
     metrics = outcome_metrics(outcome, slo=p["slo"], seed=p["seed"])
     reasons = validity_reasons(metrics, outcome.records, exact_output=p["exact_output"],
                                **({"prompt_tolerance_rel": 0.1} if p["endpoint"] == "chat" else {}))
-    warnings = []
+    warnings = request_warnings(outcome.records)   # redirected requests, by where they were served
     if tokenizer is None:
         warnings.append("no tokenizer for the served model: prompts are plain words, their token counts "
                         "come from the server's usage (give server.tokenizer for exact prompt lengths)")
@@ -88,6 +109,16 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
         warnings.append(f"{server.name} takes no ignore_eos: outputs are as long as asked only if the model "
                         "does not stop early (checked per request against usage)")
     env = _environment(base["environment"], server, p["server"].get("hardware"), warnings)
+    env.update(prefix_cache_reset=cache_reset, prefix_cache_reset_note=cache_note,
+               prompts_distinct=len(specs) - warm_n, prompt_seed="point key + request index")
+    if cache_reset is False:
+        warnings.append(f"the server's prefix cache could not be reset before this point ({cache_note}); "
+                        "its prompts are still distinct from every other point's")
+    reused = sum(1 for r in outcome.records if r.index >= len(specs) - warm_n)
+    if reused:
+        warnings.append(f"{reused} of {len(outcome.records)} requests reused a prompt (a duration-bound point "
+                        f"cycled through its {len(specs) - warm_n} prompts): the server may have answered them "
+                        "from its prefix cache; give num_requests instead")
     samples = _samples(ok)
     return RunResult(**{**base, "environment": env}, finished_at=now_iso(),
                      timing={"window_s": outcome.window_s, "wall_s": outcome.wall_s,
@@ -111,16 +142,57 @@ def _samples(ok) -> dict[str, list[float]]:
 
 
 def _environment(env: dict, server, hardware: dict | None, warnings: list[str]) -> dict:
-    """What was measured: the stack, and the hardware it runs on. A server tpubench started here
-    runs on this machine's device (already in `env`); a running server's hardware is declared."""
+    """What was measured: the stack, and the hardware it runs on, never tpubench's own device.
+    Declared hardware wins; a server tpubench started is what its command, environment and CPU
+    affinity say it holds on this host (serving/server_chips.py); a running server's is unknown
+    unless declared. `chips_source` says which; unknown chips leave the point unpriced."""
     env = {**env, "server_name": server.name, "server_version": server.version, "server": server.describe()}
     if hardware:
         env.update(accelerator_name=hardware["accelerator"], chips=hardware["chips"],
-                   instance=hardware.get("instance"), hardware_declared=True)
-    elif not server.started_by_tpubench:
-        env.update(accelerator_name=None, chips=None, hardware_declared=False)
+                   instance=hardware.get("instance"), hardware_declared=True,
+                   chips_source="server.hardware (declared in the workload)", server_device=None)
+    elif server.started_by_tpubench and server.hardware is not None:
+        found = server.hardware
+        env.update(accelerator_name=found.accelerator_name, chips=found.chips, chips_source=found.source,
+                   server_device=found.device, hardware_declared=False)
+        warnings.extend(found.warnings)
+        if found.chips is None:
+            warnings.append(f"the server's chips are unknown, so the point is unpriced: {found.reason}")
+    else:
+        env.update(accelerator_name=None, chips=None, hardware_declared=False, chips_source=None,
+                   server_device=None)
         warnings.append("the server's hardware is unknown: declare server.hardware (accelerator, chips) to price it")
     return env
+
+
+def prompt_seed(point_key: str, index: int) -> int:
+    """The seed of request `index`'s prompt at the point whose key (everything that defines it:
+    load, lengths, endpoint, seed, ...) is `point_key`."""
+    return int.from_bytes(hashlib.sha256(f"{point_key}:{index}".encode()).digest()[:8], "big")
+
+
+def prompts_for_duration(load: dict, duration_s: float) -> int:
+    """Distinct prompts for a point that sends for `duration_s`: the requests it can be expected to
+    send (open loop: rate x duration; closed loop: slots x DURATION_REQUESTS_PER_SLOT_S x duration)
+    with a margin, at least DURATION_PROMPTS."""
+    rate = load.get("request_rate")
+    if rate and math.isfinite(rate):
+        expected = rate * duration_s
+    else:
+        slots = load.get("concurrency") or load.get("max_concurrency") or 1
+        expected = slots * DURATION_REQUESTS_PER_SLOT_S * duration_s
+    return max(DURATION_PROMPTS, math.ceil(expected * DURATION_MARGIN))
+
+
+def _within_token_budget(lengths: list, keep: int) -> list:
+    """The first lengths whose prompts total at most MAX_DURATION_PROMPT_TOKENS (at least `keep`
+    + DURATION_PROMPTS of them): a long duration must not make gigabytes of prompt text."""
+    total = 0
+    for i, (i_len, _) in enumerate(lengths):
+        total += i_len
+        if total > MAX_DURATION_PROMPT_TOKENS and i >= keep + DURATION_PROMPTS:
+            return list(lengths[:i])
+    return list(lengths)
 
 
 def _finite(metrics: dict) -> dict:

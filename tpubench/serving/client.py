@@ -24,6 +24,15 @@ What counts:
   serve sends no `[DONE]`); anything else is an error kept in the record: HTTP 4xx/5xx with the
   body's first line, a broken or truncated stream, an error event inside the stream, a timeout,
   a reply that is not OpenAI SSE (HTML, JSON without choices, a whole JSON completion).
+
+A server is not trusted (issue 17, item 12). Its `usage` is checked against the stream in every
+mode (`impossible_usage`: the rule is there) and an impossible count fails the request; a stream
+carrying more token-bearing chunks than max_tokens is cut there (each chunk carries at least one
+token, and this bounds the memory of an endless stream); a line or event over MAX_EVENT_BYTES
+fails the request (a stream without newlines would otherwise grow without bound until the
+timeout); a redirect is followed and the URL that served the request kept (`served_url`); every
+text from the server that enters a record is clipped and stored safely (a lone surrogate, valid in
+JSON, cannot be encoded in UTF-8: it is escaped, see tpubench.results.safe_text).
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ from typing import Any, Literal
 import aiohttp
 import yarl
 
+from tpubench.results import safe_text
+
 _now = time.perf_counter
 _loads = json.loads
 
@@ -48,6 +59,11 @@ ERROR_BODY_BYTES = 64 << 10
 # After [DONE] the end of the chunked body normally arrives in the same read; wait this long for
 # it so the connection can be reused rather than closed.
 _DRAIN_AFTER_DONE_S = 0.25
+# The longest SSE line or event kept (bytes): a real chunk is under a few KiB even with logprobs;
+# past this the stream is not an OpenAI stream, and buffering it would grow memory until the timeout.
+MAX_EVENT_BYTES = 1 << 20
+# A detokenizer may drop the first token's leading space (SentencePiece): that token shows no byte.
+_DROPPED_LEADING_TOKENS = 1
 
 
 @dataclass(frozen=True)
@@ -141,6 +157,7 @@ class RequestRecord:
     usage_reported: bool = False
     finish_reason: str | None = None
     status: int | None = None           # HTTP status (None: no response)
+    served_url: str | None = None       # where a redirect took the request (None: where it was sent)
     error: str | None = None
     ok: bool = False
 
@@ -184,31 +201,44 @@ class SSEParser:
     in LF or CRLF; `:` lines are comments; several `data:` lines of one event are joined by LF;
     an event ends at a blank line (or at the end of the stream, see `flush`)."""
 
-    __slots__ = ("_data", "_event", "_pending")
+    __slots__ = ("_data", "_data_bytes", "_event", "_pending", "_pending_bytes", "max_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = MAX_EVENT_BYTES) -> None:
         self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self._data: list[bytes] = []
+        self._data_bytes = 0
         self._event: bytes | None = None
+        self.max_bytes = max_bytes
 
     def feed(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
+        """Events completed by `chunk`; raises EventTooLarge once an unfinished line or event
+        holds more than max_bytes."""
         if b"\n" not in chunk:
-            self._pending.append(chunk)
+            self._hold(chunk)
             return []
         if self._pending:
             self._pending.append(chunk)
             chunk = b"".join(self._pending)
             self._pending = []
+            self._pending_bytes = 0
         lines = chunk.split(b"\n")
         tail = lines.pop()
         if tail:
-            self._pending.append(tail)
+            self._hold(tail)
         return self._lines(lines)
+
+    def _hold(self, part: bytes) -> None:
+        self._pending.append(part)
+        self._pending_bytes += len(part)
+        if self._pending_bytes > self.max_bytes:
+            raise EventTooLarge(self.max_bytes)
 
     def flush(self) -> list[tuple[bytes | None, bytes]]:
         """At the end of the stream: the last line and event, even without their blank line."""
         lines = [b"".join(self._pending)] if self._pending else []
         self._pending = []
+        self._pending_bytes = 0
         out = self._lines(lines)
         if self._data:
             out.append(self._dispatch())
@@ -218,6 +248,7 @@ class SSEParser:
         data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         event = self._event
         self._data = []
+        self._data_bytes = 0
         self._event = None
         return event, data
 
@@ -232,7 +263,11 @@ class SSEParser:
                 else:
                     self._event = None
             elif line[:5] == b"data:":
-                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+                data = line[6:] if line[5:6] == b" " else line[5:]
+                self._data.append(data)
+                self._data_bytes += len(data)
+                if self._data_bytes > self.max_bytes:
+                    raise EventTooLarge(self.max_bytes)
             elif line[:1] == b":":
                 continue
             elif line[:6] == b"event:":
@@ -241,13 +276,26 @@ class SSEParser:
         return out
 
 
+class EventTooLarge(ValueError):
+    """An SSE line or event longer than the parser keeps."""
+
+    def __init__(self, max_bytes: int):
+        super().__init__(f"oversized SSE event: a line or event over {_size(max_bytes)} "
+                         "(an OpenAI stream's events are a few KiB; this one never ends)")
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
 def _looks_like_sse(data: bytes) -> bool:
     head = data.lstrip()[:6]
     return not head or head.startswith((b"data:", b":", b"event:", b"id:", b"retry:"))
 
 
 def _clip(text: str, n: int = 300) -> str:
-    text = " ".join(text.split())
+    """One short line of a server's text, safe to store (see safe_text)."""
+    text = safe_text(" ".join(text.split()))
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
@@ -365,10 +413,12 @@ class StreamingClient:
         sent = _now()
         rec.sent_s = sent - origin
         rec.queue_s = rec.sent_s - scheduled_s
-        usage: dict = {}
+        stream = _Stream()
         try:
             async with _deadline(self.endpoint.timeout_s):
-                await self._exchange(rec, body, origin, usage)
+                await self._exchange(rec, body, origin, stream)
+        except EventTooLarge as exc:
+            rec.error = str(exc)
         except asyncio.TimeoutError:
             rec.error = (f"timeout after {self.endpoint.timeout_s:g} s "
                          f"({len(rec.token_chunk_s)} token-bearing chunks received)")
@@ -381,29 +431,38 @@ class StreamingClient:
             rec.error = f"cannot connect: {_clip(str(exc))}"
         except (aiohttp.ClientError, OSError) as exc:
             rec.error = f"{type(exc).__name__}: {_clip(str(exc))}"
+        except Exception as exc:  # noqa: BLE001 - whatever a server sends fails its request, never the run
+            rec.error = f"unexpected reply ({type(exc).__name__}): {_clip(str(exc))}"
         if math.isnan(rec.end_s):
             rec.end_s = _now() - origin
-        self._finish(rec, usage)
+        self._finish(rec, stream)
         return rec
 
     @staticmethod
-    def _finish(rec: RequestRecord, usage: dict) -> None:
+    def _finish(rec: RequestRecord, stream: _Stream) -> None:
         chunks = rec.token_chunk_s
         if chunks:
             rec.ttft_s = chunks[0] - rec.sent_s
             rec.e2e_s = chunks[-1] - rec.sent_s
+        usage = stream.usage
         pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if isinstance(ct, int):
-            rec.usage_reported = True
-            rec.completion_tokens = ct
-            rec.prompt_tokens = pt if isinstance(pt, int) else None
-        else:
+        if ct is None:
             rec.completion_tokens = len(chunks)
+        else:
+            rec.usage_reported = True
+            problem = impossible_usage(ct, pt, token_chunks=len(chunks), text_bytes=stream.text_bytes,
+                                       chunks_without_text=stream.chunks_without_text, max_tokens=rec.max_tokens)
+            if problem is None:
+                rec.completion_tokens, rec.prompt_tokens = ct, pt
+            elif rec.error is None:
+                rec.error = f"impossible usage: {problem}"
         rec.ok = rec.error is None
 
-    async def _exchange(self, rec: RequestRecord, body: bytes, origin: float, usage: dict) -> None:
+    async def _exchange(self, rec: RequestRecord, body: bytes, origin: float, stream: _Stream) -> None:
         async with self.session.post(self._url, data=body, headers=self._headers) as resp:
             rec.status = resp.status
+            if resp.history:     # followed a redirect: say where the request was served
+                rec.served_url = safe_text(str(resp.url))
             content = resp.content
             if resp.status != 200:
                 rec.error = f"HTTP {resp.status}: {first_line(await _read_up_to(content))}"
@@ -411,6 +470,7 @@ class StreamingClient:
             sse = resp.content_type == "text/event-stream"
             parser = SSEParser()
             arrivals = rec.token_chunk_s
+            usage = stream.usage
             done = False
             while not done:
                 data = await content.readany()
@@ -458,9 +518,18 @@ class StreamingClient:
                                     text = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
                             if text:
                                 arrivals.append(t)
+                                # ASCII (the common case) is one byte a character, known without encoding.
+                                stream.text_bytes += len(text) if text.isascii() else _utf8_len(text)
+                                if len(arrivals) > rec.max_tokens:
+                                    rec.error = (f"more token-bearing chunks than the {rec.max_tokens} max_tokens "
+                                                 "asked (a chunk carries at least one token)")
+                                    rec.end_s = t
+                                    return
+                            else:
+                                stream.chunks_without_text += 1
                             fr = c.get("finish_reason")
                             if fr:
-                                rec.finish_reason = fr
+                                rec.finish_reason = _clip(fr if isinstance(fr, str) else json.dumps(fr), 64)
                         elif choices is None and u is None:
                             raise TypeError("a chunk without choices")
                     except (AttributeError, TypeError, KeyError, IndexError):
@@ -473,12 +542,62 @@ class StreamingClient:
             if done:
                 if not content.at_eof():
                     try:
-                        await asyncio.wait_for(content.read(), _DRAIN_AFTER_DONE_S)
+                        # Bounded: a server streaming on after [DONE] gets its connection closed.
+                        await asyncio.wait_for(_read_up_to(content), _DRAIN_AFTER_DONE_S)
                     except (asyncio.TimeoutError, aiohttp.ClientError):
                         pass
             elif rec.finish_reason is None:
                 rec.error = ("broken stream: the body ended before [DONE] or a finish_reason "
                              f"({len(arrivals)} token-bearing chunks received)")
+
+
+@dataclass
+class _Stream:
+    """What one reply streamed, beyond the record: its usage, and what checks it."""
+
+    usage: dict = field(default_factory=dict)
+    text_bytes: int = 0             # UTF-8 bytes of the token-bearing chunks' text
+    chunks_without_text: int = 0    # chunks with a choice but no text (a role chunk, a special token)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def impossible_usage(completion_tokens: Any, prompt_tokens: Any, *, token_chunks: int, text_bytes: int,
+                     chunks_without_text: int, max_tokens: int) -> str | None:
+    """Why a reply's usage cannot be true of what it streamed (None: it can be). The rule:
+
+    - counts are non-negative integers (prompt_tokens may be absent);
+    - completion_tokens >= the token-bearing chunks: a server sends a chunk when it has new text,
+      which takes at least one new token (it may batch several tokens into a chunk, never split
+      one token over two);
+    - completion_tokens <= max_tokens asked: a server stops there;
+    - completion_tokens <= the UTF-8 bytes of the streamed text + the chunks without text + 1: a
+      token shows at least one byte (a byte-fallback token of a multi-byte character shows one of
+      its bytes), except a token that shows nothing (a special token, skipped when detokenized),
+      which a server streams as a chunk without text, and a first token whose leading space the
+      detokenizer drops. Bytes, not characters, since three tokens may make one character.
+    """
+    if not _count(completion_tokens):
+        return f"completion_tokens {_clip(repr(completion_tokens), 60)} is not a non-negative integer"
+    if prompt_tokens is not None and not _count(prompt_tokens):
+        return f"prompt_tokens {_clip(repr(prompt_tokens), 60)} is not a non-negative integer"
+    if completion_tokens < token_chunks:
+        return (f"completion_tokens {completion_tokens} is fewer than the {token_chunks} token-bearing chunks "
+                "streamed (each carries at least one token)")
+    if completion_tokens > max_tokens:
+        return f"completion_tokens {completion_tokens} is more than the {max_tokens} max_tokens asked"
+    shown = text_bytes + chunks_without_text + _DROPPED_LEADING_TOKENS
+    if completion_tokens > shown:
+        return (f"completion_tokens {completion_tokens} is more than the {text_bytes} bytes of text streamed "
+                f"+ {chunks_without_text} chunks without text + {_DROPPED_LEADING_TOKENS} (a token shows at "
+                "least one byte, or comes in a chunk without text)")
+    return None
 
 
 def records_to_dicts(records: Sequence[RequestRecord]) -> list[dict]:

@@ -129,12 +129,16 @@ def load_tokenizer(name_or_path: str):
 
 def prompt_of_length(tokenizer, n: int, seed: int) -> str:
     """A text whose encoding by `tokenizer` (special tokens included, as a server encodes a
-    completions prompt) has exactly `n` tokens; the same text for the same seed. `tokenizer` is a
-    tokenizer object or a name to load. Raises ValueError if no such text was found.
+    completions prompt) has exactly `n` tokens; the same text for the same seed. Two seeds draw
+    their words independently, whatever the lengths: two texts share their first k words with a
+    chance of 1 in (pool size)^k, so a longer one does not begin with a shorter one (as it did when
+    the words were drawn in the same order for every length). `tokenizer` is a tokenizer object or
+    a name to load. Raises ValueError if no such text was found.
 
-    Words that are one token alone and after a space are joined with spaces (exact for word-level,
-    byte-level BPE and SentencePiece tokenizers alike); failing that, random ids are decoded and
-    encoded again, trimmed or extended until the count is right."""
+    Words that are one token alone and after a space (a pool found once per tokenizer) are drawn
+    from the seed and joined with spaces (exact for word-level, byte-level BPE and SentencePiece
+    tokenizers alike); failing that, random ids are decoded and encoded again, trimmed or extended
+    until the count is right."""
     if isinstance(tokenizer, (str, Path)):
         tokenizer = load_tokenizer(str(tokenizer))
     special = len(tokenizer("")["input_ids"])
@@ -144,40 +148,58 @@ def prompt_of_length(tokenizer, n: int, seed: int) -> str:
     if target == 0:
         return ""
     rng = random.Random(seed)
-    skip = set(tokenizer.all_special_ids)
-    size = len(tokenizer)
-
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def draw(k: int) -> list[int]:
-        # Ordinary ids, sampled (a 150k-token vocabulary is not listed).
-        out = []
-        while len(out) < k:
-            i = rng.randrange(size)
-            if i not in skip:
-                out.append(i)
-        return out
-
-    pool: list[str] = []
-    for i in draw(min(4 * size, 4000)):
-        word = tokenizer.decode([i]).strip()
-        if word.isascii() and word.isalpha() and word not in pool and count(word) == 1 \
-                and count(f"{word} {word}") == 2:
-            pool.append(word)
-            if len(pool) == 256:
-                break
+    pool = _word_pool(tokenizer)
     if pool:
         text = " ".join(rng.choice(pool) for _ in range(target))
         if len(tokenizer(text)["input_ids"]) == n:
             return text
 
-    ids = draw(target)
+    ids = _ordinary_ids(tokenizer, target, rng)
     for _ in range(64):
         text = tokenizer.decode(ids, clean_up_tokenization_spaces=False)
         again = tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(again) == target and len(tokenizer(text)["input_ids"]) == n:
             return text
         # Decoding and encoding again can merge or split tokens: trim or extend, and try again.
-        ids = again[:target] if len(again) > target else again + draw(target - len(again))
+        ids = again[:target] if len(again) > target else again + _ordinary_ids(tokenizer, target - len(again), rng)
     raise ValueError(f"could not make a prompt of exactly {n} tokens with this tokenizer")
+
+
+# Word pools found per tokenizer (by identity; the tokenizer is kept so its id stays its own).
+_POOLS: dict[int, tuple[object, list[str]]] = {}
+POOL_SIZE = 256
+
+
+def _word_pool(tokenizer) -> list[str]:
+    """Up to POOL_SIZE words that are one token alone and one more after a space; found once per
+    tokenizer from a fixed seed (prompts differ by which words their own seeds draw)."""
+    cached = _POOLS.get(id(tokenizer))
+    if cached is not None and cached[0] is tokenizer:
+        return cached[1]
+    rng = random.Random(0)
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    pool: list[str] = []
+    for i in _ordinary_ids(tokenizer, min(4 * len(tokenizer), 4000), rng):
+        word = tokenizer.decode([i]).strip()
+        if word.isascii() and word.isalpha() and word not in pool and count(word) == 1 \
+                and count(f"{word} {word}") == 2:
+            pool.append(word)
+            if len(pool) == POOL_SIZE:
+                break
+    _POOLS[id(tokenizer)] = (tokenizer, pool)
+    return pool
+
+
+def _ordinary_ids(tokenizer, k: int, rng: random.Random) -> list[int]:
+    """`k` token ids that are not special ones, sampled (a 150k-token vocabulary is not listed)."""
+    skip = set(tokenizer.all_special_ids)
+    size = len(tokenizer)
+    out = []
+    while len(out) < k:
+        i = rng.randrange(size)
+        if i not in skip:
+            out.append(i)
+    return out

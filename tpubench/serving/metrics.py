@@ -5,7 +5,10 @@ Per request (ok requests only, except queue time which every request has):
     TTFT  = first token-bearing chunk - send
     E2E   = last token-bearing chunk - send
     TPOT  = (E2E - TTFT) / (completion_tokens - 1)       completion_tokens from the server's usage;
-                                                         undefined for fewer than 2 tokens
+                                                         undefined for fewer than 2 tokens (usage is
+                                                         checked against the stream by the client: an
+                                                         impossible count fails its request, so no
+                                                         ok request has a negative count)
     ITL   = every gap between consecutive token-bearing chunks, pooled over requests (a chunk can
             hold several tokens, so ITL is per chunk and TPOT per token; `tokens_per_chunk_mean`
             says how far apart they are)
@@ -403,6 +406,20 @@ def validity_reasons(metrics: Mapping[str, float], records: Iterable[Any] = (), 
         reasons.append(f"{missing} of {len(ok)} ok requests came without usage: token counts are "
                        "client estimates (token-bearing chunks, asked prompt lengths are not checked)")
     return reasons
+
+
+def request_warnings(records: Iterable[Any]) -> list[str]:
+    """What a point's result should say about where its requests went: redirected requests, by
+    the URL that served them (the result's environment names the URL given, which may be another
+    host and other hardware)."""
+    recs = _records(records)
+    served = Counter(r.served_url for r in recs if r.served_url)
+    if not served:
+        return []
+    where = ", ".join(f"{url} ({n})" for url, n in served.most_common(5))
+    more = f" and {len(served) - 5} more URLs" if len(served) > 5 else ""
+    return [f"{sum(served.values())} of {len(recs)} requests were redirected and served at {where}{more}, "
+            "not at the URL given: the hardware declared for that URL may not be the one measured"]
 
 
 # ----------------------------------------------------------------------------- tables

@@ -24,6 +24,8 @@ Preset commands ({model}, {host}, {port} are filled in; `launch.args` are append
                 Source: vLLM docs, "vllm serve" CLI reference (docs.vllm.ai, configuration/serve_args).
                 Exact lengths: ignore_eos and min_tokens, both vLLM extra sampling parameters of
                 /v1/completions and /v1/chat/completions. GET /version answers {"version": ...}.
+                Started on a loopback host with VLLM_SERVER_DEV_MODE=1 (unless launch.env sets it),
+                the only way vLLM serves POST /reset_prefix_cache (a cold cache for every point).
   vllm-tpu      vllm serve {model} --host {host} --port {port}
                 Source: tpu-inference quickstart (docs.vllm.ai/projects/tpu, `pip install vllm-tpu`,
                 then plain `vllm serve ... --tensor-parallel-size N --max-model-len L`). ASSUMPTION:
@@ -66,10 +68,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tpubench.errors import UserError
+from tpubench.serving.processes import live_group_members
+from tpubench.serving.server_chips import ServerChips, server_chips
 
 PhaseCallback = Callable[[str, float, float], None]
 
@@ -78,6 +82,10 @@ POLL_INTERVAL_S = 0.25         # readiness polling of a started server
 STOP_GRACE_S = 15.0            # SIGTERM to SIGKILL
 LOG_TAIL_IN_ERRORS = 600       # characters of the log quoted in a start-up error
 CPU_KV_CACHE_SHARE = "0.05"    # transformers serve on the CPU: share of free host memory for its KV cache
+RESET_TIMEOUT_S = URL_CHECK_TIMEOUT_S   # a prefix-cache reset between load points (as `_why` words it)
+# The prefix-cache reset of each stack (by a part of its recorded name).
+_RESET_PATHS = (("vllm", "/reset_prefix_cache"), ("sglang", "/flush_cache"))
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 # Serving stacks: the name recorded in results, the Python module that must be importable (and
 # whose distribution's version is recorded), plugins that must also be there (any one of them),
@@ -142,6 +150,9 @@ class RunningServer:
     # Body fields this server takes for an exact output length (see extra_body); empty: none.
     exact_output_fields: tuple[str, ...] = ()
     log_path: Path | None = None
+    # What a started server runs on, read from its command, environment and the host's listing
+    # (serving/server_chips.py); None for a server tpubench did not start.
+    hardware: ServerChips | None = None
     _process: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     def extra_body(self, output_tokens: int) -> dict:
@@ -154,6 +165,33 @@ class RunningServer:
         if "min_tokens" in self.exact_output_fields:
             body["min_tokens"] = int(output_tokens)
         return body
+
+    def reset_prefix_cache(self) -> tuple[bool | None, str]:
+        """Empty the engine's prefix cache so the next load point meets a cold server.
+
+        vLLM: POST /reset_prefix_cache, served only under VLLM_SERVER_DEV_MODE=1 (tpubench sets it
+        on the vLLM servers it starts on a loopback host) and answering 200 with `"success": false`
+        when it refuses; SGLang: POST /flush_cache, 400 while requests run (sources: vLLM's
+        api_server dev endpoints, SGLang's native API docs). A stack not known tries both.
+        Returns (True, the endpoint) when the engine says it did, (False, why) when it refused or
+        lacks the endpoint, (None, why) when the stack offers no reset (transformers serve)."""
+        if self.name == "transformers serve":
+            return None, "transformers serve offers no prefix-cache reset"
+        paths = [p for stack, p in _RESET_PATHS if stack in self.name] or [p for _, p in _RESET_PATHS]
+        answers = []
+        for path in paths:
+            try:
+                status, _, body = _post(self.base_url + path, timeout=RESET_TIMEOUT_S)
+            except OSError as exc:   # no answer: a server that hangs is not asked twice
+                return False, f"POST {path}: {_why(exc)}"
+            if 200 <= status < 300 and _claims_success(body):
+                return True, f"POST {path}"
+            answers.append(f"POST {path} answered {status}" + (" (success: false)" if status < 300 else ""))
+        hint = ("; vLLM serves it only with VLLM_SERVER_DEV_MODE=1 in the server's environment"
+                if "vllm" in self.name or self.name == "unknown" else "")
+        if self.name == "unknown" and all(" answered 404" in a or " answered 405" in a for a in answers):
+            return None, "the server offers no known prefix-cache reset (" + "; ".join(answers) + ")"
+        return False, "; ".join(answers) + hint
 
     def alive(self) -> bool:
         """A started server: its process still runs. A running one: it answers GET /v1/models."""
@@ -174,7 +212,8 @@ class RunningServer:
         return {"name": self.name, "version": self.version, "base_url": self.base_url, "model": self.model,
                 "command": self.command, "pid": self.pid, "started_by_tpubench": self.started_by_tpubench,
                 "startup_s": self.startup_s, "tokenizer": self.tokenizer,
-                "exact_output_fields": list(self.exact_output_fields)}
+                "exact_output_fields": list(self.exact_output_fields),
+                "hardware": asdict(self.hardware) if self.hardware else None}
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -235,6 +274,10 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
            **{str(k): str(v) for k, v in (launch.get("env") or {}).items()}}
+    if preset is not None and preset.name.startswith("vllm") and connect_host in _LOOPBACK:
+        # vLLM serves POST /reset_prefix_cache (a cold cache for every load point) only in dev
+        # mode, whose other routes are no one's business on a server only this host can reach.
+        env.setdefault("VLLM_SERVER_DEV_MODE", "1")
     base_url = f"http://{_url_host(connect_host)}:{port}"
     ready_path = launch.get("ready_path") or "/v1/models"
     if not ready_path.startswith("/"):
@@ -259,6 +302,8 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
                 tokenizer=server.get("tokenizer") or (model if model != "build" else None) or served,
                 exact_output_fields=preset.exact_output_fields if preset else (),
                 log_path=log_path, _process=process)
+            if not server.get("hardware"):   # declared hardware wins; else read what it runs on
+                running.hardware = server_chips(argv, env, process.pid, running.name)
             yield running
         finally:
             if process is not None:
@@ -543,6 +588,31 @@ def _get(url: str, timeout: float) -> tuple[int, str, bytes]:
         raise OSError(str(exc) or type(exc).__name__) from None
 
 
+def _post(url: str, timeout: float) -> tuple[int, str, bytes]:
+    """(status, content type, first 64 KiB of the body) of an empty-bodied POST; OSError when
+    nothing answers."""
+    request = urllib.request.Request(url, data=b"", method="POST", headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read(1 << 16)
+    except urllib.error.HTTPError as exc:
+        return exc.code, "", b""
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        raise reason if isinstance(reason, OSError) else OSError(str(reason)) from None
+    except (ValueError, http.client.HTTPException) as exc:
+        raise OSError(str(exc) or type(exc).__name__) from None
+
+
+def _claims_success(body: bytes) -> bool:
+    """A 2xx reset answer is taken at its word unless its JSON says `"success": false` (vLLM)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return True
+    return not (isinstance(data, dict) and data.get("success") is False)
+
+
 def _why(exc: OSError) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
@@ -582,19 +652,9 @@ def _signal_group(pgid: int, sig: int) -> None:
 def _group_exists(pgid: int) -> bool:
     """Whether a live (not zombie) process is left in the group: zombies that nobody reaps (a
     container's init may not) must not hold the stop for the whole grace period."""
-    proc = Path("/proc")
-    if proc.is_dir():
-        for entry in proc.iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                return True
-        return False
+    members = live_group_members(pgid)
+    if members is not None:
+        return bool(members)
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
