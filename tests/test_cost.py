@@ -238,3 +238,94 @@ def test_price_age_is_carried(prices):
     priced, _ = cost.price_results(result, prices, cloud="azure", today=TODAY)
     assert set(priced.price_as_of) == {"2024-06-01"}
     assert set(priced.price_age_days) == {(TODAY - date(2024, 6, 1)).days}
+
+
+# ----------------------------------------------------------------------------- flagged prices (issue 17 item 3)
+
+# Two H100 boxes under one plan: the flagged one is cheaper by its error.
+#   flagged:   8 GPUs at 43.06615 $/h = 5.383 $/GPU-h (spot above on-demand in its source)
+#   unflagged: 8 GPUs at 87.83247 $/h = 10.979 $/GPU-h
+FLAGGED_PRICES = """cloud,region,instance_type,accelerator,chips_per_instance,on_demand,spot,source,as_of
+gcp,us-central1,a3-highgpu-8g,H100,8,43.06615,47.86592,catalog [FLAG: GPU SKU mismatch suspected],2026-01-22
+gcp,us-east4,a3-highgpu-8g,H100,8,87.83247,34.15997,catalog,2026-01-22
+"""
+
+
+@pytest.fixture()
+def flagged_prices(tmp_path):
+    path = tmp_path / "prices.csv"
+    path.write_text(FLAGGED_PRICES, encoding="utf-8")
+    return pricing.load_prices([path], shipped=False, today=TODAY)
+
+
+def test_a_flagged_price_is_passed_over_for_the_cheapest_choice(flagged_prices):
+    results = frame(make_result(chips=1, ttft_s=0.2, e2e_s=2.0))
+    priced, _ = cost.price_results(results, flagged_prices, plans=["on_demand"], today=TODAY)
+    # Only the unflagged row prices the result: 10.979 $/GPU-h, never the flagged 5.383.
+    assert list(priced["region"]) == ["us-east4"]
+    assert priced.iloc[0]["usd_per_chip_hour"] == pytest.approx(87.83247 / 8)
+    assert not priced.iloc[0]["price_flagged"]
+    _, notes = cost.choose_prices(flagged_prices, ["on_demand"], accelerators=["H100"])
+    assert notes and "gcp/us-central1/a3-highgpu-8g" in notes[0] and "--include-flagged" in notes[0]
+
+
+def test_with_include_flagged_a_flagged_price_can_win_and_is_marked(flagged_prices):
+    results = frame(make_result(chips=1, ttft_s=0.2, e2e_s=2.0))
+    priced, _ = cost.price_results(results, flagged_prices, plans=["on_demand"], today=TODAY,
+                                   include_flagged=True)
+    cheapest = priced.sort_values("blended_usd_per_mtok").iloc[0]
+    assert cheapest["region"] == "us-central1" and cheapest["usd_per_chip_hour"] == pytest.approx(43.06615 / 8)
+    assert cheapest["price_flagged"] and cheapest["price_flag_reason"] == "GPU SKU mismatch suspected"
+    assert cost.choose_prices(flagged_prices, ["on_demand"], include_flagged=True)[1] == []
+
+
+def test_a_flagged_price_is_used_where_it_is_the_only_one(flagged_prices):
+    # Spot: the flagged row (spot above on-demand) and the unflagged one both price H100 spot, so the
+    # flagged one is set aside; drop the unflagged row and the flagged one prices the result, marked.
+    only_flagged = flagged_prices[flagged_prices.region == "us-central1"]
+    priced, unpriced = cost.price_results(frame(make_result()), only_flagged, plans=["spot"], today=TODAY)
+    assert unpriced.empty and priced.iloc[0]["price_flagged"]
+    assert "spot 47.8659 above on-demand 43.0662" not in priced.iloc[0]["price_flag_reason"]  # its own note wins
+
+
+# ----------------------------------------------------------------------------- serving split (issue 17 item 5)
+
+
+def test_probe_fit_solves_two_points_exactly():
+    # 4 chips busy over both windows: 1000 a + 100 b = 4 and 200 a + 300 b = 4.
+    # Times 5 the second: 1000 a + 1500 b = 20, less the first: 1400 b = 16, b = 8/700;
+    # a = (4 - 100 * 8/700) / 1000 = 2/700.
+    a, b = cost.fit_chip_seconds_per_token([4, 4], [1000, 200], [100, 300])
+    assert a == pytest.approx(2 / 700) and b == pytest.approx(8 / 700)
+    # A third point on the same plane changes nothing: 600 * 2/700 + 200 * 8/700 = 4.
+    a3, b3 = cost.fit_chip_seconds_per_token([4, 4, 4], [1000, 200, 600], [100, 300, 200])
+    assert (a3, b3) == (pytest.approx(2 / 700), pytest.approx(8 / 700))
+
+
+def test_probe_fit_never_prices_a_token_below_zero():
+    # a + b = 2 and 2a + 3b = 3.9 solve to a = 2.1, b = -0.1. Non-negative: b = 0 and
+    # a = sum(x y) / sum(x x) = (1*2 + 2*3.9) / (1 + 4) = 1.96 (residuals -0.04, +0.02), better
+    # than a = 0, b = (2 + 11.7) / 10 = 1.37 (residuals -0.63, +0.21).
+    a, b = cost.fit_chip_seconds_per_token([2, 3.9], [1, 2], [1, 3])
+    assert a == pytest.approx(1.96) and b == 0.0
+
+
+def test_probe_split_fits_only_defensible_probes():
+    fit = cost.probe_split([4, 4], [1000, 200], [100, 300])
+    assert fit.method == "probe fit over 2 points"
+    assert fit.input == pytest.approx(2 / 700) and fit.output == pytest.approx(8 / 700)
+    assert "rms misfit 0.0%" in fit.note
+    one = cost.probe_split([4], [1000], [100])
+    assert one.method == "blended only" and math.isnan(one.input) and "one point" in one.note
+    # Output shares 100/1100 = 0.09 and 120/1120 = 0.11: too close to tell input from output.
+    close = cost.probe_split([4, 4], [1000, 1000], [100, 120])
+    assert close.method == "blended only" and "0.09-0.11" in close.note
+    # Shares 0.25 and 0.75, but 3a + b = 3.1 and a + 3b = 0.9 solve to b = -0.05: non-negative, b = 0
+    # and a = (3*3.1 + 1*0.9) / (9 + 1) = 1.02. No chip time on output tokens is no split.
+    assert cost.fit_chip_seconds_per_token([3.1, 0.9], [3, 1], [1, 3]) == (pytest.approx(1.02), 0.0)
+    bound = cost.probe_split([3.1, 0.9], [3, 1], [1, 3])
+    assert bound.method == "blended only" and "no chip time on output" in bound.note
+    # Three points no plane through the origin comes near (the third serves 100 + 40 tokens/s on
+    # the same 4 chips): no split rather than a fitted guess.
+    far = cost.probe_split([4, 4, 4], [1000, 200, 100], [100, 300, 40])
+    assert far.method == "blended only" and "misses its 3 points by 47% rms" in far.note

@@ -52,10 +52,11 @@ def test_targets_resolve_to_the_cheapest_priced_row(prices):
     tpu, h100, trn2 = resolve_targets(["tpu-v6e-8", "H100:8", "trn2.48xlarge"], prices)
     assert (tpu.accelerators, tpu.cloud, tpu.chips_per_node, tpu.device) == ("tpu-v6e-8", "gcp", 8, "tpu")
     assert tpu.priced_as["usd_per_hour"] == 21.6 and tpu.priced_as["region"] == "us-central1"
-    # H100:8 is offered on gcp (43.06615/h), aws (55.04) and azure (98.32): the cheapest is priced,
-    # and no cloud is pinned (SkyPilot's optimizer chooses too).
+    # H100:8 is offered on gcp (43.06615/h, flagged: spot above on-demand, so set aside), aws (55.04)
+    # and azure (98.32, flagged): the cheapest unflagged is priced, and no cloud is pinned (SkyPilot's
+    # optimizer chooses too).
     assert (h100.accelerators, h100.cloud, h100.device) == ("H100:8", None, "cuda")
-    assert h100.priced_as["instance_type"] == "a3-highgpu-8g" and h100.priced_as["usd_per_hour"] == 43.06615
+    assert h100.priced_as["instance_type"] == "p5.48xlarge" and h100.priced_as["usd_per_hour"] == 55.04
     # An instance type pins its cloud; trn2.48xlarge has a spot price only.
     assert (trn2.accelerators, trn2.cloud, trn2.chips_per_node, trn2.device) == ("Trainium2:16", "aws", 16, "neuron")
     assert trn2.priced_as["usd_per_hour"] is None and "spot $20.76/h" in trn2.note
@@ -126,7 +127,7 @@ def test_layouts_wider_than_a_node_span_nodes_under_torchrun(prices, tmp_path):
     plan = plan_target(load_workload(source), str(source), h100, remote_workload="$HOME/w.yaml", scale=None,
                        out_dir="/o", run_args=[])
     assert plan.num_nodes == 2 and len(plan.points) == 8
-    assert plan.usd == pytest.approx(2 * 43.06615 * plan.hours)    # two machines
+    assert plan.usd == pytest.approx(2 * 55.04 * plan.hours)       # two machines
     assert plan.run_lines[0] == 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)'
     wide, narrow = plan.run_lines[2:4]
     assert wide.startswith('if [ "$SKYPILOT_NODE_RANK" -lt 2 ]; then python -m torch.distributed.run --nnodes=2 '
@@ -214,10 +215,10 @@ def test_dry_run_writes_tasks_that_skypilot_parses(monkeypatch, capsys, tmp_path
     for f in files:
         assert f"sky jobs launch launch/{launch_id}/{f.name} --name" in out
     assert f"then: tpubench collect gs://tpubench-test/team/{launch_id}" in out
-    # The estimate: tpu $21.60/h and H100 $43.07/h for 4 bounded points + setup; trn2 has no on-demand price.
+    # The estimate: tpu $21.60/h and H100 $55.04/h for 4 bounded points + setup; trn2 has no on-demand price.
     hours = (900 + 4 * (300 + 120)) / 3600
-    assert f"${21.6 * hours:,.2f}" in out and f"${43.06615 * hours:,.2f}" in out
-    assert f"${(21.6 + 43.06615) * hours:,.2f} + unpriced targets" in out
+    assert f"${21.6 * hours:,.2f}" in out and f"${55.04 * hours:,.2f}" in out
+    assert f"${(21.6 + 55.04) * hours:,.2f} + unpriced targets" in out
     assert "would need --yes: no price for trn2.48xlarge" in err
 
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -273,7 +274,7 @@ def test_over_the_cost_limit_needs_yes(monkeypatch, capsys, tmp_path):
     code, out, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--bucket",
                              "gs://tpubench-test", "--max-cost", "10")
     assert code == 2
-    assert "error: --yes: not launched: the estimate $30.86 is over the $10.00 limit (--max-cost)" in err
+    assert "error: --yes: not launched: the estimate $39.45 is over the $10.00 limit (--max-cost)" in err
     assert "Traceback" not in err
 
 

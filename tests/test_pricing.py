@@ -317,3 +317,68 @@ def test_import_errors(tmp_path):
     with pytest.raises(UserError) as info:
         pricing.import_skypilot(bad, "gcp")
     assert info.value.one_line().startswith(f"{bad}:1: vCPUs: missing column")
+
+
+# ----------------------------------------------------------------------------- flagged prices (issue 17 item 3)
+
+
+FLAG_HEADER = HEADER + ",flagged"
+
+
+def test_flagged_is_derived_once_from_the_source_note_the_flag_cell_and_spot_above_on_demand(tmp_path):
+    path = write(tmp_path, FLAG_HEADER + "\n"
+                 "c,r,noted,H100,8,40,30,catalog [FLAG: SKU mismatch suspected],2026-01-01,\n"
+                 "c,r,dearer-spot,H100,8,40,48,catalog,2026-01-01,\n"
+                 "c,r,by-cell,H100,8,40,30,my contract,2026-01-01,true\n"
+                 "c,r,vouched,H100,8,40,30,catalog [FLAG: old],2026-01-01,false\n"
+                 "c,r,plain,H100,8,80,30,catalog,2026-01-01,\n")
+    prices = pricing.load_prices([path], shipped=False, today=TODAY)
+    reason = {(r.instance_type, r.plan): r.flag_reason for r in prices.itertuples()}
+    flagged = {(r.instance_type, r.plan): r.flagged for r in prices.itertuples()}
+    assert reason[("noted", "on_demand")] == "SKU mismatch suspected" and flagged[("noted", "spot")]
+    # Spot 48 > on-demand 40 USD/h: one of the two is not this instance's price; both are flagged.
+    assert reason[("dearer-spot", "on_demand")] == reason[("dearer-spot", "spot")]
+    assert "spot 48 above on-demand 40" in reason[("dearer-spot", "spot")]
+    assert reason[("by-cell", "on_demand")] == "flagged in the price file"
+    assert not flagged[("vouched", "on_demand")] and not flagged[("plain", "on_demand")]
+    assert pricing.prices_wide(prices).set_index("instance_type")["flagged"].to_dict() == {
+        "noted": True, "dearer-spot": True, "by-cell": True, "vouched": False, "plain": False}
+
+
+def test_a_flag_cell_that_is_not_a_boolean_names_file_line_and_column(tmp_path):
+    path = write(tmp_path, FLAG_HEADER + "\nc,r,i,H100,8,40,30,s,2026-01-01,maybe\n")
+    with pytest.raises(UserError) as err:
+        pricing.load_prices([path], shipped=False, today=TODAY)
+    assert str(err.value) == f"{path}:2: flagged: 'maybe' is not true or false"
+
+
+def test_the_shipped_flagged_h100_row_is_set_aside_for_an_unflagged_one():
+    prices = pricing.load_prices(today=TODAY)
+    row = prices[(prices.instance_type == "a3-highgpu-8g") & (prices.region == "us-central1")
+                 & (prices.plan == "on_demand")].iloc[0]
+    assert row.flagged and "SKU mismatch" in row.flag_reason
+    assert row.usd_per_chip_hour == pytest.approx(43.06615 / 8)          # 5.38 $/GPU-h, the suspect price
+    chosen = pricing.prefer_unflagged(prices)
+    h100 = chosen[(chosen.accelerator == "H100") & (chosen.plan == "on_demand")]
+    assert not h100["flagged"].any()
+    # The cheapest honest H100 on-demand chip-hour: p5.48xlarge us-east-1, 55.04 / 8 = 6.88 $.
+    assert h100["usd_per_chip_hour"].min() == pytest.approx(6.88)
+    # B200 has unflagged AWS rows, so GCP's GPU-only lower bounds are set aside too; Trainium2 has
+    # only a flagged spot row, which stays (there is nothing else to price it with).
+    assert not chosen[chosen.accelerator == "B200"]["flagged"].any()
+    assert chosen[chosen.accelerator == "Trainium2"]["flagged"].all()
+    assert len(pricing.prefer_unflagged(prices, include_flagged=True)) == len(prices)
+    note = pricing.flagged_set_aside_note(prices, chosen)
+    assert note.startswith("7 flagged price row(s) set aside") and "gcp/us-central1/a3-highgpu-8g" in note
+
+
+def test_the_importer_flags_a_catalog_spot_price_above_on_demand(tmp_path):
+    catalog = write(tmp_path, "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,"
+                              "AvailabilityZone,Price,SpotPrice,Arch\n"
+                              "p5.48xlarge,192,2048,H100,8,,us-east-1,use1-az1,55.04,60.0,x86_64\n"
+                              "p5.48xlarge,192,2048,H100,8,,us-west-2,usw2-az1,55.04,17.0,x86_64\n", "vms.csv")
+    table = pricing.import_skypilot(catalog, "aws", as_of="2026-11-01")
+    assert dict(zip(table["region"], table["flagged"])) == {"us-east-1": "true", "us-west-2": ""}
+    out = pricing.write_price_csv(table, tmp_path / "imported.csv")
+    loaded = pricing.load_prices([out], shipped=False, today=TODAY)
+    assert set(loaded.loc[loaded.flagged, "region"]) == {"us-east-1"}

@@ -193,3 +193,60 @@ def test_budget_renders_as_markdown_and_csv(data):
     assert "current" in md and "/month" in md
     table = pd.read_csv(io.StringIO(render_budget(result, "csv")))
     assert len(table) == len(result.options) and "monthly_usd" in table
+
+
+# ----------------------------------------------------------------------------- flagged prices (issue 17 item 3)
+
+FLAG = "⚠ flagged price"
+
+
+def test_a_flagged_price_is_not_shown_by_default_and_is_marked_wherever_it_competes(results_dir):
+    # The shipped table's GCP a3-highgpu-8g us-central1 row (5.38 $/GPU-h, spot above on-demand)
+    # is set aside for unflagged H100 rows, and a warning says so.
+    data = build_report(results_dir, today=TODAY)
+    h100 = data.priced[data.priced["priced_accelerator"] == "H100"]
+    assert not h100["price_flagged"].any()
+    assert not ((h100["instance_type"] == "a3-highgpu-8g") & (h100["region"] == "us-central1")).any()
+    assert any("set aside" in w and "gcp/us-central1/a3-highgpu-8g" in w for w in data.warnings)
+    md = render(data, "markdown")
+    assert "H100 · gcp a3-highgpu-8g (us-central1)" not in md
+    # Trainium2's only price is a flagged spot row: it is used, and marked.
+    assert f"Trainium2 · aws trn2.48xlarge (us-east-2) {FLAG}" in md
+    assert f"{FLAG}: aws trn2.48xlarge (us-east-2), spot: on-demand Price empty in catalog" in md
+
+    flagged = build_report(results_dir, today=TODAY, include_flagged=True)
+    h100 = flagged.summary[(flagged.summary["priced_accelerator"] == "H100")
+                           & (flagged.summary["plan"] == "on_demand")]
+    cheapest = h100.sort_values("blended_usd_per_mtok").iloc[0]
+    assert cheapest["instance_type"] == "a3-highgpu-8g" and cheapest["region"] == "us-central1"
+    assert cheapest["price_flagged"]                                      # 5.38 $/GPU-h wins among H100s
+    md = render(flagged, "markdown")
+    assert f"H100 · gcp a3-highgpu-8g (us-central1) {FLAG}" in md
+    assert f"{FLAG}: gcp a3-highgpu-8g (us-central1), on-demand: GPU SKU mismatch suspected" in md
+    assert f"gcp a3-highgpu-8g (us-central1) {FLAG}" in render(flagged, "html")
+    table = pd.read_csv(io.StringIO(render(flagged, "csv")))
+    marked = table[table["price_flagged"].fillna(False).astype(bool)]
+    assert set(marked["instance_type"]) >= {"a3-highgpu-8g"} and marked["price_flag_reason"].notna().all()
+
+
+def test_budget_passes_over_a_flagged_price_unless_included_and_then_marks_it(results_dir):
+    from tpubench.results import load_results
+
+    results = load_results(results_dir)
+    prices = pricing.load_prices(today=TODAY)
+    kwargs = dict(tokens_per_day=1e9, output_share=0.1, plans=["on_demand"], today=TODAY)
+    plain = budget.plan_budget(results, prices, **kwargs)
+    assert not plain.options["price_flagged"].any()
+    h100 = plain.options[plain.options["priced_accelerator"] == "H100"]
+    assert h100.iloc[0]["instance_type"] == "p5.48xlarge"                 # 6.88 $/GPU-h, the honest cheapest
+    assert any("set aside" in n for n in plain.notes)
+
+    opted = budget.plan_budget(results, prices, include_flagged=True, **kwargs)
+    h100 = opted.options[opted.options["priced_accelerator"] == "H100"]
+    first = h100.iloc[0]
+    assert (first["instance_type"], first["region"], bool(first["price_flagged"])) == (
+        "a3-highgpu-8g", "us-central1", True)
+    md = render_budget(opted, "markdown")
+    assert f"H100 · gcp a3-highgpu-8g (us-central1) {FLAG}" in md and "GPU SKU mismatch suspected" in md
+    csv_table = pd.read_csv(io.StringIO(render_budget(opted, "csv")))
+    assert csv_table["price_flagged"].astype(bool).any()

@@ -26,9 +26,8 @@ testcloud,r1,h100x4,H100,4,32.0,hand-made test price,2026-12-01
 USD_PER_CHIP_S = 8 / 3600
 
 # The serve point of the brief: a 10 s window on 4 chips, 1000 prompt + 3000 completion tokens,
-# 20% of the window attributed to input.
-#   input_s_per_token   = 10 * 0.2 / 1000 = 0.002 s    x 4 chips = 0.008    chip-s per input token
-#   output_s_per_token  = 10 * 0.8 / 3000 = 0.0026667  x 4 chips = 0.010667 chip-s per output token
+# 20% of the request time before the first token (the result's own request-time split, which
+# pricing no longer uses: one point has no input/output split, only blended).
 #   blended_s_per_token = 10 / 4000       = 0.0025     x 4 chips = 0.01     chip-s per token
 SERVE = dict(accelerator=H100, chips=4, window_s=10.0, prompt_tokens=1000, completion_tokens=3000,
              share_in=0.2, requests=10, ttft_s=0.1, tpot_s=0.01, concurrency=8)
@@ -55,20 +54,13 @@ def test_serve_row_prices_from_its_seconds_per_token(prices):
     assert unpriced.empty
     row = priced.iloc[0]
     assert row["scenario_kind"] == "serve" and row["server_name"] == "vllm"
-    assert row["input_chip_s_per_token"] == pytest.approx(0.008)
-    assert row["output_chip_s_per_token"] == pytest.approx(0.04 / 3.75)   # 0.010667
+    # One point at this server and load: no split, whatever sum TTFT / sum E2E says.
+    assert row["split_method"] == "blended only" and "one point" in row["split_note"]
+    assert pd.isna(row["input_chip_s_per_token"]) and pd.isna(row["output_chip_s_per_token"])
+    assert pd.isna(row["input_usd_per_mtok"]) and pd.isna(row["output_usd_per_mtok"])
     assert row["blended_chip_s_per_token"] == pytest.approx(0.01)
-    # $/Mtok = chip-s per token * 8/3600 $/chip-s * 1e6:
-    #   input   0.008    * 8/3600 * 1e6 = 17.778
-    #   output  0.010667 * 8/3600 * 1e6 = 23.704
-    #   blended 0.01     * 8/3600 * 1e6 = 22.222
-    assert row["input_usd_per_mtok"] == pytest.approx(0.008 * 8 / 3600 * 1e6)
-    assert row["input_usd_per_mtok"] == pytest.approx(17.7778, rel=1e-5)
-    assert row["output_usd_per_mtok"] == pytest.approx(23.7037, rel=1e-5)
+    # $/Mtok blended = 0.01 chip-s per token * 8/3600 $/chip-s * 1e6 = 22.222, CI the column's +-2%.
     assert row["blended_usd_per_mtok"] == pytest.approx(22.2222, rel=1e-5)
-    # CIs: the columns' bounds (value * (1 -/+ 0.02)) times chips, priced the same way.
-    assert row["input_usd_per_mtok_ci95_low"] == pytest.approx(17.7778 * 0.98, rel=1e-5)
-    assert row["output_usd_per_mtok_ci95_high"] == pytest.approx(23.7037 * 1.02, rel=1e-5)
     assert row["blended_usd_per_mtok_ci95_low"] == pytest.approx(22.2222 * 0.98, rel=1e-5)
     # Whole server: 3000 tokens / 10 s = 300 output tokens/s, 75 per chip.
     # InferenceX: 8 $/chip-h * 1e6 / (3600 * 75) = 29.630 $/Mtok; CI from the throughput's [0.98, 1.02].
@@ -131,18 +123,19 @@ def test_a_mixed_folder_prices_both_kinds(prices, tmp_path):
     serve, generate = priced_by_kind(priced, "serve"), priced_by_kind(priced, "generate")
     assert serve["blended_usd_per_mtok"] == pytest.approx(22.2222, rel=1e-5)
     assert generate["blended_usd_per_mtok"] == pytest.approx(7 * USD_PER_CHIP_S / 600 * 1e6)
-    assert serve["output_usd_per_mtok"] == pytest.approx(23.7037, rel=1e-5)
+    assert pd.isna(serve["output_usd_per_mtok"]) and serve["split_method"] == "blended only"
+    assert generate["split_method"] == "time-attributed"
     assert generate["output_usd_per_mtok"] == pytest.approx(5 * USD_PER_CHIP_S / 200 * 1e6)
     assert pd.isna(generate["server_name"]) and serve["server_version"] == "0.11.0"
 
 
 # ----------------------------------------------------------------------------- budget
 
-# Both on the 4-chip box, traffic 75% output (the serve point's own mix):
-#   serve:    c_in 0.008, c_out 0.010667 -> 0.25*0.008 + 0.75*0.010667 = 0.01 chip-s/token: 100 tokens/s/chip
+# Both on the 4-chip box, traffic 75% output (both points' own mix); sized on blended tokens:
+#   serve:    blended 0.01 chip-s/token: 100 tokens/s/chip
 #   generate: B=8, I=100, O=300 on 4 chips, TTFT 0.5 s, E2E 5 s:
-#             c_in = 0.5*4/800 = 0.0025, c_out = 4.5*4/2400 = 0.0075
-#             -> 0.25*0.0025 + 0.75*0.0075 = 0.00625 chip-s/token: 160 tokens/s/chip
+#             blended = 5*4/3200 = 0.00625 chip-s/token: 160 tokens/s/chip (with --split the same:
+#             c_in = 0.5*4/800 = 0.0025, c_out = 4.5*4/2400 = 0.0075 -> 0.25*0.0025 + 0.75*0.0075)
 #             TPOT = 4.5/299 = 15.05 ms, p99 = mean * 1.06 = 15.95 ms
 #   serve TPOT p99 12 ms. So with no TPOT SLO generate wins; under 14 ms only serve meets it.
 BUDGET_SERVE = {**SERVE, "tpot_p99_s": 0.012, "ttft_p99_s": 0.2}
@@ -164,6 +157,7 @@ def plan(results, prices, **kwargs):
 
 def test_budget_mix_rate_from_a_servers_chip_seconds():
     assert budget.mix_rate(0.008, 0.04 / 3.75, 0.75) == pytest.approx(100)
+    assert budget.blended_rate(0.01) == pytest.approx(100)
     assert budget.mix_rate(0.0025, 0.0075, 0.75) == pytest.approx(160)
     # The offline entry point is the same arithmetic from TTFT and E2E.
     assert budget.mix_tokens_per_s_per_chip(0.5, 5.0, 4, 8, 100, 300, 0.75) == pytest.approx(160)
@@ -273,3 +267,81 @@ def test_pareto_figure_plots_servers_beside_offline_runs(report_data):
     # One iso-cost line for the one accelerator, however many stacks ran on it.
     iso = [t.get_text() for t in ax.texts if "/Mtok on" in t.get_text()]
     assert len(iso) == 1 and iso[0].strip().endswith("on H100")
+
+
+# ----------------------------------------------------------------------------- probe-fitted split (issue 17 item 5)
+
+# Two probe points of one vLLM at concurrency 8 on 4 chips, 10 s windows:
+#   input-heavy:  10000 prompt + 1000 completion tokens -> 1000 input, 100 output tokens/s
+#   output-heavy:  2000 prompt + 3000 completion tokens ->  200 input, 300 output tokens/s
+# chips = c_in * r_in + c_out * r_out at both: 1000 c_in + 100 c_out = 4, 200 c_in + 300 c_out = 4
+#   -> c_in = 2/700, c_out = 8/700 chip-s per token (test_cost.test_probe_fit_solves_two_points_exactly)
+#   $/Mtok at 8/3600 $/chip-s: input 2/700 * 8/3600 * 1e6 = 6.3492, output 8/700 * 8/3600 * 1e6 = 25.397
+# A third point at concurrency 16 is another load: one point, no split.
+PROBES = [
+    {**SERVE, "prompt_tokens": 10000, "completion_tokens": 1000, "input_length": 1000, "output_length": 100,
+     "share_in": 0.9, "seed": 1},
+    {**SERVE, "prompt_tokens": 2000, "completion_tokens": 3000, "input_length": 100, "output_length": 150,
+     "share_in": 0.1, "seed": 2},
+    {**SERVE, "concurrency": 16, "seed": 3},
+]
+
+
+def test_serve_split_comes_from_probe_points_at_the_same_load(prices):
+    priced, _ = cost.price_results(frame(*[make_serve_result(**p) for p in PROBES]), prices, today=TODAY)
+    by_load = priced.set_index(["concurrency", "input_length"])
+    for key in ((8, 1000), (8, 100)):
+        row = by_load.loc[key]
+        assert row["split_method"] == "probe fit over 2 points"
+        assert row["input_chip_s_per_token"] == pytest.approx(2 / 700)
+        assert row["output_chip_s_per_token"] == pytest.approx(8 / 700)
+        assert row["input_usd_per_mtok"] == pytest.approx(6.3492, rel=1e-4)
+        assert row["output_usd_per_mtok"] == pytest.approx(25.397, rel=1e-4)
+        # CI: the widest relative CI of the group's blended figures (+-2% here).
+        assert row["output_usd_per_mtok_ci95_high"] == pytest.approx(25.397 * 1.02, rel=1e-4)
+    # Blended is as before: the window's chip-seconds over all its tokens, 10 * 4 / 11000.
+    assert by_load.loc[(8, 1000)]["blended_chip_s_per_token"] == pytest.approx(40 / 11000)
+    other = by_load.loc[(16, 1024)]
+    assert other["split_method"] == "blended only" and pd.isna(other["input_usd_per_mtok"])
+
+
+def test_an_invalid_point_takes_no_part_in_a_probe_fit(prices):
+    points = [make_serve_result(**PROBES[0]), make_serve_result(**PROBES[1], valid=False, invalid_reasons=["lag"])]
+    priced, _ = cost.price_results(frame(*points), prices, today=TODAY)
+    assert (priced["split_method"] == "blended only").all()
+    assert set(priced["split_note"]) == {"invalid point: left out of any probe fit",
+                                         "one point at this server and load: no input-heavy and output-heavy "
+                                         "probe points"}
+
+
+def test_budget_sizes_on_blended_unless_asked_for_the_split(prices):
+    results = frame(*[make_serve_result(**p) for p in PROBES])
+    # Blended: the input-heavy point serves 11000 tokens / (10 s * 4 chips) = 275 tokens/s/chip at its
+    # own 9% output; the output-heavy one 5000 / 40 = 125; the c=16 point 4000 / 40 = 100.
+    blended = budget.plan_budget(results, prices, tokens_per_day=TOKENS_PER_DAY, output_share=0.5, today=TODAY)
+    best = blended.options.iloc[0]
+    assert blended.sizing == "blended" and best["sizing_basis"] == "blended"
+    assert best["tokens_per_s_per_chip"] == pytest.approx(275)
+    assert best["point_output_share"] == pytest.approx(100 / 1100)
+    assert any(n.startswith("sized on blended tokens") for n in blended.notes)
+    md = render_budget(blended, "markdown")
+    assert "Sized on blended tokens" in md and "Tokens/s/chip (blended)" in md and "275 at 9.09% output" in md
+    # --split: this traffic's 50% output at c_in = 2/700, c_out = 8/700: 1 / (0.5 * 10/700) = 140
+    # tokens/s/chip for either probe point; the c=16 point has no split and is left out, with a note.
+    split = budget.plan_budget(results, prices, tokens_per_day=TOKENS_PER_DAY, output_share=0.5, today=TODAY,
+                               split=True)
+    assert split.sizing == "split" and set(split.options["sizing_basis"]) == {"split"}
+    assert split.options.iloc[0]["tokens_per_s_per_chip"] == pytest.approx(140)
+    assert split.options.iloc[0]["split_method"] == "probe fit over 2 points"
+    assert any("1 server point(s) without an input/output split left out" in n for n in split.notes)
+    assert "Tokens/s/chip (split)" in render_budget(split, "markdown")
+
+
+def test_report_names_the_split_method_in_tables_and_csv(prices):
+    data = build_report(frame(*[make_serve_result(**p) for p in PROBES]), prices=prices, today=TODAY)
+    md = render(data, "markdown")
+    assert "Input/output split" in md and "probe fit over 2 points" in md
+    assert "blended only: one point at this server and load" in md
+    table = pd.read_csv(io.StringIO(render(data, "csv")))
+    assert set(table["split_method"]) == {"probe fit over 2 points", "blended only"}
+    assert "probe fit over 2 points" in render(data, "html")

@@ -6,10 +6,20 @@ peak-to-average factor. At the peak the fleet must absorb
     R_in  = tokens_per_day * peak_factor / 86400 * (1 - output_share)   input tokens/s
     R_out = tokens_per_day * peak_factor / 86400 * output_share         output tokens/s
 
-A measured point spends c_in chip-seconds per input token and c_out per output token: the
-chip-seconds-per-token figures of `cost.chip_seconds_per_token`, read from the columns a result
-provides (a server's `input_s_per_token` / `output_s_per_token` times its chips) or, for an
-offline batch (batch B, lengths I and O, `chips` chips per replica), computed as
+Sizing basis (`sizing_basis` on every option; the budget's notes say which):
+
+- "blended" (the default): a point serves tokens at its own measured input/output mix, so its
+  throughput per chip is 1 / c_all, c_all its blended chip-seconds per token (a server's window
+  times chips over all its tokens; an offline batch's E2E * chips / (B * (I + O))). The traffic's
+  `output_share` is not used; each option shows the mix it was measured at (`point_output_share`).
+  CI: from c_all's CI (the low rate from the high c_all).
+- "split" (`split=True`, `tpubench budget --split`): the traffic's own mix, from the input/output
+  split below. A server point has one only where `cost.serve_split` fitted it from probe points
+  (`split_method`); the others are left out, with a note.
+
+With the split, a measured point spends c_in chip-seconds per input token and c_out per output
+token: the chip-seconds-per-token figures of `cost.chip_seconds_per_token` (a server's probe fit)
+or, for an offline batch (batch B, lengths I and O, `chips` chips per replica), computed as
 
     c_in  = TTFT * chips / (B * I)              chip-seconds per input token  (prefill)
     c_out = (E2E - TTFT) * chips / (B * O)      chip-seconds per output token (decode)
@@ -114,6 +124,10 @@ class Slo:
                 raise UserError(f"an SLO must be a positive time, got {value}", field=flag)
 
 
+SIZING_BLENDED = "blended"
+SIZING_SPLIT = "split"
+
+
 @dataclass
 class BudgetResult:
     traffic: Traffic
@@ -123,6 +137,7 @@ class BudgetResult:
     unpriced: pd.DataFrame         # results that could not be priced, and why
     current: str | None = None
     notes: list[str] = field(default_factory=list)
+    sizing: str = SIZING_BLENDED   # SIZING_BLENDED or SIZING_SPLIT (module docstring)
 
 
 def ceil_whole(x) -> np.ndarray:
@@ -150,6 +165,23 @@ def mix_rate(input_chip_s_per_token, output_chip_s_per_token, output_share: floa
                                                     np.asarray(output_chip_s_per_token, dtype=float),
                                                     output_share)
         return 1.0 / per_token
+
+
+def blended_rate(blended_chip_s_per_token):
+    """Tokens/s per chip of a point serving its own measured mix: 1 / blended chip-s per token."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(1.0, np.asarray(blended_chip_s_per_token, dtype=float))
+
+
+def point_output_share(df: pd.DataFrame) -> pd.Series:
+    """Output tokens / all tokens of each measured point: a server's token rates, else the lengths."""
+    def col(name):
+        return pd.to_numeric(df[name], errors="coerce") if name in df else pd.Series(math.nan, index=df.index)
+
+    # Only a server records its input token rate; an offline batch's mix is its lengths.
+    from_rates = col("output_tokens_per_s") / (col("input_tokens_per_s") + col("output_tokens_per_s"))
+    from_lengths = col("output_length") / (col("input_length") + col("output_length"))
+    return from_rates.where(from_rates.notna(), from_lengths)
 
 
 def mix_tokens_per_s_per_chip(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
@@ -207,19 +239,23 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
                 output_share: float, peak_factor: float = 1.0, slo_ttft_s: float | None = None,
                 slo_tpot_s: float | None = None, plans=None, current: str | None = None,
                 cloud=None, region=None, today: date | None = None,
-                scenarios: Sequence[str] | str | None = None) -> BudgetResult:
+                scenarios: Sequence[str] | str | None = None, split: bool = False,
+                include_flagged: bool = False) -> BudgetResult:
     """Size a fleet on every priced platform and plan for the traffic and SLOs (module docstring).
 
     `results` is `load_results(...)`; `prices` is `pricing.load_prices(...)`. `current` names the
     platform in use ('cloud/region/instance_type', or a shorter unambiguous form): every option then
     carries the monthly saving (positive) or loss (negative) of switching to it, per plan.
     `scenarios` keeps only results of those scenario kinds (e.g. ["serve"]; all kinds when None).
+    `split` sizes on the traffic's input/output mix instead of blended tokens (module docstring);
+    `include_flagged` lets flagged prices compete (cost.choose_prices).
     """
     traffic = Traffic(float(tokens_per_day), float(output_share), float(peak_factor))
     slo = Slo(slo_ttft_s, slo_tpot_s)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
-                                          today=today)
-    notes: list[str] = []
+                                          today=today, include_flagged=include_flagged)
+    notes: list[str] = cost.choose_prices(prices, plans, cloud, region, include_flagged=include_flagged,
+                                          accelerators=priced["priced_accelerator"])[1]
     if scenarios is not None:
         priced, note = _only_scenarios(priced, scenarios)
         if note:
@@ -229,14 +265,8 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
         notes.append(f"{priced.loc[~priced['valid'].astype(bool), 'file'].nunique()} invalid run(s) "
                      "left out of the budget")
 
-    rate = pd.Series(mix_rate(candidates["input_chip_s_per_token"], candidates["output_chip_s_per_token"],
-                              traffic.output_share), index=candidates.index)
-    candidates["tokens_per_s_per_chip"] = rate
-    # The mix rate moves with the measured throughput: carry its relative CI across.
-    per_chip = candidates["output_tokens_per_s_per_chip"].astype(float)
-    for bound in ("ci95_low", "ci95_high"):
-        candidates[f"tokens_per_s_per_chip_{bound}"] = (
-            rate * candidates[f"output_tokens_per_s_per_chip_{bound}"] / per_chip)
+    candidates, note = _with_sizing_rate(candidates, traffic, split)
+    notes.append(note)
     candidates["slo_ratio"] = _slo_ratio(candidates, slo)
     candidates = candidates[np.isfinite(candidates["tokens_per_s_per_chip"])]
     wider = _wider_than_tpu_slice(candidates)
@@ -258,7 +288,37 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
             notes.append(note)
     return BudgetResult(traffic=traffic, slo=slo, options=options.reset_index(drop=True),
                         infeasible=infeasible.reset_index(drop=True), unpriced=unpriced,
-                        current=current, notes=notes)
+                        current=current, notes=notes, sizing=SIZING_SPLIT if split else SIZING_BLENDED)
+
+
+def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -> tuple[pd.DataFrame, str]:
+    """`tokens_per_s_per_chip` (with CI) on the basis asked for (module docstring), the basis in
+    `sizing_basis`, the point's own mix in `point_output_share`; and the note saying which."""
+    candidates = candidates.assign(point_output_share=point_output_share(candidates),
+                                   sizing_basis=SIZING_SPLIT if split else SIZING_BLENDED)
+    if not split:
+        candidates["tokens_per_s_per_chip"] = blended_rate(candidates["blended_chip_s_per_token"])
+        # The low rate comes from the high chip-seconds bound.
+        candidates["tokens_per_s_per_chip_ci95_low"] = blended_rate(candidates["blended_chip_s_per_token_ci95_high"])
+        candidates["tokens_per_s_per_chip_ci95_high"] = blended_rate(candidates["blended_chip_s_per_token_ci95_low"])
+        return candidates, ("sized on blended tokens: each point serves its own measured input/output mix "
+                            "(point_output_share) at 1 / its blended chip-seconds per token; the traffic's "
+                            "output share is not used (--split sizes input and output tokens apart)")
+    rate = pd.Series(mix_rate(candidates["input_chip_s_per_token"], candidates["output_chip_s_per_token"],
+                              traffic.output_share), index=candidates.index)
+    candidates["tokens_per_s_per_chip"] = rate
+    # The mix rate moves with the measured throughput: carry its relative CI across.
+    per_chip = candidates["output_tokens_per_s_per_chip"].astype(float)
+    for bound in ("ci95_low", "ci95_high"):
+        candidates[f"tokens_per_s_per_chip_{bound}"] = (
+            rate * candidates[f"output_tokens_per_s_per_chip_{bound}"] / per_chip)
+    note = (f"sized on the input/output split at the traffic's {traffic.output_share:.0%} output: offline "
+            "points time-attributed, server points by their probe fit (split_method)")
+    unsplit = candidates["split_method"].eq(cost.SPLIT_BLENDED_ONLY) & ~np.isfinite(rate)
+    if unsplit.any():
+        note += (f"; {candidates.loc[unsplit, 'file'].nunique()} server point(s) without an input/output split "
+                 "left out (blended only: their split_note says why; drop --split to size on blended tokens)")
+    return candidates, note
 
 
 def _only_scenarios(priced: pd.DataFrame, scenarios: Sequence[str] | str) -> tuple[pd.DataFrame, str | None]:
@@ -314,7 +374,8 @@ OPTION_COLUMNS = [
     "chips", "tensor_parallel", "expert_parallel", "world_size", "backend", "device", "accelerator", "torch_version",
     "transformers_version", "jax_version",
     "file", "price_source", "price_as_of", "price_age_days", "blended_usd_per_mtok",
-    "input_chip_s_per_token", "output_chip_s_per_token",
+    "input_chip_s_per_token", "output_chip_s_per_token", "sizing_basis", "point_output_share", "split_method",
+    "split_note", "price_flagged", "price_flag_reason",
 ]
 
 
@@ -378,7 +439,7 @@ class TrainingBudget:
 
 def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: float, plans=None,
                   cloud=None, region=None, today: date | None = None,
-                  scenarios: Sequence[str] | str | None = None) -> TrainingBudget:
+                  scenarios: Sequence[str] | str | None = None, include_flagged: bool = False) -> TrainingBudget:
     """Dollars, wall-clock hours and the slice or instance to rent to train on `train_tokens`
     tokens, per priced platform (cloud, region, instance type) and plan (DESIGN.md section 17).
 
@@ -410,8 +471,10 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
     """
     if not (isinstance(train_tokens, (int, float)) and math.isfinite(train_tokens) and train_tokens > 0):
         raise UserError(f"must be a positive number of tokens, got {train_tokens}", field="--train-tokens")
-    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today)
-    notes: list[str] = []
+    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today,
+                                          include_flagged=include_flagged)
+    notes: list[str] = cost.choose_prices(prices, plans, cloud, region, include_flagged=include_flagged,
+                                          accelerators=priced["priced_accelerator"])[1]
     if scenarios is not None:
         priced, note = _only_scenarios(priced, scenarios)
         if note:
@@ -475,4 +538,5 @@ TRAINING_OPTION_COLUMNS = [
     "train_chip_s_per_token", "mfu", "step_mean_s", "step_p50_s", "scenario_kind", "batch_size", "input_length",
     "dtype", "execution_mode", "chips", "world_size", "backend", "device", "accelerator", "torch_version",
     "transformers_version", "jax_version", "file", "price_source", "price_as_of", "price_age_days",
+    "price_flagged", "price_flag_reason",
 ]

@@ -191,7 +191,7 @@ def _train_table(console, outcomes: list[PointOutcome]) -> None:
 
 def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_only: bool = False) -> None:
     for c in comparisons:
-        console.print(f"[bold]{c.label}[/bold]")
+        console.print(f"[bold]{escape(c.label)}[/bold]")
         if not numerics_only:
             table = Table("metric", "A", "B", "B/A (95% CI)", "verdict")
             for m in c.metrics:
@@ -203,13 +203,16 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
         colour = {"agree": "green", "disagree": "red"}.get(n.verdict, "yellow")
         console.print(f"numerics: [{colour}]{n.verdict}[/{colour}] ({escape(n.detail)})")
     for f in unmatched:
-        console.print(f"[yellow]unmatched[/yellow] {f}")
+        console.print(f"[yellow]unmatched[/yellow] {escape(f)}")
 
 
-def render_run_cost(console, paths) -> None:
+def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     """What the points just measured cost per token: the cheapest priced instance per plan
-    (training points per million training tokens, the others per million tokens served)."""
-    from tpubench.cost import price_results
+    (training points per million training tokens, the others per million tokens served). Flagged
+    prices take part only where no unflagged one exists (all with `include_flagged`), marked. An
+    invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
+    neither is a cost made of them."""
+    from tpubench.cost import choose_prices, price_results
     from tpubench.pricing import load_prices
     from tpubench.results import load_results
 
@@ -217,9 +220,21 @@ def render_run_cost(console, paths) -> None:
     df = df[df["status"] == "ok"]
     if df.empty:
         return
-    priced, unpriced = price_results(df, load_prices(), plans=["on_demand", "spot"])
+    prices = load_prices()
+    plans = ["on_demand", "spot"]
+    priced, unpriced = price_results(df, prices, plans=plans, include_flagged=include_flagged)
     for _, row in unpriced.iterrows():
         console.print(f"[yellow]unpriced[/yellow] {escape(str(row['accelerator']))}: {escape(str(row['reason']))}")
+    for note in choose_prices(prices, plans, include_flagged=include_flagged,
+                              accelerators=priced["priced_accelerator"])[1]:
+        console.print(f"[yellow]note[/yellow] {escape(note)}")
+    invalid = ~priced["valid"].astype(bool)
+    for _, row in priced[invalid].drop_duplicates("file").iterrows():
+        reasons = row.get("invalid_reasons")
+        reasons = reasons if isinstance(reasons, str) and reasons else "no reason recorded"
+        console.print(f"[yellow]unpriced[/yellow] {escape(_priced_label(row))}: invalid point "
+                      f"({escape(reasons)}); not priced")
+    priced = priced[~invalid]
     if priced.empty:
         return
     training = (priced["scenario_kind"] == "train") if "scenario_kind" in priced else priced["file"].isna()
@@ -235,14 +250,14 @@ def render_run_cost(console, paths) -> None:
 
 
 def _inference_cost_table(console, priced):
-    table = _cost_table("cost per million tokens (time-attributed; cheapest instance per plan)",
-                        ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "$/Mtok blended (95% CI)"))
+    table = _cost_table("cost per million tokens (cheapest instance per plan)",
+                        ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "in/out split",
+                         "$/Mtok blended (95% CI)"))
     best = priced.sort_values("blended_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     for _, r in best.iterrows():
-        label = _priced_label(r)
-        table.add_row(label, f"{r['cloud']} {r['region']} {r['instance_type']} ({r['chips']} of "
-                             f"{r['chips_per_instance']} {r['priced_accelerator']})",
-                      str(r["plan"]), _usd(r["input_usd_per_mtok"]), _usd(r["output_usd_per_mtok"]),
+        label = escape(_priced_label(r))
+        table.add_row(label, _priced_as(r), str(r["plan"]), _usd(r["input_usd_per_mtok"]),
+                      _usd(r["output_usd_per_mtok"]), escape(str(r.get("split_method") or "-")),
                       f"{_usd(r['blended_usd_per_mtok'])} ({_usd(r['blended_usd_per_mtok_ci95_low'])}"
                       f"-{_usd(r['blended_usd_per_mtok_ci95_high'])})")
     console.print(table)
@@ -255,14 +270,19 @@ def _train_cost_table(console, priced):
                         ("point", "priced as", "plan", "train tok/s per chip", "$/M training tokens (95% CI)"))
     best = priced.sort_values("train_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     for _, r in best.iterrows():
-        table.add_row(f"b{r['batch_size']} seq{r['input_length']} {r['device']}",
-                      f"{r['cloud']} {r['region']} {r['instance_type']} ({r['chips']} of "
-                      f"{r['chips_per_instance']} {r['priced_accelerator']})", str(r["plan"]),
+        table.add_row(f"b{r['batch_size']} seq{r['input_length']} {r['device']}", _priced_as(r), str(r["plan"]),
                       _number(r.get("train_tokens_per_s_per_chip"), ",.1f"),
                       f"{_usd(r['train_usd_per_mtok'])} ({_usd(r['train_usd_per_mtok_ci95_low'])}"
                       f"-{_usd(r['train_usd_per_mtok_ci95_high'])})")
     console.print(table)
     return best.iloc[0]
+
+
+def _priced_as(r) -> str:
+    """Where a row is priced, marked when its price is flagged (pricing's `price_flagged`)."""
+    text = escape(f"{r['cloud']} {r['region']} {r['instance_type']} ({r['chips']} of "
+                  f"{r['chips_per_instance']} {r['priced_accelerator']})")
+    return text + (" [yellow]⚠ flagged price[/yellow]" if bool(r.get("price_flagged")) else "")
 
 
 def _priced_label(r) -> str:

@@ -4,12 +4,26 @@ Every time-attributed figure derives from three chip-seconds-per-token figures o
 each with its 95% CI (`chip_seconds_per_token`), read from the columns the row provides
 (DESIGN.md section 14: by column, never by scenario kind):
 
-- a row with `input_s_per_token`, `output_s_per_token`, `blended_s_per_token` (seconds of the
-  whole server per token over the measured window, as scenario `serve` writes them, with
-  `_ci95_low` / `_ci95_high`) spends that many seconds times its `chips`:
+- a row with `blended_s_per_token` (seconds of the whole server per token over the measured
+  window, as scenario `serve` writes it, with `_ci95_low` / `_ci95_high`) spends
 
-    c_in = input_s_per_token * chips      c_out = output_s_per_token * chips
-    c_all = blended_s_per_token * chips   (CIs: the columns' bounds times chips)
+    c_all = blended_s_per_token * chips   (CI: the column's bounds times chips)
+
+  and its input/output split comes from what the engine spends, never from request time (under
+  continuous batching a request's time before its first token is not the chip's time on its
+  prompt). `serve_split` fits it when several points of the same server and load (same workload,
+  stack, hardware, chips, layout, concurrency or rate, endpoint) were measured at input/output
+  mixes at least `MIN_PROBE_MIX_SPREAD` apart in output share: the window's chip-seconds per
+  second, `chips`, is fitted over those points by non-negative least squares as
+
+    chips = c_in * input_tokens_per_s + c_out * output_tokens_per_s     (`fit_chip_seconds_per_token`)
+
+  and every point of the group gets that c_in and c_out (`split_method` "probe fit over N points",
+  `split_note` the fit's rms misfit; CIs: the widest relative CI of the group's blended figures).
+  Otherwise, or when the fit is not defensible (one coefficient at zero, misfit over
+  `MAX_PROBE_FIT_RMS`, an invalid point), c_in and c_out are NaN: `split_method` "blended only",
+  `split_note` the reason. The result's own `input_s_per_token` / `output_s_per_token` (the window
+  split by sum TTFT / sum E2E) are not used.
 
 - any other row (an offline batch of B sequences, input length I, output length O, as scenario
   `generate` writes it) spends, from its mean TTFT and E2E:
@@ -21,8 +35,9 @@ each with its 95% CI (`chip_seconds_per_token`), read from the columns the row p
   with CIs from the TTFT, TPOT (decode time is TPOT * (O - 1)) and E2E CIs. A single output token
   is produced by prefill: there is no decode time to attribute, so c_out is NaN for O = 1.
 
-Each figure is taken from the `_s_per_token` column where that is a number and from the TTFT/E2E
-formula otherwise. Priced at p USD per chip-second (DESIGN.md section 8):
+Each figure is taken from the server columns where the row has `blended_s_per_token` and from
+the TTFT/E2E formula otherwise (`split_method` "time-attributed": prefill and decode chip time
+are really apart in an offline batch). Priced at p USD per chip-second (DESIGN.md section 8):
 
     $/Mtok input = c_in * p * 1e6      $/Mtok output = c_out * p * 1e6      $/Mtok blended = c_all * p * 1e6
 
@@ -199,6 +214,122 @@ def half_width(low, high):
     return np.subtract(high, low) / 2
 
 
+# ----------------------------------------------------------------------------- serving input/output split
+
+SPLIT_TIME_ATTRIBUTED = "time-attributed"
+SPLIT_BLENDED_ONLY = "blended only"
+# Output shares (output tokens / all tokens) of a probe's points must span at least this much:
+# closer mixes leave the two per-token costs at the mercy of the noise.
+MIN_PROBE_MIX_SPREAD = 0.2
+# A fit that misses its points by more than this (rms, relative to the chips) is no model of them.
+MAX_PROBE_FIT_RMS = 0.2
+# What makes serve points "the same server and load" (the columns a result has of these).
+PROBE_GROUP_COLUMNS = [
+    "workload", "scale", "family", "dtype", "server_name", "server_version", "served_model", "endpoint",
+    "accelerator", "device", "chips", "tensor_parallel", "expert_parallel", "world_size", "host",
+    "instance", "concurrency", "request_rate",
+]
+SPLIT_COLUMNS = ["split_method", "split_note"] + [
+    f"probe_{kind}_chip_s_per_token{bound}" for kind in ("input", "output")
+    for bound in ("", "_ci95_low", "_ci95_high")]
+
+
+def probe_method(points: int) -> str:
+    return f"probe fit over {points} points"
+
+
+def fit_chip_seconds_per_token(chip_seconds, input_tokens, output_tokens) -> tuple[float, float]:
+    """(a, b) >= 0 minimising sum (a * input_tokens + b * output_tokens - chip_seconds)^2: chip-seconds
+    per input token and per output token. Two unknowns, so the non-negative least squares is solved
+    exactly: the unconstrained solution when both are >= 0, else the better one-variable fit."""
+    y, x, z = (np.asarray(v, dtype=float) for v in (chip_seconds, input_tokens, output_tokens))
+    sxx, szz, sxz, sxy, szy = x @ x, z @ z, x @ z, x @ y, z @ y
+    det = sxx * szz - sxz * sxz
+    if det > 1e-12 * sxx * szz:
+        a, b = (sxy * szz - szy * sxz) / det, (szy * sxx - sxy * sxz) / det
+        if a >= 0 and b >= 0:
+            return float(a), float(b)
+    candidates = [(max(sxy / sxx, 0.0) if sxx > 0 else 0.0, 0.0), (0.0, max(szy / szz, 0.0) if szz > 0 else 0.0)]
+    return min(candidates, key=lambda ab: float(np.sum((ab[0] * x + ab[1] * z - y) ** 2)))
+
+
+@dataclass(frozen=True)
+class ProbeSplit:
+    """Chip-seconds per input and output token of one server and load (NaN without a split)."""
+
+    input: float
+    output: float
+    method: str
+    note: str
+
+
+def probe_split(chips, input_tokens_per_s, output_tokens_per_s) -> ProbeSplit:
+    """The input/output split of points measured at one server and load (module docstring): fitted
+    when their mixes differ enough and the fit is defensible, else NaN with the reason."""
+    y, r_in, r_out = (np.asarray(v, dtype=float) for v in (chips, input_tokens_per_s, output_tokens_per_s))
+    # A point without both token rates (a result that predates them) cannot be a probe.
+    usable = np.isfinite(y) & np.isfinite(r_in) & np.isfinite(r_out) & (r_in >= 0) & (r_out >= 0) & (r_in + r_out > 0)
+    y, r_in, r_out = y[usable], r_in[usable], r_out[usable]
+    n = y.size
+    if n < 2:
+        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
+                          "one point at this server and load: no input-heavy and output-heavy probe points")
+    share = r_out / (r_in + r_out)
+    spread = float(share.max() - share.min())
+    if spread < MIN_PROBE_MIX_SPREAD:
+        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
+                          f"the {n} points at this server and load have output shares {share.min():.2f}-"
+                          f"{share.max():.2f}; a probe needs mixes at least {MIN_PROBE_MIX_SPREAD:g} apart")
+    a, b = fit_chip_seconds_per_token(y, r_in, r_out)
+    if a <= 0 or b <= 0:
+        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
+                          f"the fit over {n} points puts no chip time on {'input' if a <= 0 else 'output'} tokens")
+    rms = float(np.sqrt(np.mean((a * r_in + b * r_out - y) ** 2)) / np.mean(y))
+    if rms > MAX_PROBE_FIT_RMS:
+        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
+                          f"the linear fit misses its {n} points by {rms:.0%} rms (over {MAX_PROBE_FIT_RMS:.0%})")
+    return ProbeSplit(a, b, probe_method(n), f"rms misfit {rms:.1%}; output shares {share.min():.2f}-{share.max():.2f}")
+
+
+def _has_server_figures(df: pd.DataFrame) -> pd.Series:
+    """Rows whose cost comes from a server's window (a `blended_s_per_token` figure)."""
+    return _column(df, "blended_s_per_token").notna()
+
+
+def serve_split(results: pd.DataFrame) -> pd.DataFrame:
+    """`SPLIT_COLUMNS` for every row of `results` (one row per result): server rows get their
+    group's probe fit (valid points only) or "blended only" with the reason; offline inference rows
+    "time-attributed"; training rows nothing."""
+    out = pd.DataFrame({"split_method": "", "split_note": ""}, index=results.index, dtype=object)
+    for col in SPLIT_COLUMNS[2:]:
+        out[col] = math.nan
+    server = _has_server_figures(results)
+    out.loc[~server & ~is_training(results), "split_method"] = SPLIT_TIME_ATTRIBUTED
+    if not server.any():
+        return out
+    rows = results[server]
+    valid = rows["valid"].astype(bool) if "valid" in rows else pd.Series(True, index=rows.index)
+    if "status" in rows:
+        valid &= rows["status"].eq("ok")
+    out.loc[rows.index[~valid], ["split_method", "split_note"]] = [
+        SPLIT_BLENDED_ONLY, "invalid point: left out of any probe fit"]
+    keys = [c for c in PROBE_GROUP_COLUMNS if c in rows]
+    fitted = rows[valid]
+    groups = fitted.groupby(keys, dropna=False, sort=False) if keys else [((), fitted)]
+    for _, group in groups:
+        split = probe_split(_column(group, "chips"), _column(group, "input_tokens_per_s"),
+                            _column(group, "output_tokens_per_s"))
+        out.loc[group.index, ["split_method", "split_note"]] = [split.method, split.note]
+        blended = _column(group, "blended_s_per_token")
+        low = float((_column(group, "blended_s_per_token_ci95_low") / blended).min())
+        high = float((_column(group, "blended_s_per_token_ci95_high") / blended).max())
+        for kind, value in (("input", split.input), ("output", split.output)):
+            out.loc[group.index, f"probe_{kind}_chip_s_per_token"] = value
+            out.loc[group.index, f"probe_{kind}_chip_s_per_token_ci95_low"] = value * low
+            out.loc[group.index, f"probe_{kind}_chip_s_per_token_ci95_high"] = value * high
+    return out
+
+
 # ----------------------------------------------------------------------------- pricing results
 
 # Result columns carried into every priced row: what was measured, on which hardware and software.
@@ -213,7 +344,7 @@ IDENTITY_COLUMNS = [
 PRICE_COLUMNS = [
     "priced_accelerator", "cloud", "region", "instance_type", "chips_per_instance", "plan",
     "usd_per_instance_hour", "usd_per_chip_hour", "price_source", "price_as_of", "price_age_days",
-    "what_if",
+    "price_flagged", "price_flag_reason", "what_if",
 ]
 COST_COLUMNS = [
     "input_usd_per_mtok", "input_usd_per_mtok_ci95_low", "input_usd_per_mtok_ci95_high",
@@ -222,7 +353,7 @@ COST_COLUMNS = [
     "inferencex_usd_per_mtok", "inferencex_usd_per_mtok_ci95_low", "inferencex_usd_per_mtok_ci95_high",
     "tokens_per_usd", "output_tokens_per_usd_inferencex",
 ] + [f"{kind}_chip_s_per_token{bound}" for kind in ("input", "output", "blended")
-     for bound in ("", "_ci95_low", "_ci95_high")]
+     for bound in ("", "_ci95_low", "_ci95_high")] + ["split_method", "split_note"]
 # Training (section 17): $ per million training tokens and the chip-seconds behind it.
 TRAIN_COST_COLUMNS = [f"train_{name}{bound}" for name in ("usd_per_mtok", "chip_s_per_token")
                       for bound in ("", "_ci95_low", "_ci95_high")]
@@ -237,7 +368,7 @@ PERFORMANCE_COLUMNS = [
     "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s", "ttft_min_s", "ttft_max_s",
     "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "tpot_min_s", "tpot_max_s",
     "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "prefill_mfu", "decode_mbu",
-    "requests_per_s", "goodput_requests_per_s", "failure_rate",
+    "input_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "failure_rate",
 ]
 PRICED_COLUMNS = (IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
                   + TRAIN_PERFORMANCE_COLUMNS + TRAIN_COST_COLUMNS)
@@ -282,9 +413,9 @@ def _with_kind(df: pd.DataFrame) -> pd.DataFrame:
 
 def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
     """The three chip-seconds-per-token figures of every row, with their 95% CIs (columns
-    `{input,output,blended}_chip_s_per_token[_ci95_low|_ci95_high]`): from the row's
-    `*_s_per_token` columns times chips where it has them, else from its TTFT and E2E (module
-    docstring)."""
+    `{input,output,blended}_chip_s_per_token[_ci95_low|_ci95_high]`): for a server row, blended
+    from `blended_s_per_token` times chips and input/output from `serve_split`'s `probe_*` columns
+    (NaN when the row has none); for any other row, from its TTFT and E2E (module docstring)."""
     chips = _column(df, "chips")
     ttft, e2e = _column(df, "ttft_mean_s"), _column(df, "e2e_mean_s")
     computed = generate_chip_seconds_per_token(ttft, e2e, chips, _column(df, "batch_size"),
@@ -294,17 +425,21 @@ def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
                "output": ("tpot_mean_s", "tpot_ci95_low_s", "tpot_ci95_high_s"),
                "blended": ("e2e_mean_s", "e2e_ci95_low_s", "e2e_ci95_high_s")}
     out = pd.DataFrame(index=df.index)
+    server = _has_server_figures(df)
     for kind, (mean, low, high) in drivers.items():
         value = pd.Series(getattr(computed, kind), index=df.index, dtype=float)
         value_low, value_high = cost_ci_from_time_ci(value, _column(df, mean), _column(df, low), _column(df, high))
-        given = _column(df, f"{kind}_s_per_token")
-        provided = given.notna()
         name = f"{kind}_chip_s_per_token"
-        out[name] = (given * chips).where(provided, value)
-        out[f"{name}_ci95_low"] = (_column(df, f"{kind}_s_per_token_ci95_low") * chips).where(
-            provided, value_low)
-        out[f"{name}_ci95_high"] = (_column(df, f"{kind}_s_per_token_ci95_high") * chips).where(
-            provided, value_high)
+        if kind == "blended":
+            # The server's whole window over all its tokens.
+            given = {bound: _column(df, f"blended_s_per_token{bound}") * chips
+                     for bound in ("", "_ci95_low", "_ci95_high")}
+        else:
+            # The split serve_split derived (NaN where it found none): never the request-time split.
+            given = {bound: _column(df, f"probe_{name}{bound}") for bound in ("", "_ci95_low", "_ci95_high")}
+        out[name] = given[""].where(server, value)
+        out[f"{name}_ci95_low"] = given["_ci95_low"].where(server, value_low)
+        out[f"{name}_ci95_high"] = given["_ci95_high"].where(server, value_high)
     return out
 
 
@@ -410,25 +545,42 @@ def _unpriced_reason(raw, device, canonical, all_accelerators, notes: dict[str, 
     return f"no price row for {canonical}; add one in a price file (see pricing/README.md)"
 
 
+def choose_prices(prices: pd.DataFrame, plans=None, cloud=None, region=None, instance=None,
+                  what_if_instance: str | None = None, include_flagged: bool = False,
+                  accelerators=None) -> tuple[pd.DataFrame, list[str]]:
+    """The price rows results may be priced on, and notes on what was set aside: the filters, then
+    flagged rows only where no unflagged row prices the same accelerator and plan
+    (`pricing.prefer_unflagged`; every flagged row with `include_flagged`). `accelerators` (e.g.
+    the priced rows' `priced_accelerator`) limits the notes to the accelerators that matter."""
+    filtered = _filter_prices(prices, plans, cloud, region, instance)
+    if what_if_instance:
+        filtered = filtered[filtered["instance_type"] == what_if_instance]
+        if filtered.empty:
+            raise UserError(f"no price rows for instance '{what_if_instance}' with the chosen filters",
+                            field="--what-if-instance")
+    chosen = pricing.prefer_unflagged(filtered, include_flagged)
+    relevant = filtered if accelerators is None else filtered[filtered["accelerator"].isin(set(accelerators))]
+    note = pricing.flagged_set_aside_note(relevant, chosen)
+    return chosen, [note] if note else []
+
+
 def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None, region=None,
                   instance=None, what_if_instance: str | None = None,
-                  today: date | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  today: date | None = None, include_flagged: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Join results to prices: (priced, unpriced).
 
     `priced` has one row per result x matching price row x plan with the columns of
     `PRICED_COLUMNS`. A result matches the price rows of its accelerator (runtime name mapped by
     `pricing.normalize_accelerator`); with `what_if_instance` every result is instead priced as if
-    its per-chip speed were had on that instance (`what_if` is True on those rows). Invalid runs are
+    its per-chip speed were had on that instance (`what_if` is True on those rows). Price rows are
+    those of `choose_prices`: a flagged row (`price_flagged`, with `price_flag_reason`) only where no
+    unflagged one prices the accelerator and plan, unless `include_flagged`. Invalid runs are
     priced and keep `valid=False` so reports can mark them; failed runs are never priced and appear
-    in `unpriced` with the reason, as do results whose accelerator has no price.
+    in `unpriced` with the reason, as do results whose accelerator has no price. Server rows get
+    their input/output split from `serve_split` over all the results given.
     """
     all_accelerators = set(prices["accelerator"])
-    chosen = _filter_prices(prices, plans, cloud, region, instance)
-    if what_if_instance:
-        chosen = chosen[chosen["instance_type"] == what_if_instance]
-        if chosen.empty:
-            raise UserError(f"no price rows for instance '{what_if_instance}' with the chosen filters",
-                            field="--what-if-instance")
+    chosen, _ = choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged)
     results = _with_kind(_with_layout(_ensure(df.copy(), ["status", "error", "accelerator", "device", "chips",
                                                           "file", "workload", "scale", "backend"])))
     ok_mask = results["status"].eq("ok")
@@ -437,9 +589,18 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     failed["reason"] = "run failed: " + failed["error"].fillna("no error recorded").astype(str)
 
     ok = results[ok_mask].copy()
+    # A point whose chips are unknown (a server's that could not be read) is never priced as some
+    # number of chips: it is unpriced, with why (DESIGN.md section 15).
+    no_chips = ok[pd.to_numeric(ok["chips"], errors="coerce").isna()].copy()
+    no_chips["priced_accelerator"] = None
+    no_chips["reason"] = ("the chips it ran on are unknown (the result's warnings say why); declare "
+                          "server.hardware (accelerator, chips) to price it")
+    ok = ok.drop(index=no_chips.index)
+    ok = ok.drop(columns=[c for c in SPLIT_COLUMNS if c in ok]).join(serve_split(ok))
     ok["priced_accelerator"] = pricing.map_accelerators(ok["accelerator"], ok["device"], all_accelerators)
     price_side = chosen.rename(columns={"accelerator": "priced_accelerator", "source": "price_source",
-                                        "as_of": "price_as_of"}).drop(columns=["origin"])
+                                        "as_of": "price_as_of", "flagged": "price_flagged",
+                                        "flag_reason": "price_flag_reason"}).drop(columns=["origin"])
     if what_if_instance:
         measured = ok.drop(columns=["priced_accelerator"])
         priced = measured.merge(price_side, how="cross")
@@ -456,7 +617,7 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
         _unpriced_reason(raw, dev, canon, all_accelerators, notes)
         for raw, dev, canon in zip(unmatched["accelerator"], unmatched["device"], unmatched["priced_accelerator"])
     ]
-    unpriced = pd.concat([failed, unmatched], ignore_index=True)
+    unpriced = pd.concat([failed, no_chips, unmatched], ignore_index=True)
     unpriced = _ensure(unpriced, UNPRICED_COLUMNS)[UNPRICED_COLUMNS].reset_index(drop=True)
 
     today = today or pricing.today_utc()

@@ -36,14 +36,20 @@ KEY_COLUMNS = ("cloud", "region", "instance_type")
 INSTANCE_COLUMNS = ("accelerator", "chips_per_instance")
 PLANS = ("on_demand", "spot", "commit_1y", "commit_3y")
 PROVENANCE_COLUMNS = ("source", "as_of")
-COLUMNS = KEY_COLUMNS + INSTANCE_COLUMNS + PLANS + PROVENANCE_COLUMNS
+# Optional: true marks a row whose prices are suspect (as a "[FLAG: ...]" note in its source does).
+FLAG_COLUMN = "flagged"
+COLUMNS = KEY_COLUMNS + INSTANCE_COLUMNS + PLANS + PROVENANCE_COLUMNS + (FLAG_COLUMN,)
 REQUIRED_COLUMNS = KEY_COLUMNS + ("as_of",)
 
 # Columns of the long table every other module reads.
 LONG_COLUMNS = [
     "cloud", "region", "instance_type", "accelerator", "chips_per_instance", "plan",
-    "usd_per_instance_hour", "usd_per_chip_hour", "source", "as_of", "origin",
+    "usd_per_instance_hour", "usd_per_chip_hour", "source", "as_of", "origin", "flagged", "flag_reason",
 ]
+# A source note that flags its row, as the shipped table writes it: "[FLAG: GPU SKU mismatch ...]".
+_FLAG_NOTE = re.compile(r"\[FLAG:?\s*([^\]]*)\]", re.IGNORECASE)
+_TRUE_WORDS = {"true", "yes", "1", "y"}
+_FALSE_WORDS = {"false", "no", "0", "n"}
 
 STALE_AFTER_DAYS = 180
 
@@ -93,6 +99,7 @@ class _Price:
     source: str
     as_of: str
     origin: str
+    flag_reason: str = ""      # why the price is suspect; "" when it is not flagged
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -140,7 +147,7 @@ def _check_header(path: Path, header_line: int, header: list[str]) -> None:
             # Most often a plan name of the user's own (e.g. "reserved"): say which plans exist.
             raise UserError(f"unknown column{did_you_mean(col, COLUMNS)}; price plans are {', '.join(PLANS)} "
                             f"(a percentage off is --discount), other columns "
-                            f"{', '.join(KEY_COLUMNS + INSTANCE_COLUMNS + PROVENANCE_COLUMNS)}",
+                            f"{', '.join(KEY_COLUMNS + INSTANCE_COLUMNS + PROVENANCE_COLUMNS + (FLAG_COLUMN,))}",
                             where=where, field=col)
     for col in REQUIRED_COLUMNS:
         if col not in seen:
@@ -190,6 +197,44 @@ def _parse_as_of(text: str, where: str, today: date) -> str:
     return d.isoformat()
 
 
+def _parse_flagged(text: str, where: str) -> bool | None:
+    """None for an empty cell, else the boolean the cell spells."""
+    word = text.strip().lower()
+    if not word:
+        return None
+    if word in _TRUE_WORDS | _FALSE_WORDS:
+        return word in _TRUE_WORDS
+    raise UserError(f"'{text.strip()}' is not true or false", where=where, field=FLAG_COLUMN)
+
+
+def _row_flag_reason(flagged: bool | None, source: str) -> str:
+    """Why a file row's prices are flagged: its `flagged` cell, else its source's [FLAG: ...] notes.
+    An explicit `flagged` false clears the source's notes (the user vouches for the row)."""
+    if flagged is False:
+        return ""
+    notes = [m.strip() for m in _FLAG_NOTE.findall(source)]
+    if notes:
+        return "; ".join(n for n in notes if n) or "flagged in its source"
+    return "flagged in the price file" if flagged else ""
+
+
+def _flag_spot_above_on_demand(prices: dict) -> None:
+    """Spot dearer than on-demand for one instance means one of them is not the instance's price
+    (a SKU mismatch in the catalog): flag both, and every price of the file rows they came from
+    (a price already flagged keeps its own reason)."""
+    for key in {k for k, _ in prices}:
+        on_demand, spot = prices.get((key, "on_demand")), prices.get((key, "spot"))
+        if on_demand is None or spot is None or spot.usd_per_instance_hour <= on_demand.usd_per_instance_hour:
+            continue
+        reason = (f"spot {spot.usd_per_instance_hour:g} above on-demand {on_demand.usd_per_instance_hour:g} "
+                  "USD/h (SKU mismatch suspected)")
+        origins = {on_demand.origin, spot.origin}
+        for plan in PLANS:
+            price = prices.get((key, plan))
+            if price is not None and price.origin in origins and not price.flag_reason:
+                price.flag_reason = reason
+
+
 def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
     """Validate one price file and layer its rows over `instances` / `prices` (later wins per cell)."""
     header_line, header, rows = _read_rows(path)
@@ -229,13 +274,14 @@ def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
 
         as_of = _parse_as_of(cell["as_of"], where, today)
         source = cell.get("source", "") or f"user price file {path}"
+        flag_reason = _row_flag_reason(_parse_flagged(cell.get(FLAG_COLUMN, ""), where), source)
         row_prices = {plan: _parse_positive_price(cell[plan], where, plan) for plan in PLANS if plan in cell}
         if all(v is None for v in row_prices.values()):
             raise UserError(f"no price in any plan column ({', '.join(p for p in PLANS if p in cell)})",
                             where=where)
         for plan, value in row_prices.items():
             if value is not None:
-                prices[(key, plan)] = _Price(value, source, as_of, where)
+                prices[(key, plan)] = _Price(value, source, as_of, where, flag_reason)
 
 
 def _to_long(instances: dict, prices: dict) -> pd.DataFrame:
@@ -248,9 +294,11 @@ def _to_long(instances: dict, prices: dict) -> pd.DataFrame:
             "plan": plan, "usd_per_instance_hour": p.usd_per_instance_hour,
             "usd_per_chip_hour": p.usd_per_instance_hour / inst.chips_per_instance,
             "source": p.source, "as_of": p.as_of, "origin": p.origin,
+            "flagged": bool(p.flag_reason), "flag_reason": p.flag_reason,
         })
     df = pd.DataFrame.from_records(records, columns=LONG_COLUMNS)
     df["chips_per_instance"] = df["chips_per_instance"].astype(int)
+    df["flagged"] = df["flagged"].astype(bool)
     order = {plan: i for i, plan in enumerate(PLANS)}
     df["_plan_order"] = df["plan"].map(order)
     df = df.sort_values(["cloud", "instance_type", "region", "_plan_order"], kind="stable")
@@ -274,6 +322,7 @@ def load_prices(paths: Sequence[str | Path] = (), *, shipped: bool = True,
     prices: dict = {}
     for path in files:
         _merge_file(path, instances, prices, today)
+    _flag_spot_above_on_demand(prices)
     long = _to_long(instances, prices)
     if discount_pct is not None:
         long = apply_discount(long, discount_pct, discount_base)
@@ -330,13 +379,48 @@ def prices_wide(prices: pd.DataFrame) -> pd.DataFrame:
     table = prices.pivot_table(index=keys, columns="plan", values="usd_per_instance_hour", aggfunc="first")
     provenance = prices.groupby(keys, sort=False).agg(
         source=("source", lambda s: " | ".join(dict.fromkeys(s))),
-        as_of=("as_of", "min"))
+        as_of=("as_of", "min"), flagged=("flagged", "any"))
     wide = table.join(provenance).reset_index()
     plans = plan_names(prices)
     for plan in plans:
         if plan not in wide:
             wide[plan] = math.nan
-    return wide[keys + plans + ["source", "as_of"]]
+    return wide[keys + plans + ["source", "as_of", FLAG_COLUMN]]
+
+
+def with_flags(prices: pd.DataFrame) -> pd.DataFrame:
+    """`prices` with the `flagged` and `flag_reason` columns (unflagged where a table built by hand
+    lacks them)."""
+    if "flagged" in prices and "flag_reason" in prices:
+        return prices
+    return prices.assign(flagged=prices.get("flagged", False), flag_reason=prices.get("flag_reason", ""))
+
+
+def prefer_unflagged(prices: pd.DataFrame, include_flagged: bool = False) -> pd.DataFrame:
+    """The price rows a choice may use: a flagged row only where no unflagged row prices the same
+    accelerator under the same plan (every row with `include_flagged`). A flagged price is one its
+    source calls suspect (spot above on-demand, a lower bound...): left in, it would win "cheapest"
+    by its error."""
+    prices = with_flags(prices)
+    if include_flagged or prices.empty:
+        return prices
+    flagged = prices["flagged"].astype(bool)
+    honest = set(map(tuple, prices.loc[~flagged, ["accelerator", "plan"]].itertuples(index=False)))
+    covered = pd.Series([(a, p) in honest for a, p in zip(prices["accelerator"], prices["plan"])],
+                        index=prices.index, dtype=bool)
+    return prices[~(flagged & covered)]
+
+
+def flagged_set_aside_note(prices: pd.DataFrame, chosen: pd.DataFrame) -> str | None:
+    """The line saying how many flagged prices `prefer_unflagged` left out, or None."""
+    prices = with_flags(prices)
+    left_out = prices[prices["flagged"].astype(bool) & ~prices.index.isin(chosen.index)]
+    if left_out.empty:
+        return None
+    rows = left_out[list(KEY_COLUMNS)].drop_duplicates()
+    names = ", ".join(sorted(set("/".join(r) for r in rows.astype(str).itertuples(index=False))))
+    return (f"{len(rows)} flagged price row(s) set aside because an unflagged row prices the same accelerator "
+            f"and plan ({names}); --include-flagged lets them compete, marked ⚠")
 
 
 def write_price_csv(wide: pd.DataFrame, path: str | Path) -> Path:
@@ -546,6 +630,8 @@ def import_skypilot(vms_csv: str | Path, cloud: str, *, include_cpu: bool = Fals
         table[plan] = math.nan
     table["source"] = source or f"SkyPilot catalog {path.name} imported by tpubench"
     table["as_of"] = as_of.isoformat() if isinstance(as_of, date) else str(as_of)
+    # A catalog spot price above its on-demand one is a SKU mismatch: flag it for every reader.
+    table[FLAG_COLUMN] = (table["spot"] > table["on_demand"]).map({True: "true", False: ""})
     table["chips_per_instance"] = table["chips_per_instance"].astype(int)
     table = table.sort_values(["instance_type", "region"], kind="stable").reset_index(drop=True)
     return table[list(COLUMNS)]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from tpubench.accelerators import CPU_ARM, CPU_X86
 from tpubench.errors import UserError
-from tpubench.pricing import did_you_mean
+from tpubench.pricing import did_you_mean, prefer_unflagged
 
 # Price-table accelerator names -> SkyPilot's accelerator names (TPUs are named by slice instead).
 SKYPILOT_ACCELERATORS = {
@@ -122,7 +122,8 @@ def _choices(prices: pd.DataFrame) -> set[str]:
 
 def _target(spec: str, rows: pd.DataFrame, plan: str, *, named_instance: bool, region: str | None,
             cloud: str | None = None) -> Target:
-    priced = rows[rows["plan"] == plan]
+    # A flagged price (spot above on-demand...) is never the estimate while an unflagged one exists.
+    priced = prefer_unflagged(rows[rows["plan"] == plan])
     best = (priced if not priced.empty else rows).sort_values(
         ["usd_per_instance_hour", "cloud", "region"], kind="stable").iloc[0]
     accelerator = str(best["accelerator"])

@@ -46,19 +46,21 @@ def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Se
                   plans: Sequence[str] | None = None, discount_pct: float | None = None, cloud=None,
                   region=None, instance=None, what_if_instance: str | None = None,
                   today: date | None = None, warn: Callable[[str], None] | None = None,
-                  max_rows: int = 200, keep: str = "latest") -> str:
+                  max_rows: int = 200, keep: str = "latest", include_flagged: bool = False) -> str:
     """Load results (folders/files, or a DataFrame from load_results), price and render them.
 
     `prices` is a long price table (pricing.load_prices); when None the shipped table is loaded
     with `price_files` layered on top. Filters (`plans`, `cloud`, `region`, `instance`) and
     `what_if_instance` are those of cost.price_results. `keep` is load_results' ("latest": a point
     measured several times counts once, with a warning saying how many older runs were left out;
-    "all": every run). Bad input raises UserError.
+    "all": every run). `include_flagged` lets flagged prices compete (cost.choose_prices). Bad input
+    raises UserError.
     """
     fmt = _format(fmt)
     data = build_report(source, prices=prices, price_files=price_files, plans=plans,
                         discount_pct=discount_pct, cloud=cloud, region=region, instance=instance,
-                        what_if_instance=what_if_instance, today=today, warn=warn, keep=keep)
+                        what_if_instance=what_if_instance, today=today, warn=warn, keep=keep,
+                        include_flagged=include_flagged)
     return render(data, fmt, max_rows=max_rows)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tpubench import __version__, cost, pricing
+from tpubench.report.format import flagged_price_notes
 
 PLATFORM_KEYS = ["priced_accelerator", "cloud", "region", "instance_type"]
 # The software a point's tokens came from: an offline run, or a serving stack (a platform may have
@@ -121,12 +122,14 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                  plans: Sequence[str] | None = None, discount_pct: float | None = None, cloud=None,
                  region=None, instance=None, what_if_instance: str | None = None,
                  today: date | None = None, warn: Callable[[str], None] | None = None,
-                 keep: str = "latest") -> ReportData:
+                 keep: str = "latest", include_flagged: bool = False) -> ReportData:
     """Load results (paths or a DataFrame from `load_results`), price them and summarise.
 
     `keep` is load_results': "latest" counts a point measured several times once (its most recent
     result), "all" keeps every run. A DataFrame is used as it was loaded; either way, when older
-    runs were left out (df.attrs["older_runs_left_out"]) a warning says how many.
+    runs were left out (df.attrs["older_runs_left_out"]) a warning says how many. Flagged prices
+    take part only where no unflagged row prices the accelerator and plan, unless `include_flagged`
+    (cost.choose_prices); the warnings say which were set aside and which flagged ones were used.
     """
     today = today or pricing.today_utc()
     from tpubench.results import check_keep, load_results
@@ -141,12 +144,15 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     elif discount_pct is not None:
         prices = pricing.apply_discount(prices, discount_pct)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
-                                          instance=instance, what_if_instance=what_if_instance, today=today)
+                                          instance=instance, what_if_instance=what_if_instance, today=today,
+                                          include_flagged=include_flagged)
+    _, price_notes = cost.choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged,
+                                        accelerators=priced["priced_accelerator"])
     used_plans = pricing.plan_names(priced) if len(priced) else list(plans or pricing.plan_names(prices))
     primary = "on_demand" if "on_demand" in used_plans else (used_plans[0] if used_plans else None)
     provenance = price_provenance(prices, priced, today)
     used = priced.rename(columns={"price_as_of": "as_of"}) if len(priced) else prices
-    warnings = pricing.stale_price_warnings(used, today)
+    warnings = pricing.stale_price_warnings(used, today) + price_notes + flagged_price_notes(priced)
     left_out = int(results.attrs.get("older_runs_left_out", 0) or 0)
     if left_out:
         warnings.append(older_runs_note(left_out))

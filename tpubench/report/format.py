@@ -70,12 +70,41 @@ def plan_label(plan: str) -> str:
     return PLAN_LABELS.get(plan, plan.replace("_", "-"))
 
 
+FLAG_MARK = "⚠ flagged price"
+
+
+def is_flagged(row) -> bool:
+    """Whether a priced row's price is flagged (pricing derives `price_flagged` when loading)."""
+    value = row.get("price_flagged", False)
+    return _present(value) and bool(value)
+
+
 def platform_label(row) -> str:
     label = f"{row['priced_accelerator']} · {row['cloud']} {row['instance_type']} ({row['region']})"
-    # The shipped table keeps suspicious catalog rows as published, flagged in their source.
-    if "FLAG" in str(row.get("price_source", "")):
-        label += " ⚠"
+    # Suspect catalog rows are kept as published, and marked wherever they are shown.
+    if is_flagged(row):
+        label += f" {FLAG_MARK}"
     return label
+
+
+def flagged_price_notes(priced: pd.DataFrame) -> list[str]:
+    """One line per flagged price row among `priced`: which instance and plan, and why."""
+    if not len(priced) or "price_flagged" not in priced:
+        return []
+    flagged = priced[priced["price_flagged"].fillna(False).astype(bool)]
+    rows = flagged.drop_duplicates(["cloud", "region", "instance_type", "plan"])
+    return [f"{FLAG_MARK}: {r['cloud']} {r['instance_type']} ({r['region']}), {plan_label(r['plan'])}: "
+            f"{r.get('price_flag_reason') or 'flagged'}" for _, r in rows.iterrows()]
+
+
+def split_label(row) -> str:
+    """How a row's input and output $/Mtok were split (cost.serve_split), with the reason when
+    there is no split."""
+    method = row.get("split_method")
+    if not _present(method):
+        return "–"
+    note = row.get("split_note")
+    return f"{method}: {note}" if method == "blended only" and _present(note) else str(method)
 
 
 def number(x) -> str:
@@ -167,7 +196,7 @@ def _present(value) -> bool:
 SUMMARY_HEADERS = [
     "Platform", "Plan", "$/chip-h", "Price as of", "Input $/Mtok", "Output $/Mtok", "Blended $/Mtok", "vs cheapest",
     "InferenceX $/Mtok†", "Output tok/s/chip", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "Point",
-    "Hardware", "Software", "Validity",
+    "Hardware", "Software", "Validity", "Input/output split",
 ]
 
 
@@ -190,12 +219,13 @@ def summary_cells(row) -> list[str]:
         hardware_label(row),
         software_label(row),
         validity_label(row),
+        split_label(row),
     ]
 
 
 RUN_HEADERS = ["Workload", "Hardware", "Software", "Point", "Output tok/s/chip", "TTFT p50/p99 ms",
                "TPOT p50/p99 ms", "Prefill MFU / decode MBU", "Blended $/Mtok (cheapest {plan} price)",
-               "Priced as", "Validity"]
+               "Priced as", "Validity", "Input/output split"]
 
 
 def run_cells(row) -> list[str]:
@@ -209,22 +239,29 @@ def run_cells(row) -> list[str]:
         f"{ms(row['tpot_p50_s'])} / {ms(row['tpot_p99_s'])}",
         f"{share(row.get('prefill_mfu'))} / {share(row.get('decode_mbu'))}",
         ci_cell(row, "blended_usd_per_mtok"),
-        f"{row['cloud']} {row['instance_type']} ({row['region']}), {plan_label(row['plan'])}",
+        f"{row['cloud']} {row['instance_type']} ({row['region']}), {plan_label(row['plan'])}"
+        + (f" {FLAG_MARK}" if is_flagged(row) else ""),
         validity_label(row),
+        split_label(row),
     ]
 
 
 METHOD_NOTES = [
     "Input/Output/Blended $/Mtok are time-attributed (tpubench's method): prefill chip-seconds over "
     "input tokens, decode chip-seconds over output tokens, all chip-seconds over all tokens. "
-    "A server under load (serve) is priced as its chips over the measured window, split per token as "
-    "the result records it (its seconds per input, output and any token).",
+    "A server under load (serve) is priced as its chips over the measured window: blended = chip-seconds "
+    "of the window over all its tokens. Its input/output split is fitted (chips = c_in × input tokens/s + "
+    "c_out × output tokens/s, non-negative least squares) over points of the same server and load measured "
+    "at different input/output mixes ('probe fit over N points'); without such probes only blended is "
+    "priced ('blended only', with the reason). Offline batches split by prefill and decode time "
+    "('time-attributed').",
     "† InferenceX-compatible: the whole chip-hour charged to output tokens "
     "(price per chip-hour × 1e6 / (3600 × output tokens/s per chip)), for comparison with published tables.",
     "Brackets are 95% confidence intervals carried from the measured times and throughputs. "
     "'vs cheapest' compares blended cost with the cheapest platform of the same plan: "
     "cheaper, dearer or tie within noise.",
-    "⚠ the price row carries a caveat from its source (see Price sources).",
+    f"{FLAG_MARK}: its source calls the price suspect (spot above on-demand, a lower bound...); a flagged "
+    "row is used only where no unflagged row prices the same accelerator and plan, or with --include-flagged.",
 ]
 
 
@@ -294,7 +331,8 @@ def training_run_cells(row) -> list[str]:
         share(row.get("mfu")),
         loss_label(row),
         ci_cell(row, "train_usd_per_mtok"),
-        f"{row['cloud']} {row['instance_type']} ({row['region']}), {plan_label(row['plan'])}",
+        f"{row['cloud']} {row['instance_type']} ({row['region']}), {plan_label(row['plan'])}"
+        + (f" {FLAG_MARK}" if is_flagged(row) else ""),
         validity_label(row),
     ]
 

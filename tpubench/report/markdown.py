@@ -103,15 +103,21 @@ def _slo_text(slo) -> str:
 def render_budget_markdown(result, max_rows: int = 50) -> str:
     """A BudgetResult as markdown: traffic, SLOs, the ranked options, platforms that miss the SLOs."""
     t, s = result.traffic, result.slo
+    split = getattr(result, "sizing", "blended") == "split"
+    basis = ("Sized on the input/output split: tokens/s/chip is for this traffic's input/output mix"
+             if split else "Sized on blended tokens: tokens/s/chip is each point's at its own measured "
+                           "input/output mix (--split sizes on this traffic's mix)")
     out = ["# tpubench budget", "",
            f"Traffic: {t.tokens_per_day:,.0f} tokens/day, {t.output_share:.0%} output, peak ×{t.peak_factor:g} "
            f"→ {t.peak_tokens_per_s:,.0f} tokens/s at peak. SLOs: {_slo_text(s)}. Month = 730 h. "
-           "Tokens/s/chip is for this traffic's input/output mix (see tpubench.budget).", ""]
-    out += [f"- {n}" for n in result.notes]
+           f"{basis} (see tpubench.budget).", ""]
+    notes = result.notes + f.flagged_price_notes(result.options)
+    out += [f"- {n}" for n in notes] + ([""] if notes else [])
     options = result.options
     if len(options):
         compare = "saving_vs_current_usd_per_month" in options
-        headers = ["Workload", "#", "Platform", "Plan", "Monthly", "Instances (chips)", "Tokens/s/chip (mix)",
+        headers = ["Workload", "#", "Platform", "Plan", "Monthly", "Instances (chips)",
+                   "Tokens/s/chip (split)" if split else "Tokens/s/chip (blended)",
                    "Point", "TTFT/TPOT p99 ms", "Hardware", "Software", "Price as of"]
         if compare:
             headers += [f"vs {result.current}"]
@@ -119,7 +125,9 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
         for _, r in options.head(max_rows).iterrows():
             cells = [f.workload_label(r), str(r["rank_overall"]), f.platform_label(r), f.plan_label(r["plan"]),
                      f.with_ci(r["monthly_usd"], r["monthly_usd_ci95_low"], r["monthly_usd_ci95_high"], f.usd_whole),
-                     f"{r['instances']} ({r['rented_chips']})", f.sig(r["tokens_per_s_per_chip"]),
+                     f"{r['instances']} ({r['rented_chips']})",
+                     f.sig(r["tokens_per_s_per_chip"]) + ("" if split else
+                                                          f" at {f.share(r.get('point_output_share'))} output"),
                      f.point_label(r), f"{f.ms(r['ttft_p99_s'])} / {f.ms(r['tpot_p99_s'])}",
                      f.hardware_label(r), f.software_label(r), str(r["price_as_of"])]
             if compare:
@@ -162,7 +170,8 @@ def render_training_budget_markdown(result, max_rows: int = 50) -> str:
            f"Token budget: {result.train_tokens:,.0f} training tokens. Per platform and plan, the point with "
            "the most training tokens/s per rented chip; replicas of its world run data-parallel on the "
            "rented slice or instance, billed by the second (see tpubench.budget.plan_training).", ""]
-    out += [f"- {n}" for n in result.notes] + ([""] if result.notes else [])
+    notes = result.notes + f.flagged_price_notes(result.options)
+    out += [f"- {n}" for n in notes] + ([""] if notes else [])
     options = result.options
     if len(options):
         headers = ["Workload", "#", "Platform", "Plan", "Dollars", "Hours", "Rent", "Training tok/s/chip",
