@@ -5,6 +5,7 @@ import sys
 import pandas as pd
 import pytest
 
+from helpers_cli import run_cli
 from helpers_synthetic import make_result, write_results
 from tpubench.cli import main
 from tpubench.compare import compare_metrics, compare_results, slower_than
@@ -114,3 +115,95 @@ def test_export_round_trip(tmp_path, monkeypatch, capsys, fmt):
     original = load_results(tmp_path / "r").set_index("batch_size")
     again = back.set_index("batch_size")
     assert again.loc[1, "output_tokens_per_s"] == pytest.approx(original.loc[1, "output_tokens_per_s"])
+
+
+# ----------------------------------------------------------------------------- like with like
+
+
+def compare_folders(tmp_path, a_specs, b_specs, writer=None):
+    from helpers_synthetic import write_serve_results
+    from tpubench.results import read_results
+
+    writer = writer or write_serve_results
+    writer(tmp_path / "a", a_specs)
+    writer(tmp_path / "b", b_specs)
+    return compare_results(read_results(tmp_path / "a"), read_results(tmp_path / "b"))
+
+
+def test_one_chip_against_four_is_compared_per_chip(tmp_path, monkeypatch, capsys):
+    # B serves the same point on 4 chips at twice A's total tokens/s (3000 tokens in 5 s vs 10 s):
+    # 600 vs 300 tok/s in total is 150 vs 300 per chip, 0.5x, and that is the verdict.
+    (comp,), unmatched = compare_folders(tmp_path, [dict(chips=1, window_s=10.0)], [dict(chips=4, window_s=5.0)])
+    by_name = {m.metric: m for m in comp.metrics}
+    assert unmatched == [] and comp.basis == "per chip" and "(per chip: 1 vs 4 chips)" in comp.label
+    assert "output_tokens_per_s" not in by_name            # the total's 2x is never shown as a verdict
+    head = comp.headline()
+    assert head.metric == "output_tokens_per_s_per_chip"
+    assert (head.a, head.b, head.ratio) == (pytest.approx(300.0), pytest.approx(150.0), pytest.approx(0.5))
+    assert head.verdict == "slower" and by_name["ttft_mean_s"].ratio == pytest.approx(1.0)
+    assert slower_than([comp], 10) == [comp]
+    code, out, err = run_cli(monkeypatch, capsys, "compare", str(tmp_path / "a"), str(tmp_path / "b"),
+                             "--fail-if-slower", "10")
+    assert code == 1 and "per chip: 1 vs 4 chips" in out and "output_tokens_per_s_per_chip x0.500" in out
+
+
+def test_same_chips_compare_totals(tmp_path):
+    (comp,), _ = compare_folders(tmp_path, [dict(chips=4, window_s=10.0)], [dict(chips=4, window_s=5.0)])
+    assert comp.basis == "total" and comp.headline().metric == "output_tokens_per_s"
+    assert comp.headline().ratio == pytest.approx(2.0) and comp.headline().verdict == "faster"
+
+
+def test_chips_unknown_on_one_side_compares_latency_only(tmp_path):
+    (comp,), _ = compare_folders(tmp_path, [dict(chips=1)], [dict(chips=None)])
+    assert comp.headline() is None and "chips unknown" in comp.label
+    assert {m.metric for m in comp.metrics} == {"ttft_mean_s", "tpot_mean_s", "e2e_mean_s"}
+
+
+def test_different_loads_never_pair_and_are_listed(tmp_path, monkeypatch, capsys):
+    # Concurrency 8 against 1 would read "4x faster"; 16 against 8 "slower": neither is a pair.
+    comps, unmatched = compare_folders(tmp_path, [dict(concurrency=1, window_s=40.0), dict(concurrency=8, window_s=10.0)],
+                                       [dict(concurrency=8, window_s=10.0), dict(concurrency=16, window_s=80.0),
+                                        dict(request_rate=4.0, window_s=80.0)])
+    assert [c.label.split()[2] for c in comps] == ["c8"]
+    assert sorted(u.split(" (")[1] for u in unmatched) == ["synthetic full c1 i1024 o128)",
+                                                           "synthetic full c16 i1024 o128)",
+                                                           "synthetic full rate 4/s i1024 o128)"]
+    assert sum(u.startswith("only in A: ") for u in unmatched) == 1
+    code, out, _ = run_cli(monkeypatch, capsys, "compare", str(tmp_path / "a"), str(tmp_path / "b"),
+                           "--fail-if-slower", "10")
+    assert code == 0, out                 # judged on the matched c8 pair only, which ties
+    assert out.count("unmatched only in") == 3
+
+
+def test_two_files_of_different_points_are_refused_with_the_difference(tmp_path, monkeypatch, capsys):
+    from helpers_synthetic import write_serve_results
+
+    (a,) = write_serve_results(tmp_path / "a", [dict(concurrency=1, window_s=40.0)])
+    (b,) = write_serve_results(tmp_path / "b", [dict(concurrency=8, window_s=10.0)])
+    code, out, err = run_cli(monkeypatch, capsys, "compare", str(a), str(b))
+    assert code == 2 and err.count("\n") == 1
+    assert "no matching successful runs" in err and "params.load.concurrency: 1 vs 8" in err
+
+
+def test_generate_layouts_and_lengths_never_pair():
+    from tpubench.compare import match_key
+
+    def result(**point):
+        r = make_result(chips=point.pop("chips", 1))
+        r.point.update(point)
+        return r
+
+    base = result()
+    assert match_key(base) == match_key(result(tensor_parallel=1, matmul_precision="highest"))  # defaults
+    assert match_key(base) == match_key(result(measurement={"min_seconds": 9}, compile_options={"mode": "x"}))
+    for other in (result(tensor_parallel=4, chips=4), result(expert_parallel=2, chips=2), result(output_length=64),
+                  result(matmul_precision="high"), result(model_config={"hidden_size": 64})):
+        assert match_key(base) != match_key(other)
+
+
+def test_training_settings_are_part_of_the_point(tmp_path):
+    from helpers_synthetic import write_train_results
+
+    comps, unmatched = compare_folders(tmp_path, [dict(gradient_accumulation=1)], [dict(gradient_accumulation=4)],
+                                       writer=write_train_results)
+    assert comps == [] and "params.gradient_accumulation: 1 vs 4" in unmatched[-1]

@@ -174,3 +174,40 @@ def test_unsafe_scale_names_are_refused(tmp_path):
 def test_shipped_table_is_plain_json():
     data = json.loads((REPO / "tpubench" / "data" / "model_configs.json").read_text())
     assert data["families"]["qwen3_moe"]["keys"]["num_experts"] == ["int"]
+
+
+def rope_blocks(config: dict) -> list[tuple]:
+    """The path of every rope_parameters block in a model config (one, or one per layer type)."""
+    rope = config.get("rope_parameters") or {}
+    nested = rope and all(isinstance(v, dict) for v in rope.values()) and "rope_type" not in rope
+    return [("rope_parameters", layer) for layer in rope] if nested else [("rope_parameters",)] if rope else []
+
+
+@pytest.mark.parametrize("workload", SHIPPED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("value", [{"rope_type": "default"}, ["default"]], ids=["mapping", "list"])
+def test_rope_type_of_the_wrong_type_is_one_line(tmp_path, monkeypatch, capsys, workload, value):
+    # A mapping is unhashable: it used to reach a dict lookup and crash validate with a TypeError.
+    blocks = rope_blocks(yaml.safe_load(workload.read_text()).get("model", {}).get("config", {}))
+    if not blocks:
+        pytest.skip("no rope_parameters in this workload")
+    path = edited(tmp_path, workload, _set("model", "config", *blocks[0], "rope_type", value=value))
+    code, out, err = cli(monkeypatch, capsys, "validate", str(path))
+    assert code == 2 and err.count("\n") == 1 and "internal error" not in err, err
+    assert f"model.config.{'.'.join(blocks[0])}.rope_type: unknown rope_type" in err
+
+
+SERVE = REPO / "workloads" / "serve_local.yaml"
+
+
+def test_serve_workload_without_a_model(tmp_path, monkeypatch, capsys):
+    # Launching model 'build' needs the model block: refused at validate, before any server starts.
+    no_model = edited(tmp_path, SERVE, lambda d: d.pop("model"))
+    code, out, err = cli(monkeypatch, capsys, "validate", str(no_model))
+    assert code == 2 and err.count("\n") == 1 and "internal error" not in err, err
+    assert "scenario.server.launch.model: 'build' serves the workload's model" in err
+    # A running server needs no model block: valid, and validate says whose model it is.
+    at_url = edited(tmp_path, SERVE, lambda d: (d.pop("model"), d["scenario"].update(
+        server={"url": "http://127.0.0.1:8000", "hardware": {"accelerator": "H100", "chips": 8}})))
+    code, out, err = cli(monkeypatch, capsys, "validate", str(at_url))
+    assert code == 0 and "internal error" not in err, err
+    assert "serve_local (the server's model)" in out

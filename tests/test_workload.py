@@ -113,3 +113,33 @@ def test_shipped_workloads_validate(name):
 def test_max_seconds_below_min_seconds(tmp_path):
     msg = error_of(write(tmp_path, BASE + "measurement: {min_seconds: 5, max_seconds: 1}\n"))
     assert "measurement.max_seconds" in msg and "below min_seconds" in msg
+
+
+TRAIN = """\
+name: t
+model:
+  family: qwen3_moe
+  dtype: float32
+  config: {hidden_size: 32}
+scenario:
+  kind: train
+  batch_size: 1
+  sequence_length: 8
+  gradient_acumulation: 2
+"""
+
+
+def test_train_typo_names_the_field_and_line_with_a_guess(tmp_path):
+    # The scenario kind (pydantic's union tag) must not leak into the field, and the line is the key's.
+    p = write(tmp_path, TRAIN)
+    msg = error_of(p)
+    assert msg.startswith(f"{p}:10: scenario.gradient_acumulation: unknown key 'gradient_acumulation'")
+    assert "did you mean 'gradient_accumulation'" in msg
+
+
+def test_every_registered_scenario_kind_has_a_schema():
+    # One list of kinds: the workload schema's union must know every kind the registry runs.
+    from tpubench.scenarios import SCENARIOS
+    from tpubench.workload import _scenario_schemas
+
+    assert set(_scenario_schemas()) == set(SCENARIOS)

@@ -33,6 +33,9 @@ def _console(stderr: bool = False):
 
 # ----------------------------------------------------------------------------- run
 
+_INCLUDE_FLAGGED_HELP = ("Let prices the table flags as suspect (spot above on-demand, a lower bound...) compete "
+                         "where an unflagged row prices the same accelerator and plan; they stay marked.")
+
 
 @app.command()
 def run(
@@ -58,6 +61,7 @@ def run(
                                                 help="Training: data-parallel ranks (overrides parallel.data)."),
     fsdp: Optional[bool] = typer.Option(None, "--fsdp/--no-fsdp",
                                         help="Training: shard parameters over the data-parallel ranks (FSDP2)."),
+    include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
 ):
     """Measure every point of a workload's sweep and write one result file per point.
 
@@ -79,7 +83,7 @@ def run(
     if price:
         from tpubench.console import render_run_cost
 
-        render_run_cost(console, [o.path for o in outcomes if o.path])
+        render_run_cost(console, [o.path for o in outcomes if o.path], include_flagged=include_flagged)
     failed = [o for o in outcomes if o.result is not None and o.result.status == "failed"]
     if failed and len(failed) == len([o for o in outcomes if not o.skipped]):
         raise typer.Exit(1)
@@ -101,8 +105,10 @@ def validate(
         limit = {"max_points": max_points} if max_points else {}
         sizes = {name: check_sweep_size(w, name, source=str(path), **limit) for name in scale_names(w)}
         detail = ", ".join(f"{name}: {n:,} point{'s' * (n != 1)}" for name, n in sizes.items())
-        console.print(f"[green]ok[/green] {escape(str(path))}: {w.name} ({w.model.family}); {detail}")
-        if not covered_family(w.model.family):
+        # A serve workload may leave the model to its server: there is no family to name or check.
+        family = w.model.family if w.model is not None else "the server's model"
+        console.print(f"[green]ok[/green] {escape(str(path))}: {w.name} ({escape(family)}); {detail}")
+        if w.model is not None and not covered_family(w.model.family):
             _warn_stderr(f"{path}: tpubench's config table does not cover '{w.model.family}': its model.config "
                          "keys are checked by transformers when the model is built")
 
@@ -144,13 +150,14 @@ def report(
     what_if: Optional[str] = typer.Option(None, "--what-if-instance", help="Price every result as this instance."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
                                                             "(default: only the latest per point)."),
+    include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
 ):
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
     from tpubench.report import build_report, render
 
     data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
                         region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
-                        keep="all" if all_runs else "latest")
+                        keep="all" if all_runs else "latest", include_flagged=include_flagged)
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
@@ -181,6 +188,11 @@ def budget(
                                                             "(default: only the latest per point)."),
     scenario: List[str] = typer.Option([], "--scenario",
                                        help="Only points of this kind: serve, generate or train (repeatable; default all)."),
+    split: bool = typer.Option(False, "--split",
+                               help="Size on this traffic's input/output mix (--output-share) from each point's "
+                                    "input/output split, instead of blended tokens at the point's own mix; server "
+                                    "points without a probe-fitted split are left out."),
+    include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
 ):
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
     With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget."""
@@ -203,7 +215,8 @@ def budget(
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
     if train_tokens is not None:
         training = plan_training(df, _load_prices(prices, discount), train_tokens=train_tokens,
-                                 plans=plan or None, cloud=cloud, region=region, scenarios=scenario or None)
+                                 plans=plan or None, cloud=cloud, region=region, scenarios=scenario or None,
+                                 include_flagged=include_flagged)
         _emit(render_budget(training, fmt), out)
         return
     result = plan_budget(df, _load_prices(prices, discount), tokens_per_day=tokens_per_day,
@@ -211,7 +224,7 @@ def budget(
                          slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
                          slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
                          plans=plan or None, current=current, cloud=cloud, region=region,
-                         scenarios=scenario or None)
+                         scenarios=scenario or None, split=split, include_flagged=include_flagged)
     _emit(render_budget(result, fmt), out)
 
 
@@ -240,17 +253,25 @@ def pricing_list(
 
     from tpubench.pricing import prices_wide
 
-    wide = prices_wide(_load_prices(prices, discount))
+    long = _load_prices(prices, discount)
+    wide = prices_wide(long)
     if accelerator:
         wide = wide[wide["accelerator"].str.lower() == accelerator.lower()]
         if wide.empty:
             raise UserError(f"no price rows for accelerator '{accelerator}'", field="--accelerator")
     cols = [c for c in wide.columns if c != "source"]
     table = Table(*cols)
-    for row in wide[cols].itertuples(index=False):
-        table.add_row(*["" if (isinstance(v, float) and v != v) else (f"{v:g}" if isinstance(v, float) else str(v))
-                        for v in row])
+    shown = wide[cols].assign(flagged=wide["flagged"].map({True: "⚠ flagged", False: ""}))
+    for row in shown.itertuples(index=False):
+        table.add_row(*[escape("" if (isinstance(v, float) and v != v) else
+                               (f"{v:g}" if isinstance(v, float) else str(v))) for v in row])
     _console().print(table)
+    flagged = long[long["flagged"] & long["instance_type"].isin(set(wide["instance_type"]))]
+    for r in flagged.drop_duplicates(["cloud", "region", "instance_type"]).itertuples(index=False):
+        _console().print(escape(f"⚠ flagged {r.cloud} {r.region} {r.instance_type}: {r.flag_reason}"))
+    if len(flagged):
+        _console().print("report, budget and run use a flagged price only where no unflagged row prices the same "
+                         "accelerator and plan; --include-flagged lets them compete, marked.")
 
 
 @pricing_app.command("import-skypilot")
@@ -288,17 +309,25 @@ def _read(paths: List[Path]):
 def compare(
     a: Path = typer.Argument(..., help="Baseline: a result file or a folder."),
     b: Path = typer.Argument(..., help="Candidate: a result file or a folder."),
-    numerics: bool = typer.Option(False, "--numerics", help="Only the numerics parity; exit 1 if any pair disagrees."),
+    numerics: bool = typer.Option(False, "--numerics", help="Only the numerics parity (pairs across parallel layouts); "
+                                                                     "exit 1 if any pair disagrees."),
     fail_if_slower: Optional[float] = typer.Option(None, "--fail-if-slower", metavar="PCT",
-                                                   help="Exit 1 if B's output tokens/s is more than PCT% below A's, beyond noise."),
+                                                   help="Exit 1 if, in a matched pair, B's output (or training) tokens/s "
+                                                        "is more than PCT% below A's, beyond noise; per chip where the "
+                                                        "chip counts differ. Unmatched points are listed, not judged."),
 ):
-    """Compare two runs (or folders of runs): ratios with uncertainty, verdicts, numerics parity."""
+    """Compare two runs (or folders of runs): ratios with uncertainty, verdicts, numerics parity.
+
+    Points pair up only when they are the same point: workload, scale, shapes or serving load,
+    lengths, endpoint, dtype, execution mode and parallel layout. Throughput is compared per chip
+    when the two sides ran on different numbers of chips."""
     from tpubench.compare import compare_results, slower_than
     from tpubench.console import render_comparisons
 
-    comparisons, unmatched = compare_results(_read([a]), _read([b]))
+    comparisons, unmatched = compare_results(_read([a]), _read([b]), numerics_only=numerics)
     if not comparisons:
-        raise UserError(f"no matching successful runs between {a} and {b}")
+        why = next((u for u in unmatched if u.startswith("not the same point")), "")
+        raise UserError(f"no matching successful runs between {a} and {b}" + (f": {why}" if why else ""))
     console = _console()
     render_comparisons(console, comparisons, unmatched, numerics_only=numerics)
     if numerics and any(c.numerics.verdict == "disagree" for c in comparisons):
@@ -307,7 +336,7 @@ def compare(
         tripped = slower_than(comparisons, fail_if_slower)
         for c in tripped:
             h = c.headline()
-            console.print(f"[red]slower[/red] {c.label}: {h.metric} x{h.ratio:.3f} ± {h.half_width:.3f} "
+            console.print(f"[red]slower[/red] {escape(c.label)}: {h.metric} x{h.ratio:.3f} ± {h.half_width:.3f} "
                           f"(limit -{fail_if_slower:g}%)")
         if tripped:
             raise typer.Exit(1)
@@ -341,8 +370,9 @@ def launch(
     workload: Path = typer.Argument(..., help="Workload YAML file."),
     on: List[str] = typer.Option([], "--on", help="A target, as SkyPilot names accelerators (tpu-v6e-8, H100:8, "
                                                   "Trainium2:16) or an instance type (trn2.48xlarge); repeatable."),
+    # Help texts are rich markup: a literal '[' is written '\[' (else '[/PREFIX]' is a closing tag).
     bucket: Optional[str] = typer.Option(None, "--bucket", envvar="TPUBENCH_BUCKET",
-                                         help="Where results go: gs://NAME[/PREFIX] or s3://NAME[/PREFIX] (or $TPUBENCH_BUCKET)."),
+                                         help=r"Where results go: gs://NAME\[/PREFIX] or s3://NAME\[/PREFIX] (or $TPUBENCH_BUCKET)."),
     cloud: Optional[str] = typer.Option(None, "--cloud", help="Only this cloud (gcp, aws, azure)."),
     region: Optional[str] = typer.Option(None, "--region", help="Only this region."),
     spot: bool = typer.Option(False, "--spot", help="Spot instances (SkyPilot recovers preempted jobs; measured points are kept)."),

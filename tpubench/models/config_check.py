@@ -169,7 +169,8 @@ def _check_rope(rope: Any, table: dict, entry: dict | None) -> None:
         if block is None:
             continue  # a layer type without rotary embeddings
         rope_type = block.get("rope_type", block.get("type", "default"))
-        if rope_type not in table["rope_types"]:
+        # A mapping or list here is unhashable: check the type before looking it up.
+        if not isinstance(rope_type, str) or rope_type not in table["rope_types"]:
             raise ConfigProblem(base + ("rope_type",),
                                 f"unknown rope_type {_show(rope_type)}{_did_you_mean(str(rope_type), table['rope_types'])}")
         spec = table["rope_types"][rope_type]
