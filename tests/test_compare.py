@@ -207,3 +207,23 @@ def test_training_settings_are_part_of_the_point(tmp_path):
     comps, unmatched = compare_folders(tmp_path, [dict(gradient_accumulation=1)], [dict(gradient_accumulation=4)],
                                        writer=write_train_results)
     assert comps == [] and "params.gradient_accumulation: 1 vs 4" in unmatched[-1]
+
+
+def test_numerics_pairs_across_layouts_and_lists_what_it_leaves():
+    base = [1.0, -2.0, 0.5, 3.0]
+
+    def result(tp, name):
+        r = with_numerics(make_result(chips=tp, dtype="float32"), logits=base, tokens=[1, 2, 3])
+        r.point["tensor_parallel"] = tp
+        return (f"{name}.json", r)
+
+    one, two, four = result(1, "a-tp1"), result(2, "a-tp2"), result(4, "b-tp4")
+    # A sharded run is checked against the unsharded one; a performance compare never pairs them.
+    comparisons, unmatched = compare_results([one], [four], numerics_only=True)
+    assert [(c.a_file, c.b_file) for c in comparisons] == [("a-tp1.json", "b-tp4.json")]
+    assert comparisons[0].numerics.verdict == "agree" and unmatched == []
+    assert compare_results([one], [four])[0] == []
+    # The same layout is preferred where A has it, and what is left unpaired is listed, not dropped.
+    comparisons, unmatched = compare_results([one, two], [result(2, "b-tp2")], numerics_only=True)
+    assert [(c.a_file, c.b_file) for c in comparisons] == [("a-tp2.json", "b-tp2.json")]
+    assert len(unmatched) == 1 and unmatched[0].startswith("only in A: a-tp1.json")

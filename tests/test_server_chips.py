@@ -21,6 +21,7 @@ from tpubench.accelerators import CPU_X86, normalize_accelerator
 from tpubench.host_accelerators import HostAccelerators
 from tpubench.report import build_report, render
 from tpubench.results import write_result
+from tpubench.serving import server_chips as server_chips_module
 from tpubench.serving.server_chips import parallel_flags, process_group_cpus, server_chips
 
 TODAY = date(2026, 12, 2)
@@ -95,8 +96,16 @@ def test_eight_way_vllm_is_eight_chips():
     (["transformers", "serve", "m"], "transformers serve", {"CUDA_VISIBLE_DEVICES": "4-7"}, 4),
     (["transformers", "serve", "m", "--device", "cuda:1"], "transformers serve", {}, 1),
 ])
-def test_chips_from_flags_and_visible_devices(argv, stack, env, expected):
+def test_chips_from_flags_and_visible_devices(argv, stack, env, expected, monkeypatch):
+    # transformers serve runs on the GPUs only where the torch it runs on sees them.
+    monkeypatch.setattr(server_chips_module, "torch_sees_accelerator", lambda: True)
     assert server_chips(argv, env, os.getpid(), stack, host=EIGHT_H100).chips == expected
+
+
+def test_transformers_serve_on_a_gpu_host_with_a_cpu_torch_is_a_cpu_server(monkeypatch):
+    monkeypatch.setattr(server_chips_module, "torch_sees_accelerator", lambda: False)
+    chips = server_chips(["transformers", "serve", "m"], {}, os.getpid(), "transformers serve", host=EIGHT_H100)
+    assert chips.device == "cpu" and chips.chips == len(os.sched_getaffinity(0))
 
 
 def test_more_chips_than_visible_is_warned_and_priced_as_asked():

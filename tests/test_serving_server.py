@@ -20,6 +20,7 @@ import yaml
 
 from tpubench.errors import UserError
 from tpubench.serving import server as srv
+from tpubench.serving import server_chips
 from tpubench.serving.server import RunningServer, free_port, open_server
 from tpubench.workload_serve import Server
 
@@ -130,6 +131,7 @@ def _stream_completion(base_url: str, model: str, prompt: str, max_tokens: int) 
 
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in SERVE_DEPS),
                     reason="transformers serve needs fastapi, uvicorn and openai (pip install 'tpubench[serve]')")
+@pytest.mark.slow
 def test_transformers_serve_end_to_end(tmp_path):
     from tpubench.serving.demo_model import load_tokenizer, prompt_of_length
 
@@ -162,7 +164,7 @@ def test_transformers_serve_end_to_end(tmp_path):
             assert running.alive() and running.log_tail() == ""
         assert "Uvicorn running on" in server.log_tail()
         assert server.command[-2:] == ["--cb-max-memory-percent", srv.CPU_KV_CACHE_SHARE] or \
-            srv._torch_sees_accelerator()
+            server_chips.torch_sees_accelerator()
     elapsed = time.monotonic() - t0
     assert _gone(pid), "the server outlived its context"
     assert not server.alive()
@@ -195,6 +197,7 @@ def test_non_openai_server_is_refused(http_server, tmp_path):
 
 # ----------------------------------------------------------------------------- start-up faults
 
+@pytest.mark.slow
 def test_never_ready_times_out_and_is_stopped(tmp_path):
     command = ["sh", "-c", "echo $$ > sleeper.pid; echo waiting-forever; exec sleep 300"]
     t0 = time.monotonic()
@@ -239,6 +242,7 @@ def test_missing_package_names_the_install(monkeypatch, tmp_path):
 
 # ----------------------------------------------------------------------------- stopping
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_whole_group(monkeypatch, tmp_path):
     monkeypatch.setattr(srv, "STOP_GRACE_S", 1.0)
     command = [sys.executable, "-c", _STUBBORN, "{host}", "{port}"]
@@ -254,6 +258,7 @@ def test_ctrl_c_stops_the_whole_group(monkeypatch, tmp_path):
     assert time.monotonic() - t0 < 15
 
 
+@pytest.mark.slow
 def test_sigterm_to_tpubench_stops_the_server(tmp_path):
     """SIGTERM to the process holding the context unwinds it, so the server goes too."""
     script = (

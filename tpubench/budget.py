@@ -1,4 +1,4 @@
-"""Fleet sizing under SLOs (DESIGN.md section 9): which platform, how many instances, what per month.
+"""Fleet sizing under SLOs (docs/definitions.md#budget): which platform, how many instances, what per month.
 
 Traffic is `tokens_per_day` (input + output), of which `output_share` are output tokens, with a
 peak-to-average factor. At the peak the fleet must absorb
@@ -63,6 +63,7 @@ formulas).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from datetime import date
@@ -103,14 +104,6 @@ class Traffic:
     @property
     def peak_tokens_per_s(self) -> float:
         return self.tokens_per_day * self.peak_factor / SECONDS_PER_DAY
-
-    @property
-    def peak_input_tokens_per_s(self) -> float:
-        return self.peak_tokens_per_s * (1 - self.output_share)
-
-    @property
-    def peak_output_tokens_per_s(self) -> float:
-        return self.peak_tokens_per_s * self.output_share
 
 
 @dataclass(frozen=True)
@@ -175,9 +168,7 @@ def blended_rate(blended_chip_s_per_token):
 
 def point_output_share(df: pd.DataFrame) -> pd.Series:
     """Output tokens / all tokens of each measured point: a server's token rates, else the lengths."""
-    def col(name):
-        return pd.to_numeric(df[name], errors="coerce") if name in df else pd.Series(math.nan, index=df.index)
-
+    col = functools.partial(cost.numeric_column, df)
     # Only a server records its input token rate; an offline batch's mix is its lengths.
     from_rates = col("output_tokens_per_s") / (col("input_tokens_per_s") + col("output_tokens_per_s"))
     from_lengths = col("output_length") / (col("input_length") + col("output_length"))
@@ -254,8 +245,7 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     slo = Slo(slo_ttft_s, slo_tpot_s)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
                                           today=today, include_flagged=include_flagged)
-    notes: list[str] = cost.choose_prices(prices, plans, cloud, region, include_flagged=include_flagged,
-                                          accelerators=priced["priced_accelerator"])[1]
+    notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
     if scenarios is not None:
         priced, note = _only_scenarios(priced, scenarios)
         if note:
@@ -441,7 +431,7 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
                   cloud=None, region=None, today: date | None = None,
                   scenarios: Sequence[str] | str | None = None, include_flagged: bool = False) -> TrainingBudget:
     """Dollars, wall-clock hours and the slice or instance to rent to train on `train_tokens`
-    tokens, per priced platform (cloud, region, instance type) and plan (DESIGN.md section 17).
+    tokens, per priced platform (cloud, region, instance type) and plan (docs/definitions.md#budget).
 
     Rows with training figures (`cost.is_training`: a `train_s_per_token` column) compete; invalid
     runs are left out. A point measured on `chips` chips (its world) spends
@@ -473,8 +463,7 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
         raise UserError(f"must be a positive number of tokens, got {train_tokens}", field="--train-tokens")
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today,
                                           include_flagged=include_flagged)
-    notes: list[str] = cost.choose_prices(prices, plans, cloud, region, include_flagged=include_flagged,
-                                          accelerators=priced["priced_accelerator"])[1]
+    notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
     if scenarios is not None:
         priced, note = _only_scenarios(priced, scenarios)
         if note:

@@ -214,21 +214,44 @@ def compare_results(a_results, b_results, *, numerics_only: bool = False) -> tup
     b_ok = [(f, r) for f, r in b_results if r.status == "ok"]
     with_workload = not (len(a_ok) == 1 and len(b_ok) == 1)
 
-    with_layout = not numerics_only
-
     def key(r):
-        return match_key(r, with_workload=with_workload, with_layout=with_layout)
+        return match_key(r, with_workload=with_workload)
 
     latest_a, latest_b = _latest_per_key(a_ok, key), _latest_per_key(b_ok, key)
-    pairs = [(latest_a[k], latest_b[k]) for k in latest_a if k in latest_b]
-    unmatched = [f"only in A: {f} ({point_label(r)})" for k, (f, r) in latest_a.items() if k not in latest_b]
-    unmatched += [f"only in B: {f} ({point_label(r)})" for k, (f, r) in latest_b.items() if k not in latest_a]
+    if numerics_only:
+        pairs = _pairs_across_layouts(latest_a, latest_b, with_workload)
+    else:
+        pairs = [(latest_a[k], latest_b[k]) for k in latest_a if k in latest_b]
+    paired_a = {id(pa[1]) for pa, _ in pairs}
+    paired_b = {id(pb[1]) for _, pb in pairs}
+    unmatched = [f"only in A: {f} ({point_label(r)})" for f, r in latest_a.values() if id(r) not in paired_a]
+    unmatched += [f"only in B: {f} ({point_label(r)})" for f, r in latest_b.values() if id(r) not in paired_b]
     if not pairs and not with_workload:
         (_, ra), (_, rb) = a_ok[0], b_ok[0]
+        with_layout = not numerics_only
         differ = point_differences(defining_point(ra.point, with_workload=False, with_layout=with_layout),
                                    defining_point(rb.point, with_workload=False, with_layout=with_layout))
         unmatched.append("not the same point: " + "; ".join(differ))
     return [compare_pair(pa, pb) for pa, pb in pairs], unmatched
+
+
+def _pairs_across_layouts(latest_a: dict, latest_b: dict, with_workload: bool) -> list:
+    """For a numerics check: each B point with the A point of the same layout where A has it, else
+    with A's point of that point on the fewest chips (the unsharded baseline, usually)."""
+    def free_key(r):
+        return match_key(r, with_workload=with_workload, with_layout=False)
+
+    a_by_free: dict[str, list] = {}
+    for k, (f, r) in latest_a.items():
+        a_by_free.setdefault(free_key(r), []).append((k, (f, r)))
+    pairs = []
+    for k, b in latest_b.items():
+        candidates = a_by_free.get(free_key(b[1]), [])
+        if not candidates:
+            continue
+        same = next((a for ka, a in candidates if ka == k), None)
+        pairs.append((same or min((a for _, a in candidates), key=lambda a: chips_of(a[1]) or math.inf), b))
+    return pairs
 
 
 def compare_pair(a, b) -> PairComparison:

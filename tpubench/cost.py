@@ -2,7 +2,7 @@
 
 Every time-attributed figure derives from three chip-seconds-per-token figures of a result row,
 each with its 95% CI (`chip_seconds_per_token`), read from the columns the row provides
-(DESIGN.md section 14: by column, never by scenario kind):
+(docs/definitions.md#cost: by column, never by scenario kind):
 
 - a row with `blended_s_per_token` (seconds of the whole server per token over the measured
   window, as scenario `serve` writes it, with `_ci95_low` / `_ci95_high`) spends
@@ -37,7 +37,7 @@ each with its 95% CI (`chip_seconds_per_token`), read from the columns the row p
 
 Each figure is taken from the server columns where the row has `blended_s_per_token` and from
 the TTFT/E2E formula otherwise (`split_method` "time-attributed": prefill and decode chip time
-are really apart in an offline batch). Priced at p USD per chip-second (DESIGN.md section 8):
+are really apart in an offline batch). Priced at p USD per chip-second (docs/definitions.md#cost):
 
     $/Mtok input = c_in * p * 1e6      $/Mtok output = c_out * p * 1e6      $/Mtok blended = c_all * p * 1e6
 
@@ -48,7 +48,7 @@ decode-inclusive rate, or the server's rate over its window). Both are reported,
 Interactivity (tokens/s per user) is the row's `interactivity_tokens_per_s` where it has one, else
 1 / median TPOT.
 
-A multi-chip point (tensor or expert parallel, DESIGN §16) is priced as all of its chips: `chips`
+A multi-chip point (tensor or expert parallel, docs/multi-chip.md) is priced as all of its chips: `chips`
 is the world size (on a CPU, the vCPUs of all ranks; for a server, the chips it runs on), so its
 throughput per chip is the measured throughput / chips and, at equal measured throughput, its
 $/Mtok is `chips` times a single chip's. The layout (`tensor_parallel`, `expert_parallel`,
@@ -56,7 +56,7 @@ $/Mtok is `chips` times a single chip's. The layout (`tensor_parallel`, `expert_
 kind (`scenario_kind`, "generate" for results that predate it) and the serving stack and load
 (`server_name`, `server_version`, `concurrency`, `request_rate`; empty for offline runs).
 
-Training (scenario `train`, DESIGN.md section 17) is priced from its own columns: a row with
+Training (scenario `train`, docs/definitions.md#training) is priced from its own columns: a row with
 `train_s_per_token` (seconds of the whole world per training token, with `_ci95_low` /
 `_ci95_high`) spends
 
@@ -293,7 +293,7 @@ def probe_split(chips, input_tokens_per_s, output_tokens_per_s) -> ProbeSplit:
 
 def _has_server_figures(df: pd.DataFrame) -> pd.Series:
     """Rows whose cost comes from a server's window (a `blended_s_per_token` figure)."""
-    return _column(df, "blended_s_per_token").notna()
+    return numeric_column(df, "blended_s_per_token").notna()
 
 
 def serve_split(results: pd.DataFrame) -> pd.DataFrame:
@@ -317,12 +317,12 @@ def serve_split(results: pd.DataFrame) -> pd.DataFrame:
     fitted = rows[valid]
     groups = fitted.groupby(keys, dropna=False, sort=False) if keys else [((), fitted)]
     for _, group in groups:
-        split = probe_split(_column(group, "chips"), _column(group, "input_tokens_per_s"),
-                            _column(group, "output_tokens_per_s"))
+        split = probe_split(numeric_column(group, "chips"), numeric_column(group, "input_tokens_per_s"),
+                            numeric_column(group, "output_tokens_per_s"))
         out.loc[group.index, ["split_method", "split_note"]] = [split.method, split.note]
-        blended = _column(group, "blended_s_per_token")
-        low = float((_column(group, "blended_s_per_token_ci95_low") / blended).min())
-        high = float((_column(group, "blended_s_per_token_ci95_high") / blended).max())
+        blended = numeric_column(group, "blended_s_per_token")
+        low = float((numeric_column(group, "blended_s_per_token_ci95_low") / blended).min())
+        high = float((numeric_column(group, "blended_s_per_token_ci95_high") / blended).max())
         for kind, value in (("input", split.input), ("output", split.output)):
             out.loc[group.index, f"probe_{kind}_chip_s_per_token"] = value
             out.loc[group.index, f"probe_{kind}_chip_s_per_token_ci95_low"] = value * low
@@ -376,7 +376,7 @@ UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", 
                     "priced_accelerator", "reason", "scenario_kind", "server_name", "server_version"]
 
 
-def _column(df: pd.DataFrame, name: str) -> pd.Series:
+def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:
     """A column as floats, NaN where the results predate it."""
     if name in df:
         return pd.to_numeric(df[name], errors="coerce")
@@ -416,10 +416,10 @@ def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
     `{input,output,blended}_chip_s_per_token[_ci95_low|_ci95_high]`): for a server row, blended
     from `blended_s_per_token` times chips and input/output from `serve_split`'s `probe_*` columns
     (NaN when the row has none); for any other row, from its TTFT and E2E (module docstring)."""
-    chips = _column(df, "chips")
-    ttft, e2e = _column(df, "ttft_mean_s"), _column(df, "e2e_mean_s")
-    computed = generate_chip_seconds_per_token(ttft, e2e, chips, _column(df, "batch_size"),
-                                               _column(df, "input_length"), _column(df, "output_length"))
+    chips = numeric_column(df, "chips")
+    ttft, e2e = numeric_column(df, "ttft_mean_s"), numeric_column(df, "e2e_mean_s")
+    computed = generate_chip_seconds_per_token(ttft, e2e, chips, numeric_column(df, "batch_size"),
+                                               numeric_column(df, "input_length"), numeric_column(df, "output_length"))
     # The measured time each generate figure is proportional to, for its CI.
     drivers = {"input": ("ttft_mean_s", "ttft_ci95_low_s", "ttft_ci95_high_s"),
                "output": ("tpot_mean_s", "tpot_ci95_low_s", "tpot_ci95_high_s"),
@@ -428,15 +428,15 @@ def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
     server = _has_server_figures(df)
     for kind, (mean, low, high) in drivers.items():
         value = pd.Series(getattr(computed, kind), index=df.index, dtype=float)
-        value_low, value_high = cost_ci_from_time_ci(value, _column(df, mean), _column(df, low), _column(df, high))
+        value_low, value_high = cost_ci_from_time_ci(value, numeric_column(df, mean), numeric_column(df, low), numeric_column(df, high))
         name = f"{kind}_chip_s_per_token"
         if kind == "blended":
             # The server's whole window over all its tokens.
-            given = {bound: _column(df, f"blended_s_per_token{bound}") * chips
+            given = {bound: numeric_column(df, f"blended_s_per_token{bound}") * chips
                      for bound in ("", "_ci95_low", "_ci95_high")}
         else:
             # The split serve_split derived (NaN where it found none): never the request-time split.
-            given = {bound: _column(df, f"probe_{name}{bound}") for bound in ("", "_ci95_low", "_ci95_high")}
+            given = {bound: numeric_column(df, f"probe_{name}{bound}") for bound in ("", "_ci95_low", "_ci95_high")}
         out[name] = given[""].where(server, value)
         out[f"{name}_ci95_low"] = given["_ci95_low"].where(server, value_low)
         out[f"{name}_ci95_high"] = given["_ci95_high"].where(server, value_high)
@@ -446,41 +446,41 @@ def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
 def train_chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
     """Chip-seconds per training token with its 95% CI (`train_chip_s_per_token[_ci95_low|_ci95_high]`):
     the row's `train_s_per_token` columns times chips; NaN for rows without them."""
-    chips = _column(df, "chips")
-    return pd.DataFrame({f"train_chip_s_per_token{bound}": _column(df, f"train_s_per_token{bound}") * chips
+    chips = numeric_column(df, "chips")
+    return pd.DataFrame({f"train_chip_s_per_token{bound}": numeric_column(df, f"train_s_per_token{bound}") * chips
                          for bound in ("", "_ci95_low", "_ci95_high")}, index=df.index)
 
 
 def is_training(df: pd.DataFrame) -> pd.Series:
     """Rows that carry training figures (a training throughput or time per training token)."""
-    return _column(df, "train_s_per_token").notna() | _column(df, "train_tokens_per_s").notna()
+    return numeric_column(df, "train_s_per_token").notna() | numeric_column(df, "train_tokens_per_s").notna()
 
 
 def add_train_costs(df: pd.DataFrame) -> pd.DataFrame:
     """$ per million training tokens (with CIs) and training throughput per chip, for rows with
     training figures (module docstring); NaN on every other row."""
-    chips = _column(df, "chips")
+    chips = numeric_column(df, "chips")
     per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"].astype(float), 1)
     chip_s = train_chip_seconds_per_token(df)
     for bound in ("", "_ci95_low", "_ci95_high"):
         df[f"train_chip_s_per_token{bound}"] = chip_s[f"train_chip_s_per_token{bound}"]
         df[f"train_usd_per_mtok{bound}"] = usd_per_mtok_from_chip_seconds(
             chip_s[f"train_chip_s_per_token{bound}"], per_chip_s)
-    tput = _column(df, "train_tokens_per_s")
+    tput = numeric_column(df, "train_tokens_per_s")
     df["train_tokens_per_s"] = tput
     df["train_tokens_per_s_per_chip"] = tput / chips
     for bound in ("_ci95_low", "_ci95_high"):
-        df[f"train_tokens_per_s_per_chip{bound}"] = _column(df, f"train_tokens_per_s{bound}") / chips
+        df[f"train_tokens_per_s_per_chip{bound}"] = numeric_column(df, f"train_tokens_per_s{bound}") / chips
     for col in TRAIN_PERFORMANCE_COLUMNS:
         if col not in df:
-            df[col] = _column(df, col)
+            df[col] = numeric_column(df, col)
     return df
 
 
 def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
     """Per-chip performance and every $/Mtok column (with CIs) for rows of results joined to prices."""
     df = priced
-    chips = _column(df, "chips")
+    chips = numeric_column(df, "chips")
     per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"], 1)
 
     chip_s = chip_seconds_per_token(df)
@@ -491,8 +491,8 @@ def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
             df[f"{kind}_usd_per_mtok{bound}"] = usd_per_mtok_from_chip_seconds(
                 chip_s[f"{kind}_chip_s_per_token{bound}"], per_chip_s)
 
-    tput = _column(df, "output_tokens_per_s")
-    tput_low, tput_high = _column(df, "output_tokens_per_s_ci95_low"), _column(df, "output_tokens_per_s_ci95_high")
+    tput = numeric_column(df, "output_tokens_per_s")
+    tput_low, tput_high = numeric_column(df, "output_tokens_per_s_ci95_low"), numeric_column(df, "output_tokens_per_s_ci95_high")
     df["inferencex_usd_per_mtok"] = inferencex_usd_per_mtok(tput, chips, df["usd_per_chip_hour"])
     low, high = cost_ci_from_throughput_ci(df["inferencex_usd_per_mtok"], tput, tput_low, tput_high)
     df["inferencex_usd_per_mtok_ci95_low"], df["inferencex_usd_per_mtok_ci95_high"] = low, high
@@ -506,7 +506,7 @@ def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
     df["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(df)
     for col in PERFORMANCE_COLUMNS:
         if col not in df:
-            df[col] = _column(df, col)
+            df[col] = numeric_column(df, col)
     return add_train_costs(df)
 
 
@@ -514,8 +514,8 @@ def interactivity_tokens_per_s(df: pd.DataFrame) -> pd.Series:
     """Tokens/s one user sees: the row's `interactivity_tokens_per_s` where it has one (a server's
     1 / median TPOT over requests), else 1 / median TPOT."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        from_tpot = 1.0 / _column(df, "tpot_p50_s")
-    given = _column(df, "interactivity_tokens_per_s")
+        from_tpot = 1.0 / numeric_column(df, "tpot_p50_s")
+    given = numeric_column(df, "interactivity_tokens_per_s")
     return given.where(given.notna(), from_tpot)
 
 
@@ -543,6 +543,9 @@ def _unpriced_reason(raw, device, canonical, all_accelerators, notes: dict[str, 
     if canonical in notes:
         return f"{canonical}: {notes[canonical]}"
     return f"no price row for {canonical}; add one in a price file (see pricing/README.md)"
+
+
+PRICE_NOTES = "price_notes"
 
 
 def choose_prices(prices: pd.DataFrame, plans=None, cloud=None, region=None, instance=None,
@@ -577,10 +580,10 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     unflagged one prices the accelerator and plan, unless `include_flagged`. Invalid runs are
     priced and keep `valid=False` so reports can mark them; failed runs are never priced and appear
     in `unpriced` with the reason, as do results whose accelerator has no price. Server rows get
-    their input/output split from `serve_split` over all the results given.
+    their input/output split from `serve_split` over all the results given. `priced.attrs[PRICE_NOTES]`
+    says which flagged prices were set aside for the accelerators these results ran on.
     """
     all_accelerators = set(prices["accelerator"])
-    chosen, _ = choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged)
     results = _with_kind(_with_layout(_ensure(df.copy(), ["status", "error", "accelerator", "device", "chips",
                                                           "file", "workload", "scale", "backend"])))
     ok_mask = results["status"].eq("ok")
@@ -590,7 +593,7 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
 
     ok = results[ok_mask].copy()
     # A point whose chips are unknown (a server's that could not be read) is never priced as some
-    # number of chips: it is unpriced, with why (DESIGN.md section 15).
+    # number of chips: it is unpriced, with why (docs/chips-prices-pairs.md#chips-of-a-server).
     no_chips = ok[pd.to_numeric(ok["chips"], errors="coerce").isna()].copy()
     no_chips["priced_accelerator"] = None
     no_chips["reason"] = ("the chips it ran on are unknown (the result's warnings say why); declare "
@@ -598,6 +601,8 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     ok = ok.drop(index=no_chips.index)
     ok = ok.drop(columns=[c for c in SPLIT_COLUMNS if c in ok]).join(serve_split(ok))
     ok["priced_accelerator"] = pricing.map_accelerators(ok["accelerator"], ok["device"], all_accelerators)
+    chosen, price_notes = choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged,
+                                        accelerators=None if what_if_instance else ok["priced_accelerator"])
     price_side = chosen.rename(columns={"accelerator": "priced_accelerator", "source": "price_source",
                                         "as_of": "price_as_of", "flagged": "price_flagged",
                                         "flag_reason": "price_flag_reason"}).drop(columns=["origin"])
@@ -623,5 +628,6 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     today = today or pricing.today_utc()
     ages = {d: pricing.price_age_days(d, today) for d in set(priced["price_as_of"])}
     priced["price_age_days"] = priced["price_as_of"].map(ages)
-    priced = add_costs(_ensure(priced, IDENTITY_COLUMNS))
-    return priced[PRICED_COLUMNS].reset_index(drop=True), unpriced
+    priced = add_costs(_ensure(priced, IDENTITY_COLUMNS))[PRICED_COLUMNS].reset_index(drop=True)
+    priced.attrs[PRICE_NOTES] = price_notes
+    return priced, unpriced

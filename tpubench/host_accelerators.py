@@ -27,6 +27,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tpubench.accelerators import normalize_accelerator
+from tpubench.environment import cpu_chips
+
 # Where the listings are read: module attributes, so a test can point them at a fake tree.
 DEV = Path("/dev")
 PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -39,7 +42,8 @@ _TPU_DEVICE_IDS = {"0x005e": ("TPU v4", 1), "0x0063": ("TPU v5e", 1), "0x0062": 
                    "0x006f": ("TPU v6e", 1), "0x0076": ("TPU7x", 2)}
 _TPU_V2_V3 = {"0x004e": ("TPU v2", 2), "0x004f": ("TPU v3", 2)}   # device 0x0027, told apart by subsystem
 _NVIDIA_LINE = re.compile(r"^GPU\s+\d+:\s*(?P<name>.+?)\s*(\(UUID:.*\))?\s*$")
-_NEURON_BY_INSTANCE = (("trn2", "Trainium2"), ("trn1", "Trainium"), ("inf2", "Inferentia2"))
+# The Neuron generations an instance type (trn1.32xlarge, trn2.48xlarge, inf2.xlarge) can name.
+NEURON_CHIPS = ("Trainium", "Trainium2", "Inferentia2")
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ def host_accelerators() -> HostAccelerators:
         found = probe()
         if found is not None and found.count > 0:
             return found
-    return HostAccelerators("cpu", None, len(os.sched_getaffinity(0)), "os.sched_getaffinity")
+    return HostAccelerators("cpu", None, cpu_chips(), "os.sched_getaffinity")
 
 
 def nvidia_gpus() -> HostAccelerators | None:
@@ -135,9 +139,7 @@ def _tpu_name_from_env(default: str | None = "TPU") -> str | None:
     raw = os.environ.get("TPU_ACCELERATOR_TYPE") or os.environ.get("ACCELERATOR_TYPE")
     if not raw:
         return default
-    generation = raw.split("-")[0].lower()
-    return {"v5litepod": "TPU v5e", "v5p": "TPU v5p", "v6e": "TPU v6e", "v4": "TPU v4", "tpu7x": "TPU7x",
-            "v7x": "TPU7x"}.get(generation, default)
+    return normalize_accelerator(f"TPU {raw.split('-')[0]}") or default
 
 
 def ec2_instance_type() -> str:
@@ -146,8 +148,8 @@ def ec2_instance_type() -> str:
 
 
 def _neuron_name() -> str | None:
-    product = ec2_instance_type()
-    return next((name for prefix, name in _NEURON_BY_INSTANCE if product.startswith(prefix)), None)
+    name = normalize_accelerator(ec2_instance_type())
+    return name if name in NEURON_CHIPS else None
 
 
 def _run(argv: list[str]) -> str | None:

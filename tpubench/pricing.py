@@ -630,8 +630,8 @@ def import_skypilot(vms_csv: str | Path, cloud: str, *, include_cpu: bool = Fals
         table[plan] = math.nan
     table["source"] = source or f"SkyPilot catalog {path.name} imported by tpubench"
     table["as_of"] = as_of.isoformat() if isinstance(as_of, date) else str(as_of)
-    # A catalog spot price above its on-demand one is a SKU mismatch: flag it for every reader.
-    table[FLAG_COLUMN] = (table["spot"] > table["on_demand"]).map({True: "true", False: ""})
     table["chips_per_instance"] = table["chips_per_instance"].astype(int)
     table = table.sort_values(["instance_type", "region"], kind="stable").reset_index(drop=True)
+    # Left empty: a spot price above on-demand is flagged, with its reason, wherever a price file is read.
+    table[FLAG_COLUMN] = ""
     return table[list(COLUMNS)]

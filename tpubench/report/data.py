@@ -146,8 +146,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
                                           instance=instance, what_if_instance=what_if_instance, today=today,
                                           include_flagged=include_flagged)
-    _, price_notes = cost.choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged,
-                                        accelerators=priced["priced_accelerator"])
+    price_notes = priced.attrs.get(cost.PRICE_NOTES, [])
     used_plans = pricing.plan_names(priced) if len(priced) else list(plans or pricing.plan_names(prices))
     primary = "on_demand" if "on_demand" in used_plans else (used_plans[0] if used_plans else None)
     provenance = price_provenance(prices, priced, today)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
+from tpubench.budget import SIZING_SPLIT
 from tpubench.report import format as f
 from tpubench.report.data import ReportData, result_rows
 
@@ -103,7 +102,7 @@ def _slo_text(slo) -> str:
 def render_budget_markdown(result, max_rows: int = 50) -> str:
     """A BudgetResult as markdown: traffic, SLOs, the ranked options, platforms that miss the SLOs."""
     t, s = result.traffic, result.slo
-    split = getattr(result, "sizing", "blended") == "split"
+    split = result.sizing == SIZING_SPLIT
     basis = ("Sized on the input/output split: tokens/s/chip is for this traffic's input/output mix"
              if split else "Sized on blended tokens: tokens/s/chip is each point's at its own measured "
                            "input/output mix (--split sizes on this traffic's mix)")
@@ -157,11 +156,6 @@ def _budget_footer(unpriced, options) -> list[str]:
         sources = options[["price_source", "price_as_of"]].drop_duplicates().sort_values("price_as_of")
         out += ["## Price sources", "", table(["Source", "As of"], sources.values.tolist()), ""]
     return out
-
-
-def frame_to_markdown(df: pd.DataFrame) -> str:
-    """Any DataFrame as a pipe table (for notebooks and quick looks)."""
-    return table([str(c) for c in df.columns], [[str(v) for v in row] for row in df.itertuples(index=False)])
 
 
 def render_training_budget_markdown(result, max_rows: int = 50) -> str:
