@@ -55,6 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tpubench.processes import kill_group, start_in_new_group, stop_group  # noqa: E402  (needs ROOT on the path)
+
 DEFAULT_WORKLOAD = "workloads/qwen3_moe.yaml"
 FULL_BATCHES = [1, 64]
 FULL_OUTPUT_LENGTH = 128          # the workload's 256 halved: decode time halves, TPOT barely moves
@@ -67,7 +69,7 @@ GRACE_S = 15.0                    # between a phase's own deadline and its hard 
 FINAL_RESERVE_S = 10.0            # kept for stopping an overrunning phase and the summary
 MIN_PHASE_S = {"full": 45.0, "small": 8.0}
 
-# Measurement settings per kind of run: a few iterations, a bounded time (DESIGN.md section 6
+# Measurement settings per kind of run: a few iterations, a bounded time (docs/measurement.md#repetition
 # still applies: first call apart, warm-up, then timed iterations, each clock read after a fence).
 MEASUREMENT = {
     "full": dict(warmup=1, min_iterations=3, min_seconds=1.0, max_seconds=30.0),
@@ -553,18 +555,13 @@ def probe_main() -> int:
 # =============================================================================== orchestration
 
 
-_SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
-
-
 class Child:
     """A subprocess in its own process group (session): stopped by that group, never by name."""
 
     def __init__(self, cmd: list[str], env: dict, *, prefix: str = "  ", echo: bool = True):
         self.lines: list[str] = []
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=env, cwd=str(ROOT), text=True, errors="replace", bufsize=1,
-                                     start_new_session=(os.name == "posix"))
-        self.pgid = self.proc.pid   # leader of its own new session and process group
+        self.proc = start_in_new_group(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=env, cwd=str(ROOT), text=True, errors="replace", bufsize=1)
         self._reader = threading.Thread(target=self._read, args=(prefix, echo), daemon=True)
         self._reader.start()
 
@@ -578,7 +575,7 @@ class Child:
         """(exit code, timed out); on time-out the whole group is stopped."""
         try:
             rc = self.proc.wait(timeout=max(timeout, 0.1))
-            self._stop_stragglers()
+            kill_group(self.proc)   # stragglers, e.g. torch.compile's workers, if the phase left any
             self._reader.join(timeout=5)
             return rc, False
         except subprocess.TimeoutExpired:
@@ -586,36 +583,9 @@ class Child:
             return self.proc.returncode, True
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self._signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                pass
-        self._signal(_SIGKILL)   # the leader and anything it started in its group
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        """SIGTERM to its group, 3 s to go, then SIGKILL to whatever is left of it."""
+        stop_group(self.proc, 3.0, reap_s=5.0)
         self._reader.join(timeout=5)
-
-    def _stop_stragglers(self) -> None:
-        # e.g. torch.compile's worker processes, if the phase process left any behind.
-        if os.name == "posix":
-            try:
-                os.killpg(self.pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            self._signal(_SIGKILL)
-
-    def _signal(self, sig) -> None:
-        try:
-            if os.name == "posix":
-                os.killpg(self.pgid, sig)
-            else:
-                self.proc.kill()
-        except (ProcessLookupError, PermissionError):
-            pass
 
     @property
     def output(self) -> str:

@@ -52,7 +52,8 @@ from pathlib import Path
 import yaml
 from _common import ROOT
 
-from tpubench.serving.server import open_server, stop_process
+from tpubench.processes import start_in_new_group, stop_group
+from tpubench.serving.server import open_server
 
 PEER = "aiperf"
 PEER_VERSION = "0.13.0"
@@ -175,17 +176,17 @@ def run_group(argv: list[str], *, env: dict, cwd: Path, log: Path, timeout_s: fl
     process's CPU affinity (the clients' CPUs when isolated)."""
     cpu0 = _children_cpu()
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=str(cwd), start_new_session=True)
+        proc = start_in_new_group(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  cwd=str(cwd))
     try:
         rc = proc.wait(timeout=timeout_s)
         return rc, _children_cpu() - cpu0
     except subprocess.TimeoutExpired:
-        stop_process(proc, grace_s=5)
+        stop_group(proc, 5)
         raise SystemExit(f"{argv[0]} ran past {timeout_s:g} s; log: {log}") from None
     finally:
         if proc.returncode is None:   # Ctrl-C or an error while waiting
-            stop_process(proc, grace_s=5)
+            stop_group(proc, 5)
 
 
 def _children_cpu() -> float:

@@ -54,7 +54,8 @@ def harness_steps(step, point, steps: int) -> list[float]:
 def overhead(args) -> None:
     import torch
 
-    from tpubench.training import (TrainStep, build_train_model, device_fence, make_batch, make_optimizer,
+    from tpubench.backends.torch import TorchDevice
+    from tpubench.training import (TrainStep, build_train_model, make_batch, make_optimizer,
                                    resolve_precision)
 
     point = small_point(args.workload, batch=args.batch)
@@ -63,7 +64,7 @@ def overhead(args) -> None:
     optimizer = make_optimizer(model.parameters(), point.params["optimizer"])
     batch = torch.as_tensor(make_batch(point.measurement["seed"], point, model.config.vocab_size))
     step = TrainStep(model, model, optimizer, batch, precision, "cpu")
-    fence = device_fence("cpu")
+    fence = TorchDevice("cpu").fence
     harness_steps(step, point, 2)   # warm both paths up
     bare_steps(model, optimizer, batch, 2, fence, step._autocast)
     bare, harness, ratios = [], [], []

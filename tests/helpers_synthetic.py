@@ -20,7 +20,7 @@ server per token), split between input and output by `share_in`:
 
 `write_serve_results(dir, [dict(...), ...])` writes them.
 
-`make_train_result(...)` builds a result of scenario `train` (DESIGN.md section 17) from its batch
+`make_train_result(...)` builds a result of scenario `train` (docs/scenarios/train.md) from its batch
 B (sequences per data-parallel rank per micro-step), sequence length S, world size W (data-parallel
 ranks; `chips` defaults to W), gradient accumulation G and the mean time of one optimizer step:
 

@@ -39,6 +39,7 @@ def test_absent_device_errors_name_the_package_or_hardware(monkeypatch):
 
 
 @pytest.mark.skipif(not HAS_JAX, reason="jax extra not installed")
+@pytest.mark.slow
 def test_jax_backend_runs_and_matches_torch(tmp_path, tiny_workload):
     out = tmp_path / "r"
     (torch_o,) = run_sweep(tiny_workload, out_dir=out)
@@ -56,6 +57,7 @@ def test_jax_backend_runs_and_matches_torch(tmp_path, tiny_workload):
     assert len(read_results(out)) == 2
 
 
+@pytest.mark.slow
 def test_torch_compile_counts_graphs_and_no_timed_recompiles(tmp_path, tiny_workload):
     # grouped_mm experts trace without graph breaks; the eager experts loop breaks the graph and
     # exhausts dynamo's recompile limit, which validity rejects (test_validity covers that rule).

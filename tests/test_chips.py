@@ -112,6 +112,7 @@ def test_neuron_roofline_judges_a_device_against_its_share_of_the_chip(monkeypat
     assert peaks_for("neuron", "AWS trn2.48xlarge", "bfloat16") is None   # unknown share: no roofline
 
 
+@pytest.mark.slow
 def test_a_result_priced_by_an_unconfirmed_rule_says_so(tmp_path, tiny_workload, monkeypatch):
     from tpubench.backends import torch as torch_backend
     from tpubench.runner import run_sweep

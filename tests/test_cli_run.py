@@ -25,6 +25,7 @@ def run_ok(monkeypatch, capsys, *args):
     return capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_run_tiny_scale_end_to_end(tmp_path, tiny_workload, monkeypatch, capsys):
     out = run_ok(monkeypatch, capsys, "run", str(tiny_workload), "--out", str(tmp_path), "--no-price")
     assert "No accelerator present: running the 'small' scale" in out
@@ -34,12 +35,12 @@ def test_run_tiny_scale_end_to_end(tmp_path, tiny_workload, monkeypatch, capsys)
     assert r.status == "ok" and r.device == "cpu" and r.backend == "torch"
     assert r.point["scale"] == "small" and r.point["batch_size"] == 1
     m = r.metrics
-    # DESIGN.md section 7 relations hold on every iteration
+    # docs/definitions.md#generate relations hold on every iteration
     for ttft, e2e, tpot in zip(r.samples["ttft_s"], r.samples["e2e_s"], r.samples["tpot_s"]):
         assert 0 < ttft < e2e
         assert tpot == pytest.approx((e2e - ttft) / (4 - 1))
     assert len(r.samples["itl_s"]) == 3 * len(r.samples["e2e_s"])
-    # DESIGN.md section 7: B*O over the (mean) decode-inclusive wall time, not a mean of ratios
+    # docs/definitions.md#generate: B*O over the (mean) decode-inclusive wall time, not a mean of ratios
     mean_e2e = sum(r.samples["e2e_s"]) / len(r.samples["e2e_s"])
     assert m["output_tokens_per_s"] == pytest.approx(1 * 4 / mean_e2e)
     assert m["output_tokens_per_s_ci95_high"] == pytest.approx(4 / m["e2e_ci95_low_s"])
@@ -67,6 +68,7 @@ def test_run_tiny_scale_end_to_end(tmp_path, tiny_workload, monkeypatch, capsys)
     assert {"ttft_p50_s", "tpot_p99_s", "output_tokens_per_s", "accelerator", "chips", "valid"} <= set(df.columns)
 
 
+@pytest.mark.slow
 def test_full_scale_sweep_and_never_overwrite(tmp_path, tiny_workload, monkeypatch, capsys):
     run_ok(monkeypatch, capsys, "run", str(tiny_workload), "--scale", "full", "--out", str(tmp_path), "--no-price")
     files = sorted(tmp_path.glob("*.json"))
@@ -78,6 +80,7 @@ def test_full_scale_sweep_and_never_overwrite(tmp_path, tiny_workload, monkeypat
     assert df["load_s"].iloc[0] > 0 and df["load_s"].iloc[1] == 0
 
 
+@pytest.mark.slow
 def test_load_results_skips_corrupt_file(tmp_path, tiny_workload, monkeypatch, capsys):
     run_ok(monkeypatch, capsys, "run", str(tiny_workload), "--out", str(tmp_path), "--no-price")
     (tmp_path / "broken.json").write_text("{not json")
@@ -122,6 +125,7 @@ def test_validate_and_backends(tiny_workload, monkeypatch, capsys):
     assert "cpu" in out and "cuda" in out and "tpu" in out and "neuron" in out and "jax" in out
 
 
+@pytest.mark.slow
 def test_cli_start_up_imports_no_torch_or_jax():
     code = ("import sys; import tpubench.cli; "
             "bad = [m for m in ('torch', 'jax', 'transformers', 'pandas') if m in sys.modules]; "
@@ -129,6 +133,7 @@ def test_cli_start_up_imports_no_torch_or_jax():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_single_output_token_round_trips(tmp_path, tiny_workload, monkeypatch, capsys):
     one = tmp_path / "one.yaml"
     one.write_text(tiny_workload.read_text().replace("output_length: 4", "output_length: 1"))

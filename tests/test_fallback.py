@@ -98,6 +98,7 @@ def _first_call_only(clock):
     return session
 
 
+@pytest.mark.slow
 def test_a_real_torch_run_with_an_op_falling_back(tmp_path, tiny_workload, monkeypatch):
     data = yaml.safe_load(tiny_workload.read_text())
     path = tmp_path / "w.yaml"

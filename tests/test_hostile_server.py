@@ -51,6 +51,7 @@ def one(srv, prompt: str, max_tokens: int = 4, **endpoint):
 @pytest.mark.parametrize("script", [Script(finish_reason=SURROGATE), Script(fault="error_event",
                                                                              error_message=SURROGATE)],
                          ids=["finish_reason", "error_event"])
+@pytest.mark.slow
 def test_a_lone_surrogate_from_the_server_is_stored_escaped(tmp_path, monkeypatch, capsys, script):
     workload = url_workload(tmp_path)
     with ScriptedServer(script) as srv:
@@ -67,6 +68,7 @@ def test_a_lone_surrogate_from_the_server_is_stored_escaped(tmp_path, monkeypatc
     assert "internal error" not in err and out.count("already measured") == 2, out + err
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_the_served_model_id(tmp_path, monkeypatch, capsys):
     data = yaml.safe_load(url_workload(tmp_path).read_text())
     del data["scenario"]["server"]["model"]                 # the model is what /v1/models lists
@@ -119,6 +121,7 @@ def test_usage_is_checked_against_the_stream(reported, why):
     assert r.completion_tokens is None and r.token_chunks == 16
 
 
+@pytest.mark.slow
 def test_usage_above_the_streamed_bytes_is_impossible():
     # 16 chunks of " tok" are 64 bytes of text: 65 tokens at most (a token shows at least a byte;
     # one more for a leading space a detokenizer may drop).
@@ -129,6 +132,7 @@ def test_usage_above_the_streamed_bytes_is_impossible():
         assert one(srv, "p", max_tokens=100).ok
 
 
+@pytest.mark.slow
 def test_a_lying_server_never_gives_a_valid_point_nor_negative_throughput():
     specs = [RequestSpec("p", 1, 16)] * 4
     for reported in (5, -16):
@@ -202,6 +206,7 @@ def test_the_sse_parser_bounds_lines_and_events():
     assert parser.feed(b"data: " + b"z" * (MAX_EVENT_BYTES - 100) + b"\n\n") == [(None, b"z" * (MAX_EVENT_BYTES - 100))]
 
 
+@pytest.mark.slow
 def test_a_point_whose_every_request_fails_records_a_failed_result_and_the_sweep_goes_on(tmp_path, monkeypatch,
                                                                                         capsys):
     workload = url_workload(tmp_path)

@@ -32,6 +32,8 @@ from transformers import (  # noqa: E402
 
 from tpubench.models import jax_twin as jt  # noqa: E402
 
+pytestmark = pytest.mark.slow   # real models in torch and JAX side by side
+
 B, PROMPT, STEPS, MAX_LEN = 2, 7, 6, 16
 FP32_TOL = 1e-3  # hard limit; we expect and print ~5e-5 (float32 summation order only)
 

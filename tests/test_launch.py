@@ -206,6 +206,7 @@ def dry_run(monkeypatch, capsys, tmp_path, *extra) -> tuple[int, str, str, Path]
     return code, out, err, (folders[0] if folders else None)
 
 
+@pytest.mark.slow
 def test_dry_run_writes_tasks_that_skypilot_parses(monkeypatch, capsys, tmp_path):
     code, out, err, folder = dry_run(monkeypatch, capsys, tmp_path)
     assert code == 0, err
@@ -243,6 +244,7 @@ def test_dry_run_writes_tasks_that_skypilot_parses(monkeypatch, capsys, tmp_path
     assert "--extra-index-url https://pip.repos.neuron.amazonaws.com" in tasks["trn2.48xlarge.yaml"]["setup"]
 
 
+@pytest.mark.slow
 def test_spot_multi_node_task_parses_with_its_node_count(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(monkeypatch, capsys, "launch", str(QWEN3_MOE), "--on", "H100:8", "--expert-parallel", "16",
@@ -257,6 +259,7 @@ def test_spot_multi_node_task_parses_with_its_node_count(monkeypatch, capsys, tm
     assert task["storage_mounts"] == {"/tpubench-results": "s3://tpubench-test"}
 
 
+@pytest.mark.slow
 def test_skypilot_errors_come_through_as_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nresources:\n  accelerators: H100:eight\nrun: echo\n")
@@ -328,6 +331,7 @@ def test_launch_ids_are_unique_and_a_bad_tasks_dir_or_manifest_is_one_line(monke
     assert code == 2 and "manifest.json: not a tpubench launch manifest: missing targets[0].slug" in err
 
 
+@pytest.mark.slow
 def test_launch_stays_free_of_torch(tmp_path):
     script = textwrap.dedent(f"""
         import sys

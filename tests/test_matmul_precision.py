@@ -85,6 +85,7 @@ def test_jax_sets_and_reads_back():
         jax.config.update("jax_default_matmul_precision", before)
 
 
+@pytest.mark.slow
 def test_each_result_records_the_precision_its_point_ran_at(tmp_path, tiny_workload, restore_torch_precision):
     path = _workload(tmp_path, tiny_workload, matmul_precision=["medium", "highest"])
     outcomes = run_sweep(path, scale="small", out_dir=tmp_path / "r")

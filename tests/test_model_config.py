@@ -138,6 +138,7 @@ def test_errors_transformers_raises_at_build_are_user_errors():
     assert info.value.field == "model.config" and "transformers rejected the config" in info.value.one_line()
 
 
+@pytest.mark.slow
 def test_validate_answers_without_torch_or_transformers():
     code = ("import sys; from tpubench.cli import main; sys.argv = ['tpubench', 'validate', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"

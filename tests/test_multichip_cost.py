@@ -1,4 +1,4 @@
-"""Cost and fleet budget of multi-chip points (tensor / expert parallel, DESIGN §16), by hand.
+"""Cost and fleet budget of multi-chip points (tensor / expert parallel, docs/multi-chip.md), by hand.
 
 A point measured on N chips is priced as N chips (`chips` = the world size), and a fleet rents
 whole replicas of N chips, rounded up to whole instances or TPU slices.

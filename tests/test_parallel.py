@@ -58,6 +58,7 @@ def worlds_in_tmp_path(tmp_path, monkeypatch):
     return worlds
 
 
+@pytest.mark.slow
 def test_tensor_parallel_2_matches_one_chip(tmp_path, monkeypatch, capsys, worlds_in_tmp_path):
     workload = small_qwen3_moe(tmp_path)
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--tensor-parallel", "2", "--out",
@@ -92,6 +93,7 @@ def test_tensor_parallel_2_matches_one_chip(tmp_path, monkeypatch, capsys, world
     assert world_processes(worlds_in_tmp_path) == []
 
 
+@pytest.mark.slow
 def test_expert_parallel_2_end_to_end(tmp_path, monkeypatch, capsys):
     workload = small_qwen3_moe(tmp_path)
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--expert-parallel", "2", "--out",
@@ -104,6 +106,7 @@ def test_expert_parallel_2_end_to_end(tmp_path, monkeypatch, capsys):
     assert result.metrics["output_tokens_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_killed_rank_fails_the_point_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys, worlds_in_tmp_path):
     workload = small_qwen3_moe(tmp_path, batch_size=[1, 2])
     monkeypatch.setenv(FAULT_ENV, "1:measure:kill")   # rank 1 of the first world kills itself
@@ -118,6 +121,7 @@ def test_killed_rank_fails_the_point_and_the_sweep_goes_on(tmp_path, monkeypatch
     assert world_processes(worlds_in_tmp_path) == []
 
 
+@pytest.mark.slow
 def test_hung_rank_fails_the_point_within_the_collective_timeout(tmp_path, monkeypatch, capsys, worlds_in_tmp_path):
     workload = small_qwen3_moe(tmp_path)
     data = yaml.safe_load(workload.read_text())
@@ -171,6 +175,7 @@ def test_memory_check_per_chip_names_the_smallest_layout(monkeypatch):
     assert tp2.key() not in too_big and "fits on 2 chips" in notes[tp2.key()] and "but not on one" in notes[tp2.key()]
 
 
+@pytest.mark.slow
 def test_run_under_a_users_torchrun(tmp_path):
     workload = small_qwen3_moe(tmp_path)
     out = tmp_path / "r"

@@ -124,6 +124,7 @@ PROBE = """<script>window.addEventListener("load", () => {
 });</script>"""
 
 
+@pytest.mark.slow
 def test_html_figures_are_drawn_in_headless_chromium(html, tmp_path):
     browser = _chromium()
     if browser is None:

@@ -262,7 +262,7 @@ def test_host_probe_positive_and_cached():
     assert probe_host() == first  # cached per process
 
 
-# --- multi-chip: per-chip roofline and bytes between chips (DESIGN §16) -------------------------
+# --- multi-chip: per-chip roofline and bytes between chips (docs/multi-chip.md) -------------------------
 
 
 def test_per_chip_decode_bytes_by_hand():

@@ -49,6 +49,7 @@ def gone(pid: int) -> bool:
     return status.exists() and "State:\tZ" in status.read_text()
 
 
+@pytest.mark.slow
 def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
@@ -91,6 +92,7 @@ def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
     assert code == 0 and out.count("already measured") == 2
 
 
+@pytest.mark.slow
 def test_running_server_by_url_with_declared_hardware(tmp_path, monkeypatch, capsys):
     workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9", "model": "scripted",
                                                 "hardware": {"accelerator": "H100", "chips": 8}})
@@ -128,6 +130,7 @@ def test_unreachable_and_non_openai_servers_are_one_line_errors(tmp_path, monkey
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("*.json"))
 
 
+@pytest.mark.slow
 def test_server_that_never_becomes_ready(tmp_path, monkeypatch, capsys):
     command = [sys.executable, "-c", "import time; time.sleep(120)"]
     workload = serve_workload(tmp_path, server={"launch": {"preset": "custom", "command": command,
@@ -138,6 +141,7 @@ def test_server_that_never_becomes_ready(tmp_path, monkeypatch, capsys):
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 def test_server_that_dies_mid_run_fails_its_points(tmp_path, monkeypatch, capsys):
     # A scripted server on the port tpubench gives it, which exits hard after 4 seconds.
     script = tmp_path / "dying_server.py"
@@ -162,6 +166,7 @@ def test_server_that_dies_mid_run_fails_its_points(tmp_path, monkeypatch, capsys
     assert any("the server died during the point" in r.error for r in results), [r.error for r in results]
 
 
+@pytest.mark.slow
 def test_http_errors_are_recorded_per_request(tmp_path, monkeypatch, capsys):
     workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9"})
     with ScriptedServer(Script(fault="500")) as srv:
@@ -172,6 +177,7 @@ def test_http_errors_are_recorded_per_request(tmp_path, monkeypatch, capsys):
     assert all(r.status == "failed" and "every request failed: HTTP 500" in r.error for r in results)
 
 
+@pytest.mark.slow
 def test_some_failed_requests_make_the_point_invalid(tmp_path, monkeypatch, capsys):
     from tpubench.scenarios import serve as serve_scenario
 
@@ -224,6 +230,7 @@ def _fake_host_tools(folder: Path, gpus: int) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_launched_eight_way_server_is_recorded_as_eight_chips(tmp_path, monkeypatch, capsys):
     tools = _fake_host_tools(tmp_path / "bin", gpus=8)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
@@ -243,6 +250,7 @@ def test_launched_eight_way_server_is_recorded_as_eight_chips(tmp_path, monkeypa
     assert (df["chips"] == 8).all()
 
 
+@pytest.mark.slow
 def test_every_load_point_meets_a_cold_server(tmp_path, monkeypatch, capsys):
     from tpubench.serving.demo_model import build_tokenizer
 

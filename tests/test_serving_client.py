@@ -56,6 +56,7 @@ def in_flight_at(records, t):
 
 
 @timing
+@pytest.mark.slow
 def test_latencies_match_the_script(srv):
     ep = Endpoint(srv.url, "m", extra_body={"ignore_eos": True})
     prompt = script_prompt(ttft_ms=40, itl_ms=10, tokens=6, prompt_tokens=5)
@@ -88,6 +89,7 @@ def test_latencies_match_the_script(srv):
 
 
 @timing
+@pytest.mark.slow
 def test_open_loop_follows_the_seeded_schedule(srv):
     ep = Endpoint(srv.url, "m")
     out = run_load(ep, specs(40), request_rate=80.0, burstiness=1.0, seed=3)
@@ -147,6 +149,7 @@ def test_closed_loop_keeps_exactly_n_in_flight(srv):
 
 
 @timing
+@pytest.mark.slow
 def test_connector_is_not_the_limit(srv):
     # aiohttp's default connector allows 100 connections; the load decides, not the connector.
     prompt = script_prompt(ttft_ms=400, tokens=1)
@@ -224,6 +227,7 @@ def test_reply_shapes_without_usage_or_done(srv):
 
 
 @timing
+@pytest.mark.slow
 def test_chat_endpoint(srv):
     ep = Endpoint(srv.url, "m", api="chat")
     out = run_load(ep, [RequestSpec(script_prompt(ttft_ms=20, itl_ms=5, tokens=4), 1, 4)], concurrency=1)
@@ -235,6 +239,7 @@ def test_chat_endpoint(srv):
 
 
 @timing
+@pytest.mark.slow
 def test_duration_stops_scheduling_and_lets_in_flight_finish(srv):
     prompt = script_prompt(ttft_ms=60, tokens=1)
     out = run_load(Endpoint(srv.url, "m"), specs(5, prompt), request_rate=100.0, duration_s=0.3, seed=1)
@@ -245,6 +250,7 @@ def test_duration_stops_scheduling_and_lets_in_flight_finish(srv):
     assert len(out.records) == 6 and all(r.ok for r in out.records)     # rounds start at 0, ~0.06, ~0.12
 
 
+@pytest.mark.slow
 def test_a_blocked_client_loop_makes_the_point_invalid(srv):
     out = run_load(Endpoint(srv.url, "m"), specs(15), concurrency=1, on_record=lambda r: time.sleep(0.008))
     m = outcome_metrics(out, n_boot=0)

@@ -5,6 +5,8 @@ import pytest
 from tpubench.results import read_results
 from tpubench.runner import SilentReporter, run_sweep
 
+pytestmark = pytest.mark.slow   # a real sweep of tiny models
+
 
 class InterruptAt(SilentReporter):
     def __init__(self, index):

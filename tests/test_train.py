@@ -1,4 +1,4 @@
-"""Scenario train (DESIGN.md section 17) on tiny random models on the CPU: end to end through the
+"""Scenario train (docs/scenarios/train.md) on tiny random models on the CPU: end to end through the
 CLI, MFU from a FLOPs count done by hand, data-parallel 2 (DDP and FSDP2 over gloo) against one
 rank on the same global batch, the loss falling when gradients flow, NaN and out-of-memory points."""
 
@@ -59,6 +59,7 @@ def worlds_in_tmp_path(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow
 def test_train_points_end_to_end_through_the_cli(tmp_path, monkeypatch, capsys):
     workload = write_workload(tmp_path, scenario={"batch_size": [2, 4]})
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"), "--no-price")
@@ -99,6 +100,7 @@ def test_train_points_end_to_end_through_the_cli(tmp_path, monkeypatch, capsys):
     assert fresh.samples["loss"][:3] == second.samples["loss"][:3]
 
 
+@pytest.mark.slow
 def test_run_prices_training_points_per_million_training_tokens(tmp_path, monkeypatch, capsys):
     from tpubench import cost
 
@@ -110,6 +112,7 @@ def test_run_prices_training_points_per_million_training_tokens(tmp_path, monkey
     assert "$/Mtok blended" not in out     # a training point has no inference cost
 
 
+@pytest.mark.slow
 def test_run_table_and_precision_note(tmp_path, monkeypatch, capsys):
     """A bfloat16 model with bf16 autocast trains with float32 master weights; a float32 scale
     of a bf16_autocast workload trains in float32 and says so."""
@@ -133,6 +136,7 @@ def test_run_table_and_precision_note(tmp_path, monkeypatch, capsys):
     assert r.training["precision"] == "fp32" and r.training["precision_requested"] == "bf16_autocast"
 
 
+@pytest.mark.slow
 def test_compile_mode_compiles_once_and_matches_eager(tmp_path, monkeypatch, capsys):
     one_layer = {**TINY_DENSE, "num_hidden_layers": 1}
     workload = write_workload(tmp_path, family="qwen3", config=one_layer, mode=["eager", "compile"])
@@ -248,6 +252,7 @@ def _train_once(tmp_path, monkeypatch, capsys, name: str, **kwargs):
     return code, err, result
 
 
+@pytest.mark.slow
 def test_loss_falls_over_20_steps_on_one_repeated_batch(tmp_path, monkeypatch, capsys):
     code, err, r = _train_once(tmp_path, monkeypatch, capsys, "falls", family="qwen3", config=TINY_DENSE,
                                scenario={"optimizer": {"name": "adamw", "lr": 1e-2, "weight_decay": 0.0},
@@ -262,6 +267,7 @@ def test_loss_falls_over_20_steps_on_one_repeated_batch(tmp_path, monkeypatch, c
     assert sum(b < a for a, b in zip(losses, losses[1:])) >= 15, losses
 
 
+@pytest.mark.slow
 def test_loss_stays_put_when_gradients_do_not_flow(tmp_path, monkeypatch, capsys):
     """The control of the test above: with every parameter frozen the same check fails."""
     from tpubench import training
@@ -286,6 +292,7 @@ def test_loss_stays_put_when_gradients_do_not_flow(tmp_path, monkeypatch, capsys
     assert max(losses) - min(losses) < 1e-5
 
 
+@pytest.mark.slow
 def test_nan_loss_makes_the_point_invalid(tmp_path, monkeypatch, capsys):
     code, err, r = _train_once(tmp_path, monkeypatch, capsys, "diverges",
                                scenario={"optimizer": {"name": "adamw", "lr": 1e12}})
@@ -301,6 +308,7 @@ def test_nan_loss_makes_the_point_invalid(tmp_path, monkeypatch, capsys):
 # ----------------------------------------------------------------------------- memory
 
 
+@pytest.mark.slow
 def test_point_that_cannot_fit_is_refused_with_a_hint(tmp_path, monkeypatch, capsys):
     from tpubench.backends.torch import TorchBackend
     from tpubench.training import estimate_train_bytes
@@ -327,6 +335,7 @@ def test_point_that_cannot_fit_is_refused_with_a_hint(tmp_path, monkeypatch, cap
     assert code == 2 and "no point fits" in err and not (tmp_path / "none").exists()
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_a_failed_point_with_a_hint_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
     import torch
 
@@ -361,6 +370,7 @@ def test_bad_precision_is_a_one_line_error(tmp_path, monkeypatch, capsys):
 # ----------------------------------------------------------------------------- data parallel
 
 
+@pytest.mark.slow
 def test_data_parallel_2_matches_one_rank_on_the_same_global_batch(tmp_path, monkeypatch, capsys,
                                                                    worlds_in_tmp_path):
     """DDP and FSDP2 over 2 gloo ranks, each on half the global batch, give the losses one rank

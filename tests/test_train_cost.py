@@ -1,4 +1,4 @@
-"""Training results (scenario train, DESIGN.md section 17) priced per million training tokens,
+"""Training results (scenario train, docs/definitions.md#training) priced per million training tokens,
 budgeted for a token budget and reported beside generate and serve results, checked against
 arithmetic done by hand in the comments."""
 

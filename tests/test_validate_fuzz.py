@@ -13,6 +13,8 @@ import yaml
 from helpers_cli import run_cli
 from tpubench import cli
 
+pytestmark = pytest.mark.slow   # hundreds of mutated workloads
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "workloads").glob("*.yaml"))
 # Values of every shape a typo or a bad merge gives: a mapping, a list, a string, a negative, zero,

@@ -9,25 +9,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.markup import escape
 from rich.table import Table
 
+from tpubench import units
 from tpubench.runner import PointOutcome
+
+# The terminal's mark for a value that is absent or not finite (the reports use an en dash).
+MISSING = "-"
 
 
 def ms(seconds) -> str:
-    return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.1f}"
+    return units.ms(seconds, spec=".1f", missing=MISSING)
 
 
 def percent(fraction) -> str:
-    return "-" if fraction is None or not math.isfinite(fraction) else f"{fraction * 100:.3g}%"
+    return units.share(fraction, MISSING)
 
 
 def human_bytes(n) -> str:
-    if n is None or (isinstance(n, float) and not math.isfinite(n)):
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    return units.human_bytes(n, MISSING)
 
 
 class RichReporter:
@@ -139,15 +137,11 @@ def _serve_table(console, outcomes: list[PointOutcome]) -> None:
 
 
 def _rate_with_ci(m: dict, name: str) -> str:
-    value = m.get(name)
-    if value is None or not math.isfinite(value):
-        return "-"
-    half = (m.get(f"{name}_ci95_high") or math.nan) - value
-    return f"{value:,.1f} ± {half:,.1f}" if math.isfinite(half) else f"{value:,.1f}"
+    return units.with_half_width(m.get(name), m.get(f"{name}_ci95_high"), missing=MISSING)
 
 
 def _number(value, fmt: str) -> str:
-    return "-" if value is None or not math.isfinite(value) else format(value, fmt)
+    return units.fixed(value, fmt, MISSING)
 
 
 def _generate_table(console, outcomes: list[PointOutcome]) -> None:
@@ -196,7 +190,8 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
             table = Table("metric", "A", "B", "B/A (95% CI)", "verdict")
             for m in c.metrics:
                 timed = m.metric.endswith("_s") and not m.metric.endswith("_per_s")
-                fmt = (lambda v: f"{v * 1e3:,.2f} ms") if timed else (lambda v: f"{v:,.1f}")
+                fmt = (lambda v: f"{units.ms(v, spec=',.2f', missing=MISSING)} ms") if timed else \
+                    (lambda v: units.fixed(v, ",.1f", MISSING))
                 table.add_row(m.metric, fmt(m.a), fmt(m.b), f"{m.ratio:.3f} ± {m.half_width:.3f}", m.verdict)
             console.print(table)
         n = c.numerics
@@ -212,7 +207,7 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     prices take part only where no unflagged one exists (all with `include_flagged`), marked. An
     invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
     neither is a cost made of them."""
-    from tpubench.cost import choose_prices, price_results
+    from tpubench.cost import PRICE_NOTES, price_results
     from tpubench.pricing import load_prices
     from tpubench.results import load_results
 
@@ -225,8 +220,7 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     priced, unpriced = price_results(df, prices, plans=plans, include_flagged=include_flagged)
     for _, row in unpriced.iterrows():
         console.print(f"[yellow]unpriced[/yellow] {escape(str(row['accelerator']))}: {escape(str(row['reason']))}")
-    for note in choose_prices(prices, plans, include_flagged=include_flagged,
-                              accelerators=priced["priced_accelerator"])[1]:
+    for note in priced.attrs.get(PRICE_NOTES, []):
         console.print(f"[yellow]note[/yellow] {escape(note)}")
     invalid = ~priced["valid"].astype(bool)
     for _, row in priced[invalid].drop_duplicates("file").iterrows():
@@ -300,6 +294,4 @@ def _priced_label(r) -> str:
 
 
 def _usd(value) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    return f"${value:,.2f}" if value >= 1 else f"${value:,.4f}"
+    return units.usd_cents(value, MISSING, below_a_dollar=4)

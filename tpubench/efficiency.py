@@ -3,7 +3,7 @@
 Accelerator peaks come from the shipped spec table; a CPU has no universal figure, so a short
 GEMM and memory-bandwidth probe of this host stands in (recorded in the result's environment).
 
-A point on N chips (tensor or expert parallel, DESIGN §16) is judged per chip: MFU and MBU compare
+A point on N chips (tensor or expert parallel, docs/multi-chip.md) is judged per chip: MFU and MBU compare
 one chip's share with one chip's peaks, and the bytes each chip sends per decode step set a time
 floor against the chip's interconnect (roofline.py has the formulas). The ranks of a CPU world
 share one host, so each rank's peak is the host probe's divided by N, and there is no
@@ -93,7 +93,7 @@ def roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bo
 
 
 def train_roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bool]:
-    """(metrics to add, exceeds_peak) of a training point (DESIGN §17): model FLOPs per token by
+    """(metrics to add, exceeds_peak) of a training point (docs/definitions.md#training): model FLOPs per token by
     roofline.train_flops_per_token (6N + 12LHQT), the FLOP/s the world achieved at its mean step
     time (`train_tokens_per_s`), and `mfu` per chip against one chip's peak (a host-wide CPU peak
     split between a world's ranks). Empty when the family has no roofline."""

@@ -38,9 +38,18 @@ def git_revision(cwd: str | None = None) -> str | None:
         return None
 
 
-def host_environment() -> dict:
-    from tpubench.backends.torch import cpu_model_name
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
+
+def host_environment() -> dict:
     env = {
         "tpubench": tpubench.__version__,
         "python": platform.python_version(),

@@ -49,6 +49,16 @@ def done_measuring(iterations: int, elapsed_s: float, headline: Sequence[float],
                               target_ci=m.get("target_ci"))
 
 
+def planned_iterations(seconds_per_iteration: float, measurement: dict) -> int:
+    """The timed loop's length in a world of ranks, agreed before it: iterations that meet
+    min_iterations and min_seconds at this pace, within max_seconds (target_ci cannot be used:
+    it would need the ranks to agree inside the timed loop)."""
+    pace = max(seconds_per_iteration, 1e-9)
+    wanted = max(measurement["min_iterations"], math.ceil(measurement["min_seconds"] / pace))
+    affordable = max(2, int(measurement["max_seconds"] / pace))
+    return max(1, min(wanted, affordable))
+
+
 def achieved_ci(headline: Sequence[float]) -> float:
     value = relative_ci_half_width(headline)
     return value if math.isfinite(value) else math.nan

@@ -1,16 +1,18 @@
-"""Multi-chip points: a world of one process per chip, started by torch.distributed's own launcher.
+"""Multi-chip points of any scenario: a world of one process per chip, started by torch.distributed's
+own launcher. Generic: a scenario hands in its part of a rank (`in_world`); nothing here knows one.
 
-A point whose layout needs N > 1 chips runs in a fresh world: `run_in_world` (the parent, i.e.
-`tpubench run`) saves the point's random weights once on the host, then starts
-`python -m torch.distributed.run --standalone --nproc-per-node N -m tpubench.parallel SPEC`
+A point whose layout needs N > 1 chips runs in a fresh world: `run_point_in_world` (the parent,
+i.e. `tpubench run`; a generate point's random weights were saved once on the host) starts
+`python -m torch.distributed.run --standalone --nproc-per-node N -m tpubench.scenarios.world_rank SPEC`
 (torchrun: the elastic agent, rendezvous and failure handling are torch's) in its own session,
 waits with a deadline and always stops every process it started, by process group and by the
-PIDs the ranks record. Each rank runs `measure_in_world`: it binds its chip, joins the process
-group (with a collective timeout, so a dead or hung peer ends the world instead of hanging it),
-loads its shard and runs the same fenced loop as a single chip; only rank 0's result comes back.
+PIDs the ranks record (tpubench.processes). Each rank runs `worker_main`: it binds its chip,
+joins the process group (with a collective timeout, so a dead or hung peer ends the world
+instead of hanging it) and runs its scenario's `in_world` (the same fenced loop as a single
+chip); only rank 0's result comes back.
 
-`tpubench run` started under a user's own torchrun (multi-node through its rendezvous) is the
-same `measure_in_world` on every rank, with the world the user made (see runner.run_sweep).
+`tpubench run` started under a user's own torchrun (multi-node through its rendezvous) runs the
+same `in_world` on every rank, with the world the user made (see runner.run_sweep).
 """
 
 from __future__ import annotations
@@ -29,8 +31,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from tpubench.environment import device_chips
+from tpubench.errors import UserError
+from tpubench.processes import signal_group, start_in_new_group, stop_group
+from tpubench.results import RunResult, storable
+
+# The module each rank of tpubench's own worlds runs (`python -m RANK_MODULE SPEC`): it looks the
+# point's scenario up in the registry and calls worker_main. Not this module: the scenarios use
+# this one, so it names none of them.
+RANK_MODULE = "tpubench.scenarios.world_rank"
+# A scenario's part of one rank of a world:
+# (backend, point, base, checkpoint, peaks, reporter, world_start_s=None) -> RunResult.
+InWorld = Callable[..., RunResult]
 
 # Set by a test to make one rank fail at one phase: "RANK:PHASE:kill|hang|raise" (PHASE is a
 # reporter phase such as "load", "compile" or "measure").
@@ -74,6 +88,19 @@ class WorldSync:
         per_rank = self.gather(stamps)
         return [max((rank[i] for rank in per_rank), key=lambda s: s[-1]) for i in range(len(stamps))]
 
+    def ranks(self, device) -> list[dict]:
+        """Every rank's number, device, host and PID, for the result's environment."""
+        return self.gather({"rank": self.rank, "device": str(device), "host": socket.gethostname(),
+                            "pid": os.getpid()})
+
+    def finish(self, result, world_start_s: float | None):
+        """The end of every rank's part of a point: the slowest rank's start-up time (from the
+        launch to joining the process group) on the result, then every rank waits for the others."""
+        if world_start_s is not None:
+            result.timing["world_start_s"] = max(self.gather(world_start_s))
+        self._dist.barrier()
+        return result
+
 
 def in_user_world() -> bool:
     """True under a torchrun the user started (not one of tpubench's own worlds)."""
@@ -86,29 +113,6 @@ def join_world(be, collective_timeout_s: float) -> None:
     be.bind_rank(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         be.init_process_group(collective_timeout_s)
-
-
-def measure_in_world(be, point, base: dict, checkpoint: str, peaks: dict | None, reporter,
-                     world_start_s: float | None = None):
-    """This rank's part of one point; returns the RunResult on every rank (rank 0's is written).
-    `world_start_s`: how long this rank took from the launch to joining the process group."""
-    import torch.distributed as dist
-
-    from tpubench.scenarios.generate import measure_point
-
-    world = WorldSync()
-    reporter.phase("load", 0, 1)
-    t = time.perf_counter()
-    built = be.build_sharded(point, checkpoint)
-    load_s = max(world.gather(time.perf_counter() - t))
-    ranks = world.gather({"rank": world.rank, "device": str(built.device), "host": socket.gethostname(),
-                          "pid": os.getpid()})
-    base = {**base, "environment": {**base["environment"], "ranks": ranks}}
-    result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world)
-    if world_start_s is not None:
-        result.timing["world_start_s"] = max(world.gather(world_start_s))
-    dist.barrier()
-    return result
 
 
 class _FaultReporter:
@@ -134,10 +138,10 @@ class _FaultReporter:
     def point_finished(self, index, outcome): pass
 
 
-def worker_main(spec_path: str) -> None:
-    """Entry point of one rank of a world tpubench started (`python -m tpubench.parallel SPEC`)."""
+def worker_main(spec_path: str, in_world_of: Callable[[str], InWorld]) -> None:
+    """One rank of a world tpubench started (RANK_MODULE calls it): join the world and run the
+    point's scenario's part of a rank (`in_world_of(kind)`); rank 0 writes the result."""
     from tpubench.backends import get_backend
-    from tpubench.results import RunResult
     from tpubench.workload import RunPoint
 
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
@@ -145,7 +149,7 @@ def worker_main(spec_path: str) -> None:
     rank = int(os.environ["RANK"])
     if spec["device"] == "tpu":
         # Before torch loads TorchTPU: one chip per process (the rest of TorchTPU's multi-process
-        # environment, TORCH_TPU_TOPOLOGY and friends, comes from its launch wrapper: see README).
+        # environment, TORCH_TPU_TOPOLOGY and friends, comes from its launch wrapper: see docs/multi-chip.md).
         os.environ.setdefault("TPU_VISIBLE_CHIPS", os.environ.get("LOCAL_RANK", "0"))
     (folder / f"pid-rank{rank}").write_text(str(os.getpid()))
     try:
@@ -157,14 +161,12 @@ def worker_main(spec_path: str) -> None:
         join_world(be, spec["collective_timeout_s"])
         joined_s = time.time() - spec["launched_at"]
         reporter = _FaultReporter(rank, spec.get("fault"))
-        from tpubench.scenarios import SCENARIOS
-
         point = RunPoint.from_dict(spec["point"])
-        result: RunResult = SCENARIOS[point.scenario_kind].in_world(
+        result: RunResult = in_world_of(point.scenario_kind)(
             be, point, spec["base"], spec["checkpoint"], spec["peaks"], reporter, world_start_s=joined_s)
         if rank == 0:
             tmp = folder / "result.json.tmp"
-            tmp.write_text(result.model_dump_json(), encoding="utf-8")
+            tmp.write_bytes(storable(result)[1])   # texts UTF-8 cannot store escaped, as every result
             os.replace(tmp, folder / "result.json")
     except BaseException as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -232,27 +234,30 @@ def _save_checkpoint(point, folder: Path) -> None:
     gc.collect()
 
 
-def measure_sharded(ctx, point, base: dict, peaks: dict | None, checkpoints: Checkpoints):
-    """One point on a world of chips: a fresh world of tpubench's own, or the user's torchrun.
+def require_world_size(ctx, point, ranks: str) -> None:
+    """Under the user's torchrun the world is theirs: refuse a point whose layout needs another
+    size (`ranks` says what it needs). tpubench's own worlds are made to size."""
+    if not ctx.user_world:
+        return
+    import torch.distributed as dist
+
+    if point.world_size != dist.get_world_size():
+        raise UserError(f"this point needs {ranks}; the torchrun world has {dist.get_world_size()}")
+
+
+def run_point_in_world(ctx, point, base: dict, peaks: dict | None, in_world: InWorld,
+                       checkpoint: str | None = None) -> RunResult:
+    """One point of any scenario on a world of chips, returning rank 0's RunResult. Under the
+    user's torchrun this process is a rank: it runs `in_world` (the scenario's part of a rank)
+    itself; otherwise a fresh world of tpubench's own runs it on every rank (run_in_world).
     `ctx` is the sweep's scenarios.SweepContext."""
-    from tpubench.errors import UserError
-
-    be, reporter = ctx.backend, ctx.reporter
     if ctx.user_world:
-        import torch.distributed as dist
-
-        if point.world_size != dist.get_world_size():
-            raise UserError(f"this point needs {point.world_size} rank(s) (tensor {point.tensor_parallel} x expert "
-                            f"{point.expert_parallel}); the torchrun world has {dist.get_world_size()}")
-    base = {**base, "environment": world_environment(be, point, base["environment"])}
-    checkpoint = checkpoints.folder_for(point, reporter)
-    if ctx.user_world:
-        return measure_in_world(be, point, base, checkpoint, peaks, reporter)
-    reporter.phase("world", 0, 1)
+        return in_world(ctx.backend, point, base, checkpoint, peaks, ctx.reporter)
+    ctx.reporter.phase("world", 0, 1)
     timeout = ctx.collective_timeout_s
     # Load and compile wait at collectives too, so the deadline allows a few collective timeouts
     # on top of the measurement's own limit.
-    return run_in_world(be, point, base, checkpoint=checkpoint, peaks=peaks, collective_timeout_s=timeout,
+    return run_in_world(ctx.backend, point, base, checkpoint=checkpoint, peaks=peaks, collective_timeout_s=timeout,
                         deadline_s=3 * timeout + 2 * point.measurement["max_seconds"])
 
 
@@ -287,8 +292,6 @@ def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, 
     Raises WorldFailed with the failing rank and its error (or the deadline) otherwise; every
     process started for the point is gone when this returns.
     """
-    from tpubench.results import RunResult
-
     n = point.world_size
     with tempfile.TemporaryDirectory(prefix="tpubench-world-") as tmp:
         folder = Path(tmp)
@@ -302,12 +305,11 @@ def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, 
         spec_path.write_text(json.dumps(spec, default=str), encoding="utf-8")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                f"--nproc-per-node={n}", "--max-restarts=0", "--monitor-interval=0.2",
-               "-m", "tpubench.parallel", str(spec_path)]
+               "-m", RANK_MODULE, str(spec_path)]
         env = {**os.environ, "TPUBENCH_OWN_WORLD": "1", "OMP_NUM_THREADS": str(spec["threads_per_rank"])}
         log_path = folder / "launcher.log"
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, start_new_session=True)
+            proc = start_in_new_group(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
             timed_out = False
             try:
                 proc.wait(timeout=deadline_s)
@@ -326,28 +328,14 @@ def stop_world(proc: subprocess.Popen, folder: Path, grace_s: float = 10.0) -> N
     """Stop the launcher (it stops its ranks on SIGTERM), then anything left of the world, each
     by its own process group: the launcher's and each rank's (torchrun starts every rank in a
     session of its own). Never by name."""
-    if proc.poll() is None:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-    _signal_group(proc.pid, signal.SIGKILL)
-    proc.wait()
+    stop_group(proc, grace_s, reap_s=None)
     for pid_file in folder.glob("pid-rank*"):
         try:
             pid = int(pid_file.read_text())
         except (OSError, ValueError):
             continue
         if _is_our_rank(pid, folder):
-            _signal_group(pid, signal.SIGKILL)
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+            signal_group(pid, signal.SIGKILL)
 
 
 def _is_our_rank(pid: int, folder: Path) -> bool:
@@ -389,7 +377,3 @@ def _failure_reason(folder: Path, log: str, timed_out: bool, deadline_s: float, 
         return f"rank {errors[0].stem.removeprefix('error-rank')}: {errors[0].read_text(errors='replace')}"
     tail = " | ".join(line.strip() for line in log.strip().splitlines()[-3:])
     return f"the {n}-rank world failed: {tail[:400]}"
-
-
-if __name__ == "__main__":
-    worker_main(sys.argv[1])

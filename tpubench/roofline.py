@@ -5,7 +5,7 @@ checkpoint's config.json); no torch. Families with exact parameter accounting: `
 `qwen3`, `gemma4_text` (and `gemma4`, whose `text_config` is used); anything else is read as a
 llama-like decoder (q/k/v/o attention, gated MLP, optional uniform MoE), which is approximate.
 
-Counting conventions (DESIGN §10), chosen so that an efficiency above 1.0 can only mean a timing bug:
+Counting conventions (docs/definitions.md#roofline), chosen so that an efficiency above 1.0 can only mean a timing bug:
 - FLOPs are *model* FLOPs, the least work the generate call needs: 2 per matmul weight per token,
   plus attention (QK^T and PV: 4 * heads * head_dim * attended tokens per layer). Embedding lookups
   are not FLOPs; the lm_head is. Norms, activations, softmax and rotary are left out (< 1%).
@@ -20,7 +20,7 @@ Counting conventions (DESIGN §10), chosen so that an efficiency above 1.0 can o
 - A decode step at `context_len` processes one token per sequence that attends to `context_len`
   tokens (the cache after this token is appended); a sliding layer attends to min(context, window).
 
-Multi-chip (DESIGN §16), a world of N chips sharded the way transformers 5.24 shards it (read off
+Multi-chip (docs/multi-chip.md), a world of N chips sharded the way transformers 5.24 shards it (read off
 its `distributed/` code and checked by counting the collectives of one forward on 2 CPU ranks):
 - Tensor parallel is `tp_plan="auto"`: q/k/v and the MLP's gate/up column-wise, o_proj and down
   row-wise, each expert sliced the same way (`moe_tp_experts`), the token embedding split over the
@@ -484,7 +484,7 @@ def decode_flops_per_step(shape: ModelShape, batch: int, context_len: float) -> 
     return batch * flops_per_token(shape, context_len)
 
 
-# --- training (DESIGN §17) ---------------------------------------------------------------------
+# --- training (docs/definitions.md#training) ---------------------------------------------------------------------
 
 TRAIN_MFU_FORMULA = "6N+12LHQT (PaLM appendix B), no recomputation"
 
@@ -697,7 +697,7 @@ def efficiency_for_run(family: str | None, config: Mapping[str, Any], dtype: str
     TTFT covers the prefill; TPOT is the mean decode step. The O - 1 decode steps attend to
     I+1 .. I+O-1 tokens, so per-step bytes and FLOPs are their exact mean over those steps.
     Decode fields are None when O == 1. `exceeds_peak` is True when any achieved rate is above
-    the chip's peak: physically impossible, so a timing bug (DESIGN §6).
+    the chip's peak: physically impossible, so a timing bug (docs/measurement.md#validity).
 
     On `world_size` N chips (module notes; `expert_parallel` picks that layout, else tensor
     parallel) the peaks are one chip's and MFU / MBU are per chip; `*_per_chip` fields are one

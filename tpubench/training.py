@@ -1,4 +1,4 @@
-"""Training steps (DESIGN.md section 17): precision, memory estimate, the step itself, and its
+"""Training steps (docs/scenarios/train.md): precision, memory estimate, the step itself, and its
 timed measurement. The scenario (scenarios/train.py) puts these together for one chip or a world.
 
 A step is forward + backward + optimizer step on a seeded random batch [B, S] (labels = inputs;
@@ -31,8 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.backends.torch import FallbackWatch
-from tpubench.measure import done_measuring, fenced_clock
+from tpubench.backends.torch import TorchDevice
+from tpubench.measure import done_measuring, fenced_clock, planned_iterations
 
 GiB = 1 << 30
 
@@ -275,26 +275,6 @@ def _decoder_layers(model) -> list:
     return list(layers) if layers is not None else []
 
 
-def device_fence(device: str) -> Callable[[], None]:
-    """Wait for all queued device work (the same fence generate's session uses)."""
-    if device == "cpu":
-        return lambda: None   # eager CPU kernels (and DDP's / FSDP's waits) finish before the call returns
-    if device == "xla":
-        import torch_xla
-
-        return lambda: torch_xla.sync(wait=True)
-    import torch
-
-    return torch.accelerator.synchronize
-
-
-def compile_backend(device: str, options: dict) -> tuple[str, dict]:
-    from tpubench.backends.torch import _COMPILE_BACKENDS
-
-    options = dict(options)
-    return options.pop("backend", _COMPILE_BACKENDS.get(device, "inductor")), options
-
-
 # ----------------------------------------------------------------------------- one step
 
 
@@ -365,65 +345,34 @@ class TrainMeasurement:
     fallback_ops_untimed: list[str] = field(default_factory=list)
 
 
-def _compile_count() -> int:
-    import torch._dynamo.utils as dynamo_utils
-
-    return int(dynamo_utils.counters["stats"].get("unique_graphs", 0))
-
-
-def _dynamo_fallbacks() -> dict[str, int]:
-    from tpubench.backends.torch import _dynamo_fallbacks as fallbacks
-
-    return fallbacks()
-
-
-def reset_peak_memory(device: str) -> None:
-    if device not in ("cpu", "xla"):
-        import torch
-
-        torch.accelerator.memory.reset_peak_memory_stats()
-
-
-def peak_memory_bytes(device: str) -> int | None:
-    if device == "cpu":
-        import resource
-
-        # Linux reports ru_maxrss in KiB: the process's resident peak since it started.
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    if device == "xla":
-        return None
-    import torch
-
-    return int(torch.accelerator.memory.max_memory_allocated())
-
-
 def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager",
                      on_phase: Callable[[str, int, int], None] = lambda *a: None, world=None) -> TrainMeasurement:
     """First step (compile) apart, then warm-up, then the timed steps; raw samples kept.
 
     In a world (parallel.WorldSync) every rank runs the same number of steps without talking
     inside the timed loop (beyond the step's own gradient sync): the count is agreed before it,
-    from the warm-up's pace, and afterwards each step's time is the slowest rank's.
+    from the warm-up's pace, and afterwards each step's time is the slowest rank's. `device` is the
+    torch device's name: its fence, compile counters, memory and fallback watch are the backend's
+    (backends.torch.TorchDevice), the same as generate's session uses.
     """
-    from tpubench.scenarios.generate import planned_iterations
-
     m = point.measurement
     tokens = tokens_per_step(point)
-    now = fenced_clock(device_fence(device))
-    fallbacks_before = _dynamo_fallbacks()
+    dev = TorchDevice(device)
+    now = fenced_clock(dev.fence)
+    fallbacks_before = dev.compile_fallbacks()
 
-    untimed_watch = FallbackWatch(device)
+    untimed_watch = dev.watch_fallbacks()
     with untimed_watch:
         on_phase("compile", 0, 1)
-        reset_peak_memory(device)
-        compiled_before = _compile_count()
+        dev.reset_peak_memory()
+        compiled_before = dev.compile_count()
         first_s, first_loss = run_step(step, now)
         losses = [first_loss]
-        graphs_first = _compile_count() - compiled_before
+        graphs_first = dev.compile_count() - compiled_before
         on_phase("compile", 1, 1)
 
         warm: list[float] = []
-        compiled_warm_before = _compile_count()
+        compiled_warm_before = dev.compile_count()
         t_warm = time.perf_counter()
         for k in range(m["warmup"]):
             on_phase("warm-up", k, m["warmup"])
@@ -436,12 +385,12 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
     if world is not None:
         pace = float(np.median(warm)) if warm else first_s
         fixed = world.agree_iterations(planned_iterations(pace, m))
-    compiled_timed_before = _compile_count()
+    compiled_timed_before = dev.compile_count()
     times: list[float] = []
     rates: list[float] = []
     start = time.perf_counter()
     n = 0
-    timed_watch = FallbackWatch(device)
+    timed_watch = dev.watch_fallbacks()
     with timed_watch:
         while True:
             seconds, loss = run_step(step, now)
@@ -454,7 +403,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
             if done_measuring(n, elapsed, rates, m, fixed):
                 break
     measure_s = time.perf_counter() - start
-    recompiles = _compile_count() - compiled_timed_before
+    recompiles = dev.compile_count() - compiled_timed_before
     graphs_warm = compiled_timed_before - compiled_warm_before
     host_losses = [float(x) for x in _losses_to_host(losses)]
     if world is not None:
@@ -463,7 +412,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
         # Every rank's loss is the mean over its equal share of tokens: their mean is the global batch's.
         host_losses = [float(np.mean([r["losses"][i] for r in per_rank])) for i in range(len(host_losses))]
     steady = float(np.median(times))
-    now_fallbacks = _dynamo_fallbacks()
+    now_fallbacks = dev.compile_fallbacks()
     compile_info = {
         "mode": mode,
         "graphs_compiled_first_call": graphs_first,
@@ -476,7 +425,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
     }
     return TrainMeasurement(step_s=times, warmup_step_s=warm, losses=host_losses, first_step_s=first_s,
                             warmup_s=warmup_s, measure_s=measure_s, compile=compile_info,
-                            peak_memory_bytes=peak_memory_bytes(device), iterations=n,
+                            peak_memory_bytes=dev.peak_memory_bytes(), iterations=n,
                             fallback_ops_timed=list(timed_watch.ops),
                             fallback_ops_untimed=[op for op in untimed_watch.ops if op not in timed_watch.ops])
 
@@ -557,7 +506,7 @@ def step_stats(step_s: list[float]) -> dict[str, float]:
 
 
 def train_rates(metrics: dict, tokens: int, world_size: int) -> dict[str, float]:
-    """Training tokens/s = tokens per step / mean step time (DESIGN §17), its 95% CI from the step
+    """Training tokens/s = tokens per step / mean step time (docs/definitions.md#training), its 95% CI from the step
     time's, per chip (/ world size), and seconds of the whole world per training token (the cost
     basis) with its CI."""
     mean, lo, hi = (metrics.get(f"step_{k}_s") for k in ("mean", "ci95_low", "ci95_high"))

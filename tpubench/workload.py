@@ -143,7 +143,7 @@ class Measurement(_Strict):
 
 
 class Parallel(_Strict):
-    """How many chips one point's model is sharded over (DESIGN.md section 16); chips = world size."""
+    """How many chips one point's model is sharded over (docs/multi-chip.md); chips = world size."""
 
     tensor: Union[PositiveInt, list[PositiveInt]] = 1   # transformers tp_plan="auto"
     expert: Union[PositiveInt, list[PositiveInt]] = 1   # experts split over ranks, attention tensor-parallel
@@ -246,10 +246,11 @@ class RunPoint:
         matmul precision 'highest' (torch's own default before the field existed)."""
         data = self.to_dict()
         for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", "generate"),
-                              ("params", {}), ("data_parallel", 1), ("matmul_precision", None),
-                              ("matmul_precision", "highest")):
-            if name in data and data[name] == default:
+                              ("params", {}), ("data_parallel", 1)):
+            if data[name] == default:
                 del data[name]
+        if data.get("matmul_precision") in (None, "highest"):
+            data.pop("matmul_precision", None)
         blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -557,10 +558,6 @@ def sweep_axes(workload: Workload, scale: str = FULL_SCALE, *, source: str = "")
         "tensor_parallel": _as_list(workload.parallel.tensor),
         "expert_parallel": _as_list(workload.parallel.expert),
     }
-
-
-def count_points(workload: Workload, scale: str = FULL_SCALE, *, source: str = "") -> int:
-    return math.prod(len(v) for v in sweep_axes(workload, scale, source=source).values())
 
 
 def check_sweep_size(workload: Workload, scale: str = FULL_SCALE, *, source: str = "",

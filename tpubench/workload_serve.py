@@ -1,5 +1,5 @@
 """The workload schema of scenario `serve`: an OpenAI-compatible server, running or started by
-tpubench, measured under load (DESIGN.md section 15).
+tpubench, measured under load (docs/scenarios/serve.md).
 
     scenario:
       kind: serve

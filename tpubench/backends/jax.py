@@ -12,8 +12,8 @@ import resource
 import time
 from typing import Any
 
-from tpubench.backends import Availability
-from tpubench.environment import device_chips
+from tpubench.backends.base import Availability
+from tpubench.environment import cpu_model_name, device_chips
 from tpubench.errors import UserError
 
 _JAX_PLATFORMS = ("cpu", "gpu", "tpu")
@@ -80,8 +80,6 @@ class JaxBackend:
 
     def environment(self) -> dict[str, Any]:
         import jax
-
-        from tpubench.backends.torch import cpu_model_name
 
         dev = jax.devices()[0]
         on_cpu = jax.default_backend() == "cpu"

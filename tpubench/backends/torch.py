@@ -7,17 +7,17 @@ torch.compile backend name, memory reporting and compile counting. Everything el
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
-import platform
 import re
 import resource
 import warnings
 from typing import Any
 
-from tpubench.backends import Availability
-from tpubench.environment import device_chips
+from tpubench.backends.base import Availability
+from tpubench.environment import cpu_model_name, device_chips
 from tpubench.host_accelerators import ec2_instance_type
 
 # Which package provides each out-of-tree device, and how to get it.
@@ -26,7 +26,7 @@ _PACKAGES = {
     "neuron": ("torch_neuronx", "pip install 'tpubench[neuron]' --extra-index-url https://pip.repos.neuron.amazonaws.com"),
     "xla": ("torch_xla", "pip install 'tpubench[xla]' (torch_xla matching your torch)"),
 }
-# torch.distributed backends per device (DESIGN.md section 16; sources and assumptions in README).
+# torch.distributed backends per device (docs/multi-chip.md, with sources and assumptions).
 _PROCESS_GROUP_BACKENDS = {"cpu": "gloo", "cuda": "nccl", "mps": "gloo", "xla": "xla", "tpu": "tpu_dist",
                            "neuron": "neuron"}
 # How sure we are of each (kept in every multi-chip result's environment).
@@ -44,17 +44,6 @@ _COMPILE_BACKENDS = {"cpu": "inductor", "cuda": "inductor", "mps": "inductor", "
 # Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
 # device gets bit-identical weights and numerics fingerprints are comparable across devices.
 _HOST_INIT_LIMIT_BYTES = 2 << 30
-
-
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class TorchBackend:
@@ -240,15 +229,97 @@ class TorchModel:
         self.identical_weights = identical_weights
 
 
-class TorchSession:
-    """The model, a static KV cache and pre-built position tensors for one run point."""
+class TorchDevice:
+    """What measuring needs of one torch device, whatever runs on it (generate's session, a
+    training step): the fence, compile counters, peak memory, the CPU-fallback watch and the
+    torch.compile backend. One copy, so every scenario fences and counts alike."""
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def fence(self) -> None:
+        """Wait for all queued device work."""
+        if self.device == "cpu":
+            # Eager CPU kernels (intra-op threads, DDP's and FSDP's waits included) finish before
+            # the call returns.
+            return
+        if self.device == "xla":
+            import torch_xla
+
+            torch_xla.sync(wait=True)
+            return
+        import torch
+
+        torch.accelerator.synchronize()
+
+    def compile_count(self) -> int:
+        """Graphs compiled in this process so far: dynamo's, plus torch_xla's own compilations of
+        its lazy graphs (which dynamo never sees) on an XLA device."""
+        import torch._dynamo.utils as dynamo_utils
+
+        count = int(dynamo_utils.counters["stats"].get("unique_graphs", 0))
+        if self.device == "xla":
+            import torch_xla.debug.metrics as met
+
+            data = met.metric_data("CompileTime")
+            count += int(data[0]) if data else 0
+        return count
+
+    def compile_fallbacks(self) -> dict[str, int]:
+        """Graph breaks and recompile-limit hits in this process so far (dynamo's counters): a
+        measurement reports how much they grew while it ran."""
+        import torch._dynamo.utils as dynamo_utils
+
+        counters = dynamo_utils.counters
+        limit_hits = sum(n for msg, n in counters["unimplemented"].items() if "recompile limit" in msg.lower())
+        return {"graph_breaks": int(sum(counters["graph_break"].values())), "recompile_limit_hits": int(limit_hits)}
+
+    def reset_peak_memory(self) -> None:
+        if self.device not in ("cpu", "xla"):
+            import torch
+
+            torch.accelerator.memory.reset_peak_memory_stats()
+
+    def peak_memory_bytes(self) -> int | None:
+        if self.device == "cpu":
+            # Linux reports ru_maxrss in KiB: the process's resident peak since it started.
+            return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        if self.device == "xla":
+            return None
+        import torch
+
+        return int(torch.accelerator.memory.max_memory_allocated())
+
+    def watch_fallbacks(self) -> FallbackWatch:
+        """A context manager collecting the ops that ran on the CPU instead of this device."""
+        return FallbackWatch(self.device)
+
+    def compile_backend(self, options: dict) -> tuple[str, dict]:
+        """(torch.compile backend, the other options) for a point's compile options: this
+        device's own backend unless the workload names one."""
+        options = dict(options)
+        return options.pop("backend", _COMPILE_BACKENDS[self.device]), options
+
+    def release_cached_memory(self) -> None:
+        """Hand memory the allocator keeps cached back to the device (after an out-of-memory error
+        or a released model), where the device has such a cache."""
+        if self.device not in ("cpu", "xla"):
+            import torch
+
+            with contextlib.suppress(Exception):
+                torch.accelerator.memory.empty_cache()
+
+
+class TorchSession(TorchDevice):
+    """The model, a static KV cache and pre-built position tensors for one run point, on its
+    device (TorchDevice: fence, counters, memory)."""
 
     def __init__(self, backend: TorchBackend, built: TorchModel, point, prompt_ids):
         import torch
         from transformers import StaticCache
 
+        super().__init__(backend.device)
         model = built.model
-        self.device = backend.device
         self.model = model
         self.identical_weights = built.identical_weights
         self.prompt_ids = prompt_ids
@@ -267,10 +338,9 @@ class TorchSession:
             # Start from empty dynamo caches: otherwise graphs (and dynamic-shape decisions) made
             # for an earlier point of the sweep would change what this point measures.
             torch._dynamo.reset()
-            options = dict(point.compile_options)
-            compile_backend = options.pop("backend", _COMPILE_BACKENDS[self.device])
-            self.forward = torch.compile(model.forward, backend=compile_backend, **options)
-        self._dynamo_start = _dynamo_fallbacks()
+            backend_name, options = self.compile_backend(point.compile_options)
+            self.forward = torch.compile(model.forward, backend=backend_name, **options)
+        self._dynamo_start = self.compile_fallbacks()
         self.last_logits = None
         self._inference = torch.inference_mode()
 
@@ -296,18 +366,6 @@ class TorchSession:
         self.last_logits = out.logits[:, -1]
         return self.last_logits.argmax(-1)
 
-    def fence(self) -> None:
-        if self.device == "cpu":
-            return  # eager CPU kernels (intra-op threads included) finish before the call returns
-        if self.device == "xla":
-            import torch_xla
-
-            torch_xla.sync(wait=True)
-            return
-        import torch
-
-        torch.accelerator.synchronize()
-
     def tokens_to_host(self, tokens) -> list[list[int]]:
         import torch
 
@@ -316,42 +374,11 @@ class TorchSession:
     def logits_to_host(self, logits):
         return logits.float().cpu().numpy()
 
-    def compile_count(self) -> int:
-        import torch._dynamo.utils as dynamo_utils
-
-        count = int(dynamo_utils.counters["stats"].get("unique_graphs", 0))
-        if self.device == "xla":
-            import torch_xla.debug.metrics as met
-
-            data = met.metric_data("CompileTime")
-            count += int(data[0]) if data else 0
-        return count
-
     def compile_diagnostics(self) -> dict:
         """Graph breaks and recompile-limit hits since this session began: both leave part of the
         model running eager under torch.compile, which a 'compile' result must not hide."""
-        now = _dynamo_fallbacks()
+        now = self.compile_fallbacks()
         return {k: now[k] - self._dynamo_start[k] for k in now}
-
-    def reset_peak_memory(self) -> None:
-        if self.device not in ("cpu", "xla"):
-            import torch
-
-            torch.accelerator.memory.reset_peak_memory_stats()
-
-    def peak_memory_bytes(self) -> int | None:
-        if self.device == "cpu":
-            # Linux reports ru_maxrss in KiB: the process's resident peak since it started.
-            return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-        if self.device == "xla":
-            return None
-        import torch
-
-        return int(torch.accelerator.memory.max_memory_allocated())
-
-    def watch_fallbacks(self) -> FallbackWatch:
-        """A context manager collecting the ops that ran on the CPU instead of this device."""
-        return FallbackWatch(self.device)
 
     def on_requested_device(self) -> bool:
         """False when parameters silently stayed on the CPU (a whole-model CPU fallback)."""
@@ -455,14 +482,6 @@ def _xla_fallback_counters() -> dict[str, int]:
     import torch_xla.debug.metrics as met
 
     return {name: int(met.counter_value(name) or 0) for name in met.counter_names() if name.startswith("aten::")}
-
-
-def _dynamo_fallbacks() -> dict[str, int]:
-    import torch._dynamo.utils as dynamo_utils
-
-    counters = dynamo_utils.counters
-    limit_hits = sum(n for msg, n in counters["unimplemented"].items() if "recompile limit" in msg.lower())
-    return {"graph_breaks": int(sum(counters["graph_break"].values())), "recompile_limit_hits": int(limit_hits)}
 
 
 def _dist_version(name: str) -> str | None:

@@ -97,17 +97,16 @@ def fetch_command(url: str, dest: Path) -> list[str]:
 
 def fetch(url: str, dest: Path) -> Path:
     """Copy a bucket folder to `dest` (incrementally: a second collect copies only what is new)."""
-    from tpubench.serving.server import stop_process
+    from tpubench.processes import start_in_new_group, stop_group
 
     dest.mkdir(parents=True, exist_ok=True)
     cmd = fetch_command(url, dest)
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = start_in_new_group(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _, err = process.communicate()
     finally:
         if process.poll() is None:
-            stop_process(process, grace_s=5)
+            stop_group(process, 5)
     if process.returncode != 0:
         last = next((line for line in reversed((err or "").splitlines()) if line.strip()), "")
         raise ExternalFailure(f"{cmd[0]} could not copy {url} (exit {process.returncode}): {last.strip()[:300]}")

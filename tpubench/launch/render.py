@@ -7,9 +7,11 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from tpubench.units import usd_cents
+
 
 def _usd(value: float | None) -> str:
-    return "no price" if value is None else f"${value:,.2f}"
+    return usd_cents(value, "no price")
 
 
 def render_launch_plan(console, prepared) -> None:

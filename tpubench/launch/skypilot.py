@@ -60,14 +60,14 @@ def require_python() -> str:
 def call(request: dict, *, on_line: Callable[[str], None] | None = None, python: str | None = None,
          what: str = "SkyPilot") -> dict:
     """Run one bridge request; SkyPilot's output lines go to `on_line`; its error is one line."""
-    from tpubench.serving.server import stop_process
+    from tpubench.processes import start_in_new_group, stop_group
 
     python = python or require_python()
     tail: deque[str] = deque(maxlen=20)
     result = None
     try:
-        process = subprocess.Popen([python, str(BRIDGE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, start_new_session=True, bufsize=1)
+        process = start_in_new_group([python, str(BRIDGE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
     except OSError as exc:
         raise UserError(f"cannot run SkyPilot's Python {python}: {exc}", field=PYTHON_ENV) from None
     try:
@@ -84,7 +84,7 @@ def call(request: dict, *, on_line: Callable[[str], None] | None = None, python:
         process.wait()
     finally:
         if process.poll() is None:
-            stop_process(process, grace_s=5)
+            stop_group(process, 5)
     if result is None:
         last = tail[-1] if tail else f"exit code {process.returncode}"
         raise ExternalFailure(f"{what}: SkyPilot's Python ended without an answer ({last})")

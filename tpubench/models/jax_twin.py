@@ -3,7 +3,7 @@
 It loads exactly the torch model's weights (from ``model.state_dict()`` or from the safetensors
 checkpoint) and runs prefill + greedy decode over a static KV cache, so the same workload can be
 timed through PyTorch and through JAX on the same chip and the two can be checked for agreement
-(DESIGN.md §5-6).  Numerics follow transformers 5 (modeling_qwen3.py / modeling_qwen3_moe.py)
+(docs/measurement.md#numerics).  Numerics follow transformers 5 (modeling_qwen3.py / modeling_qwen3_moe.py)
 operation by operation, including where they up-cast to float32 (RMSNorm, attention softmax,
 router softmax, RoPE tables).
 

@@ -1,4 +1,4 @@
-"""Figures a budget owner wants (DESIGN.md section 11), drawn with matplotlib's Agg canvas.
+"""Figures a budget owner wants (docs/commands.md#reports), drawn with matplotlib's Agg canvas.
 
 matplotlib is imported inside the functions (it is slow to import and only reports need it), and
 through `matplotlib.figure.Figure` + the Agg canvas rather than pyplot, so drawing never changes
@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from tpubench.cost import interactivity_tokens_per_s, is_training
-from tpubench.report.format import (kind_label, load_label, number, plan_label, platform_label, stack_label,
+from tpubench.report.format import (kind_label, load_label, plan_label, platform_label, stack_label,
                                     workload_label)
+from tpubench.units import number, share
 
 MAX_BARS = 40
 MAX_BOXES = 16
@@ -344,7 +345,7 @@ def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
         labelled.add(name)
         mfu = r.get("mfu")
         if mfu is not None and math.isfinite(float(mfu)):
-            ax.annotate(f"MFU {float(mfu) * 100:.3g}%", (x[i], y[i]), xytext=(5, 4), textcoords="offset points",
+            ax.annotate(f"MFU {share(mfu)}", (x[i], y[i]), xytext=(5, 4), textcoords="offset points",
                         fontsize=7, color=colours[platforms[i]])
     finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     if finite.any():

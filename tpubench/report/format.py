@@ -1,69 +1,20 @@
-"""Units are chosen here, when rendering: data stays in seconds, bytes and USD."""
+"""What the reports show of a row: labels, cells and notes. Units come from tpubench.units (data
+stays in seconds, bytes and USD until rendered)."""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
+
+# The reports' unit formatters, used here and as `format.sig`, `format.usd`, ... by the renderers.
+from tpubench.units import finite, ms, number, pct, share, sig, usd, usd_whole, with_ci  # noqa: F401
 
 PLAN_LABELS = {"on_demand": "on-demand", "spot": "spot", "commit_1y": "1-year commit",
                "commit_3y": "3-year commit"}
 
 
-def _finite(x) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def sig(x, digits: int = 3) -> str:
-    """A number with `digits` significant figures, thousands separated, '–' when missing."""
-    if not _finite(x):
-        return "∞" if x == math.inf else "–"
-    x = float(x)
-    if x == 0:
-        return "0"
-    magnitude = math.floor(math.log10(abs(x)))
-    decimals = max(0, digits - 1 - magnitude)
-    return f"{x:,.{decimals}f}"
-
-
-def usd(x) -> str:
-    return "–" if not _finite(x) else f"${sig(x)}"
-
-
-def usd_whole(x) -> str:
-    if not _finite(x):
-        return "–"
-    value = round(float(x))
-    return f"-${-value:,.0f}" if value < 0 else f"${value:,.0f}"   # never "$-0"
-
-
-def with_ci(value, low, high, fmt=sig) -> str:
-    """'1.23 (1.20–1.26)': the value and its 95% CI."""
-    text = fmt(value)
-    if _finite(low) or _finite(high) or high == math.inf:
-        text += f" ({fmt(low)}–{fmt(high)})"
-    return text
-
-
 def ci_cell(row, column: str) -> str:
     """`column` with its `_ci95_low` / `_ci95_high` companions."""
     return with_ci(row[column], row[f"{column}_ci95_low"], row[f"{column}_ci95_high"])
-
-
-def ms(seconds, digits: int = 3) -> str:
-    return "–" if not _finite(seconds) else sig(float(seconds) * 1e3, digits)
-
-
-def share(x) -> str:
-    """A fraction of a peak (MFU, MBU) as a percentage."""
-    return "–" if not _finite(x) else f"{float(x) * 100:.3g}%"
-
-
-def pct(x) -> str:
-    return "–" if not _finite(x) else f"{float(x):+.1f}%"
 
 
 def plan_label(plan: str) -> str:
@@ -105,13 +56,6 @@ def split_label(row) -> str:
         return "–"
     note = row.get("split_note")
     return f"{method}: {note}" if method == "blended only" and _present(note) else str(method)
-
-
-def number(x) -> str:
-    """A count or rate as data holds it: 8 (not 8.0, which a column with gaps makes of it), 2.5."""
-    if isinstance(x, float) and x.is_integer():
-        return str(int(x))
-    return f"{x:g}" if isinstance(x, float) else str(x)
 
 
 def workload_label(row) -> str:
@@ -283,9 +227,9 @@ def train_point_label(row) -> str:
 
 def loss_label(row) -> str:
     first, last = row.get("loss_first"), row.get("loss_last")
-    if not (_finite(first) or _finite(last)):
+    if not (finite(first) or finite(last)):
         return "–"
-    return " → ".join("–" if not _finite(x) else f"{float(x):.4g}" for x in (first, last))
+    return " → ".join("–" if not finite(x) else f"{float(x):.4g}" for x in (first, last))
 
 
 TRAINING_HEADERS = [

@@ -1,4 +1,4 @@
-"""Scenarios: what a run point measures, behind one small Protocol (DESIGN.md section 14).
+"""Scenarios: what a run point measures, behind one small Protocol (docs/extending/scenario.md).
 
 The runner expands the sweep, writes results and survives failures; it does not know what a
 scenario does inside. A scenario says which points cannot run here (before anything runs), opens
@@ -46,7 +46,7 @@ class Scenario(Protocol):
         """What the sweep's points share, held while the sweep runs and always released."""
         ...
 
-    # A scenario whose points can run on a world of chips (parallel.run_in_world) also has
+    # A scenario whose points can run on a world of chips (parallel.run_point_in_world) also has
     # `in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=None) -> RunResult`:
     # one rank's part of a point, called by each rank of the world.
 

@@ -2,21 +2,22 @@
 
 Every sequence in the batch gets exactly `output_length` tokens (EOS is ignored, shapes are
 static), so every backend does the same work. Per-token timestamps, each read after a fence,
-give TTFT, TPOT, ITL and E2E exactly as DESIGN.md section 7 defines them.
+give TTFT, TPOT, ITL and E2E exactly as docs/definitions.md#generate defines them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from tpubench.measure import done_measuring, fallback_watch, fenced_clock
+from tpubench.measure import done_measuring, fallback_watch, fenced_clock, planned_iterations
+from tpubench.parallel import (Checkpoints, WorldSync, plain_peaks, require_world_size, run_point_in_world,
+                               world_environment)
 from tpubench.results import RunResult, now_iso
 from tpubench.stats import summarize
 from tpubench.workload import RunPoint
@@ -72,7 +73,7 @@ def iteration_metrics(stamps: list[float], batch: int, input_length: int) -> dic
 
 
 def aggregate_rates(metrics: dict, batch: int, input_length: int, output_length: int) -> dict[str, float]:
-    """Headline rates as DESIGN.md section 7 defines them: tokens over the mean time, not the
+    """Headline rates as docs/definitions.md#generate defines them: tokens over the mean time, not the
     mean of per-iteration rates (which runs high). Their 95% CI maps from the time's CI."""
     out: dict[str, float] = {}
     rates = [("output_tokens_per_s", batch * output_length, "e2e"),
@@ -90,15 +91,6 @@ def aggregate_rates(metrics: dict, batch: int, input_length: int, output_length:
         out["decode_tokens_per_s_ci95_low"] = batch / hi if hi and hi > 0 else float("nan")
         out["decode_tokens_per_s_ci95_high"] = batch / lo if lo and lo > 0 else float("nan")
     return out
-
-
-def planned_iterations(seconds_per_iteration: float, measurement: dict) -> int:
-    """Iterations that meet min_iterations and min_seconds at this pace, within max_seconds
-    (target_ci cannot be used: it would need the ranks to agree inside the timed loop)."""
-    pace = max(seconds_per_iteration, 1e-9)
-    wanted = max(measurement["min_iterations"], math.ceil(measurement["min_seconds"] / pace))
-    affordable = max(2, int(measurement["max_seconds"] / pace))
-    return max(1, min(wanted, affordable))
 
 
 @dataclass
@@ -267,10 +259,18 @@ class GenerateScenario:
     kind = "generate"
 
     def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None):
-        """One rank's part of a point in a world of chips (parallel.worker_main calls it)."""
-        from tpubench.parallel import measure_in_world
-
-        return measure_in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=world_start_s)
+        """One rank's part of a point in a world of chips (parallel.worker_main calls it on every
+        rank): its shard of the saved weights, measured; returns the RunResult on every rank
+        (rank 0's is written). `world_start_s`: how long this rank took from the launch to
+        joining the process group."""
+        world = WorldSync()
+        reporter.phase("load", 0, 1)
+        t = time.perf_counter()
+        built = be.build_sharded(point, checkpoint)
+        load_s = max(world.gather(time.perf_counter() - t))
+        base = {**base, "environment": {**base["environment"], "ranks": world.ranks(built.device)}}
+        result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world)
+        return world.finish(result, world_start_s)
 
     def check(self, ctx, points):
         from tpubench.fit import check_fit
@@ -279,8 +279,6 @@ class GenerateScenario:
 
     @contextlib.contextmanager
     def open(self, ctx, points):
-        from tpubench.parallel import Checkpoints, measure_sharded, plain_peaks
-
         with contextlib.ExitStack() as cleanup:
             single = _SingleChipModel(ctx.backend, ctx.reporter)
             checkpoints = Checkpoints(cleanup, shared=ctx.user_world)
@@ -289,13 +287,21 @@ class GenerateScenario:
                 peaks = plain_peaks(ctx.peaks.get(point.dtype))
                 if point.world_size > 1 or ctx.user_world:
                     single.release()   # one model in memory at a time
-                    return measure_sharded(ctx, point, base, peaks, checkpoints)
+                    return self._sharded(ctx, point, base, peaks, checkpoints)
                 built, load_s, reused = single.get(point)
                 result = measure_point(ctx.backend, built, point, base, load_s, ctx.reporter, peaks)
                 result.model_reused = reused
                 return result
 
             yield measure
+
+    def _sharded(self, ctx, point, base: dict, peaks: dict | None, checkpoints: Checkpoints) -> RunResult:
+        """One point on a world of chips (tensor / expert parallel), from weights saved once."""
+        require_world_size(ctx, point, f"{point.world_size} rank(s) (tensor {point.tensor_parallel} x expert "
+                                       f"{point.expert_parallel})")
+        base = {**base, "environment": world_environment(ctx.backend, point, base["environment"])}
+        checkpoint = checkpoints.folder_for(point, ctx.reporter)
+        return run_point_in_world(ctx, point, base, peaks, self.in_world, checkpoint)
 
 
 class _SingleChipModel:

@@ -1,4 +1,4 @@
-"""Scenario `serve`: an OpenAI-compatible inference server measured under load (DESIGN.md section 15).
+"""Scenario `serve`: an OpenAI-compatible inference server measured under load (docs/scenarios/serve.md).
 
 The sweep opens the server once (a running one by URL, or one tpubench starts, waits for and
 always stops: serving/server.py); each point is one load level (a concurrency or a request rate)

@@ -1,9 +1,9 @@
-"""Scenario `train`: training steps on a model tpubench builds (DESIGN.md section 17).
+"""Scenario `train`: training steps on a model tpubench builds (docs/scenarios/train.md).
 
 One chip: the model is built once per model identity (from the seed, on the host) and its
 initial weights are put back before each later point that shares it, so every point trains from
 the same start. Several chips (`parallel: {data: N}`, optionally `fsdp: true`): a world of N
-ranks started by the same launcher as multi-chip generate (parallel.run_in_world); each rank
+ranks started by the same launcher as multi-chip generate (parallel.run_point_in_world); each rank
 builds the same model from the seed on the host, moves it to its chip, wraps it in DDP or FSDP2
 (`fully_shard` per decoder layer, then the whole model) and trains on its slice of the same
 global batch; rank 0's result is kept. training.py has the step, the measurement and the memory
@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-import os
-import socket
 import time
 from collections import Counter
 
+from tpubench import training as train_steps  # looked up at call time: tests replace its builder
+from tpubench.backends.torch import TorchDevice, set_matmul_precision
 from tpubench.errors import UserError
+from tpubench.parallel import WorldSync, plain_peaks, require_world_size, run_point_in_world, world_environment
 from tpubench.results import RunResult, now_iso
 from tpubench.roofline import TRAIN_MFU_FORMULA
 from tpubench.training import (FIT_FRACTION, GiB, PrecisionError, describe_bytes, estimate_train_bytes, fit_hint,
@@ -66,8 +67,6 @@ class TrainScenario:
     # ------------------------------------------------------------------ the sweep
     @contextlib.contextmanager
     def open(self, ctx, points):
-        from tpubench.parallel import plain_peaks
-
         for note in sorted({n for n in (_note(p) for p in points) if n}):
             ctx.reporter.note(note)
         single = _SingleChipTrainModel(ctx.backend, ctx.reporter,
@@ -85,41 +84,23 @@ class TrainScenario:
             single.release()
 
     def _in_a_world(self, ctx, point, base, peaks):
-        from tpubench.parallel import run_in_world
-
-        be = ctx.backend
-        base = {**base, "environment": train_world_environment(be, point, base["environment"])}
-        if ctx.user_world:
-            import torch.distributed as dist
-
-            if point.world_size != dist.get_world_size():
-                raise UserError(f"this point needs {point.world_size} data-parallel rank(s); the torchrun world "
-                                f"has {dist.get_world_size()}")
-            return self.in_world(be, point, base, None, peaks, ctx.reporter)
-        ctx.reporter.phase("world", 0, 1)
-        timeout = ctx.collective_timeout_s
-        return run_in_world(be, point, base, checkpoint=None, peaks=peaks, collective_timeout_s=timeout,
-                            deadline_s=3 * timeout + 2 * point.measurement["max_seconds"])
+        require_world_size(ctx, point, f"{point.world_size} data-parallel rank(s)")
+        base = {**base, "environment": train_world_environment(ctx.backend, point, base["environment"])}
+        return run_point_in_world(ctx, point, base, peaks, self.in_world)
 
     # ------------------------------------------------------------------ one rank of a world
     def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None):
         """This rank's part of a point (parallel.worker_main calls it on every rank): the same
         model from the seed, on this rank's chip, wrapped for data parallelism, measured."""
-        import torch.distributed as dist
-
-        from tpubench.parallel import WorldSync
-        from tpubench.training import build_train_model
-
         world = WorldSync()
         precision = resolve_precision(point)
         reporter.phase("load", 0, 1)
         t = time.perf_counter()
         try:
-            model = build_train_model(point, precision, be.torch_device())
+            model = train_steps.build_train_model(point, precision, be.torch_device())
             load_s = max(world.gather(time.perf_counter() - t))
-            ranks = world.gather({"rank": world.rank, "device": str(next(model.parameters()).device),
-                                  "host": socket.gethostname(), "pid": os.getpid()})
-            base = {**base, "environment": {**base["environment"], "ranks": ranks}}
+            device = next(model.parameters()).device
+            base = {**base, "environment": {**base["environment"], "ranks": world.ranks(device)}}
             result = measure_train_point(be, model, point, base, load_s, reporter, peaks, world=world)
         except Exception as exc:
             if is_out_of_memory(exc):
@@ -127,10 +108,7 @@ class TrainScenario:
                 _free_device_memory(be.device)
                 raise MemoryError(oom_message(point, exc, _available(be, point))) from None
             raise
-        if world_start_s is not None:
-            result.timing["world_start_s"] = max(world.gather(world_start_s))
-        dist.barrier()
-        return result
+        return world.finish(result, world_start_s)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -170,17 +148,11 @@ def _available(be, point) -> int | None:
 
 def _free_device_memory(device: str) -> None:
     gc.collect()
-    if device not in ("cpu", "xla"):
-        import torch
-
-        with contextlib.suppress(Exception):
-            torch.accelerator.memory.empty_cache()
+    TorchDevice(device).release_cached_memory()
 
 
 def train_world_environment(be, point, env: dict) -> dict:
     """A multi-chip environment (parallel.world_environment) with the data-parallel layout."""
-    from tpubench.parallel import world_environment
-
     out = world_environment(be, point, env)
     fsdp = bool(point.params.get("fsdp"))
     out["parallel_layout"] = {"tensor": 1, "expert": 1, "data": point.data_parallel, "fsdp": fsdp}
@@ -205,8 +177,6 @@ class _SingleChipTrainModel:
         """(model, load seconds, reused?, seconds to put the initial weights back)"""
         import torch
 
-        from tpubench.training import build_train_model
-
         key = _identity(point, precision)
         if key == self.key:
             t = time.perf_counter()
@@ -217,7 +187,7 @@ class _SingleChipTrainModel:
         self.release()   # a failed build must not be "reused" by the next point
         self.reporter.phase("load", 0, 1)
         t = time.perf_counter()
-        self.model = build_train_model(point, precision, self.be.torch_device())
+        self.model = train_steps.build_train_model(point, precision, self.be.torch_device())
         if key in self.shared:
             self.initial = [p.detach().to("cpu", copy=True) for p in self.model.parameters()]
         self.key = key
@@ -255,8 +225,7 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     import torch
 
     from tpubench.efficiency import train_roofline_metrics
-    from tpubench.backends.torch import set_matmul_precision
-    from tpubench.training import (TrainStep, compile_backend, loss_metrics, make_batch, make_optimizer,
+    from tpubench.training import (TrainStep, loss_metrics, make_batch, make_optimizer,
                                    measure_training, rank_slice, routing_counts, routing_summary,
                                    set_activation_checkpointing, step_stats, tokens_per_step, train_rates,
                                    wrap_data_parallel)
@@ -277,7 +246,7 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     if point.execution_mode == "compile":
         # Empty dynamo caches: graphs made for an earlier point must not change this one.
         torch._dynamo.reset()
-        backend, options = compile_backend(be.device, point.compile_options)
+        backend, options = TorchDevice(be.device).compile_backend(point.compile_options)
 
         def compile_fn(module):
             return torch.compile(module, backend=backend, **options)

@@ -1,5 +1,6 @@
-"""Serving metrics: pure functions over the RequestRecords of one measured window (DESIGN.md
-section 15). Seconds throughout; names carry units like the generate scenario's (`ttft_p99_s`).
+"""Serving metrics: pure functions over the RequestRecords of one measured window
+(docs/definitions.md#serving). Seconds throughout; names carry units like the generate
+scenario's (`ttft_p99_s`).
 
 Per request (ok requests only, except queue time which every request has):
     TTFT  = first token-bearing chunk - send
@@ -57,7 +58,6 @@ import numpy as np
 from tpubench.serving.client import RequestRecord
 
 PERCENTILES = (50, 90, 95, 99)
-LATENCIES = ("ttft", "tpot", "itl", "e2e", "queue")
 _ITL_WORK = 5e7
 
 NAN = math.nan

@@ -1,4 +1,4 @@
-"""The server a `serve` workload measures (DESIGN.md section 15): a running one at a URL, checked to
+"""The server a `serve` workload measures (docs/scenarios/serve.md): a running one at a URL, checked to
 speak OpenAI, or one tpubench starts here, waits for, and always stops.
 
     with open_server(point.params["server"], workload_model=model, workdir=tmp) as server:
@@ -72,8 +72,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tpubench.errors import UserError
-from tpubench.serving.processes import live_group_members
-from tpubench.serving.server_chips import ServerChips, server_chips
+from tpubench.processes import start_in_new_group, stop_group
+from tpubench.serving.server_chips import ServerChips, server_chips, transformers_serve_on_cpu
 
 PhaseCallback = Callable[[str, float, float], None]
 
@@ -308,7 +308,7 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
         finally:
             if process is not None:
                 on_phase("stopping the server", 0, 1)
-                stop_process(process)
+                stop_group(process, STOP_GRACE_S)
                 on_phase("stopping the server", 1, 1)
 
 
@@ -317,32 +317,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-def stop_process(process: subprocess.Popen, grace_s: float | None = None) -> None:
-    """SIGTERM to the process group of `process` (started with start_new_session=True), up to
-    `grace_s` (default STOP_GRACE_S) for the group to leave, then SIGKILL to whatever is left of it;
-    reaps the process.
-    A second Ctrl-C while waiting skips to SIGKILL (and is raised again afterwards)."""
-    pgid = process.pid            # a new session's leader: its pid is the group's id
-    interrupted: BaseException | None = None
-    _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + (STOP_GRACE_S if grace_s is None else grace_s)
-    try:
-        while time.monotonic() < deadline:
-            process.poll()
-            if process.returncode is not None and not _group_exists(pgid):
-                break
-            time.sleep(0.05)
-    except KeyboardInterrupt as exc:
-        interrupted = exc
-    _signal_group(pgid, signal.SIGKILL)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:   # pragma: no cover - SIGKILL is not refused
-        pass
-    if interrupted is not None:
-        raise interrupted
 
 
 # ----------------------------------------------------------------------------- a running server
@@ -435,8 +409,8 @@ def _spawn(argv: list[str], env: dict, log_path: Path, cwd: Path) -> subprocess.
     # The child keeps its own copy of the log's descriptor; ours closes on leaving.
     with open(log_path, "ab") as log:
         try:
-            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    env=env, cwd=str(cwd), start_new_session=True, close_fds=True)
+            return start_in_new_group(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                      env=env, cwd=str(cwd), close_fds=True)
         except FileNotFoundError:
             raise UserError(f"cannot start the server: {argv[0]!r} not found",
                             field="scenario.server.launch.command") from None
@@ -483,23 +457,7 @@ def _transformers_cpu_args(args: list[str]) -> list[str]:
     request). Unless the args size the cache themselves, it gets CPU_KV_CACHE_SHARE of it."""
     if any(str(a).startswith(("--cb-num-blocks", "--cb-max-memory-percent")) for a in args):
         return []
-    device = next((str(args[i + 1]) for i, a in enumerate(args[:-1]) if a == "--device"), None)
-    if device is None:
-        device = next((str(a).split("=", 1)[1] for a in args if str(a).startswith("--device=")), "auto")
-    if device == "cpu" or (device == "auto" and not _torch_sees_accelerator()):
-        return ["--cb-max-memory-percent", CPU_KV_CACHE_SHARE]
-    return []
-
-
-def _torch_sees_accelerator() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    xpu = getattr(torch, "xpu", None)
-    mps = getattr(torch.backends, "mps", None)
-    return bool(torch.cuda.is_available() or (xpu is not None and xpu.is_available())
-                or (mps is not None and mps.is_available()))
+    return ["--cb-max-memory-percent", CPU_KV_CACHE_SHARE] if transformers_serve_on_cpu(args) else []
 
 
 def _check_packages(preset: _Preset, key: str | None) -> None:
@@ -640,28 +598,6 @@ def _port_in_use(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_exists(pgid: int) -> bool:
-    """Whether a live (not zombie) process is left in the group: zombies that nobody reaps (a
-    container's init may not) must not hold the stop for the whole grace period."""
-    members = live_group_members(pgid)
-    if members is not None:
-        return bool(members)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _signal_name(number: int) -> str:

@@ -1,4 +1,4 @@
-"""The chips a server tpubench started uses, read from how it was started (DESIGN.md section 15).
+"""The chips a server tpubench started uses, read from how it was started (docs/chips-prices-pairs.md#chips-of-a-server).
 
 A server is priced as the chips it occupies, not as tpubench's own device: vLLM launched with
 `--tensor-parallel-size 8` holds 8 GPUs, and a CPU server pinned with `taskset` holds its CPUs.
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tpubench.environment import NEURON_LNC_ENV, NEURON_UNCONFIRMED, neuron_logical_cores_per_chip
 from tpubench.host_accelerators import HostAccelerators, host_accelerators
-from tpubench.serving.processes import live_group_members
+from tpubench.processes import live_group_members
 
 # Flag spellings per parallel dimension (vLLM's and SGLang's, both accepted from any command).
 _FLAGS = {
@@ -65,7 +65,7 @@ def server_chips(argv: list[str], env: dict, pid: int | None, stack: str,
     process group `pid`; `stack` is its recorded name ("vllm", "sglang", "transformers serve", ...)."""
     host = host or host_accelerators()
     if not host.has_accelerator or _runs_on_cpu(argv, env, host, stack):
-        return _cpu_chips(pid, host)
+        return _cpu_chips(pid)
     per_chip = 1
     if host.kind == "neuron":
         per_chip, how = neuron_logical_cores_per_chip(host.name, env.get(NEURON_LNC_ENV))
@@ -163,18 +163,36 @@ def _runs_on_cpu(argv: list[str], env: dict, host: HostAccelerators, stack: str)
     variable = _VISIBLE_VARIABLE.get(host.kind)
     if variable and variable in env and str(env[variable]).strip() in ("", "-1"):
         return True
-    # transformers serve (tpubench's own torch) sees no TPU or Neuron chip without their torch stack.
-    return stack == "transformers serve" and host.kind != "cuda"
+    return stack == "transformers serve" and transformers_serve_on_cpu(argv)
 
 
-def _cpu_chips(pid: int | None, host: HostAccelerators) -> ServerChips:
-    from tpubench.backends.torch import cpu_model_name
+def transformers_serve_on_cpu(argv: list[str]) -> bool:
+    """Whether `transformers serve` started with `argv` runs on the CPU: `--device cpu`, or the
+    default `auto` where the torch it runs on (tpubench's own) sees no accelerator. The one
+    decision that both its price and its CPU KV-cache setting follow."""
+    device = _option(argv, "--device") or "auto"
+    return device == "cpu" or (device == "auto" and not torch_sees_accelerator())
+
+
+def torch_sees_accelerator() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    xpu = getattr(torch, "xpu", None)
+    mps = getattr(torch.backends, "mps", None)
+    return bool(torch.cuda.is_available() or (xpu is not None and xpu.is_available())
+                or (mps is not None and mps.is_available()))
+
+
+def _cpu_chips(pid: int | None) -> ServerChips:
+    from tpubench.environment import cpu_model_name
 
     cpus = process_group_cpus(pid) if pid else None
+    name = cpu_model_name()
     if not cpus:
-        return ServerChips("cpu", cpu_model_name(), None, None,
-                           reason="cannot read the CPU affinity of the server's processes")
-    return ServerChips("cpu", cpu_model_name(), len(cpus),
+        return ServerChips("cpu", name, None, None, reason="cannot read the CPU affinity of the server's processes")
+    return ServerChips("cpu", name, len(cpus),
                        f"CPU affinity of the server's processes (os.sched_getaffinity): {len(cpus)} vCPUs")
 
 

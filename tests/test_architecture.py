@@ -1,0 +1,90 @@
+"""The architecture's rules, run with the tests so that CI enforces them.
+
+The layer rules are import-linter contracts in pyproject.toml ([tool.importlinter]): no cycles between
+sibling modules, measurement never imports prices, costs or reports, and money and output never import
+torch, JAX, transformers or diffusers. Two rules are checked elsewhere because a contract cannot say them:
+
+- no cycle at all: import-linter's acyclic_siblings contract does not see a package's __init__ and
+  its own modules importing each other (a registry importing the modules that import its types), so
+  test_no_import_cycle_between_modules walks the whole module graph;
+- the CLI imports no heavy module at start-up: a contract cannot tell start-up imports from the lazy
+  ones inside functions, so subprocesses check what is loaded:
+  test_cli_run.py::test_cli_start_up_imports_no_torch_or_jax (`import tpubench.cli`) and
+  test_model_config.py::test_validate_answers_without_torch_or_transformers (`tpubench validate` on
+  every shipped workload).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_import_contracts_hold():
+    # Through import-linter's own command, as a developer runs it; no cache, so the checkout stays clean.
+    lint = ("import sys; from importlinter.cli import lint_imports_command; "
+            "sys.exit(lint_imports_command())")
+    done = subprocess.run([sys.executable, "-c", lint, "--no-cache", "--no-logo", "pyproject.toml"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, f"import contracts broken (pyproject.toml [tool.importlinter]):\n" \
+                                 f"{done.stdout}{done.stderr}"
+
+
+def find_cycle(graph: grimp.ImportGraph) -> list[str] | None:
+    """The first import cycle found by depth-first search, as [a, b, ..., a]; None if there is none."""
+    state: dict[str, str] = {}  # module -> "open" (on the current path) or "done"
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = "open"
+        path.append(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if state.get(imported) == "open":
+                return path[path.index(imported):] + [imported]
+            if imported not in state and (cycle := visit(imported)):
+                return cycle
+        state[module] = "done"
+        path.pop()
+        return None
+
+    for module in sorted(graph.modules):
+        if module not in state and (cycle := visit(module)):
+            return cycle
+    return None
+
+
+def describe_cycle(graph: grimp.ImportGraph, cycle: list[str]) -> str:
+    """Each step of the cycle with the lines that import (imports inside functions count too)."""
+    steps = []
+    for importer, imported in zip(cycle, cycle[1:]):
+        lines = "; ".join(f"l.{d['line_number']}: {d['line_contents']}"
+                          for d in graph.get_import_details(importer=importer, imported=imported))
+        steps.append(f"  {importer} -> {imported}  ({lines})")
+    return "\n".join(steps)
+
+
+def test_no_import_cycle_between_modules():
+    graph = grimp.build_graph("tpubench", cache_dir=None)  # no cache folder left in the checkout
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle between tpubench's modules:\n{describe_cycle(graph, cycle)}"
+
+
+def test_find_cycle_reports_a_package_and_its_own_module():
+    # The case the acyclic_siblings contract cannot see: a registry in __init__ and a module under it.
+    graph = grimp.ImportGraph()
+    for module in ("pkg", "pkg.impl", "pkg.leaf"):
+        graph.add_module(module)
+    graph.add_import(importer="pkg", imported="pkg.impl", line_number=3, line_contents="from pkg.impl import X")
+    graph.add_import(importer="pkg.impl", imported="pkg.leaf", line_number=1, line_contents="import pkg.leaf")
+    assert find_cycle(graph) is None
+    graph.add_import(importer="pkg.impl", imported="pkg", line_number=2, line_contents="from pkg import T")
+    cycle = find_cycle(graph)
+    assert cycle == ["pkg", "pkg.impl", "pkg"]
+    assert "pkg.impl -> pkg  (l.2: from pkg import T)" in describe_cycle(graph, cycle)
