@@ -529,7 +529,16 @@ def _sigterm_as_exit():
 
 def _get(url: str, timeout: float) -> tuple[int, str, bytes]:
     """(status, content type, first 1 MiB of the body) of a GET; OSError when nothing answers."""
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    return _request(url, timeout, urllib.request.Request(url, headers={"Accept": "application/json"}))
+
+
+def _post(url: str, timeout: float) -> tuple[int, str, bytes]:
+    """The same for an empty-bodied POST (a cache reset)."""
+    return _request(url, timeout, urllib.request.Request(url, data=b"", method="POST",
+                                                         headers={"Accept": "application/json"}))
+
+
+def _request(url: str, timeout: float, request: urllib.request.Request) -> tuple[int, str, bytes]:
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.headers.get("Content-Type", ""), response.read(1 << 20)
@@ -543,22 +552,6 @@ def _get(url: str, timeout: float) -> tuple[int, str, bytes]:
         reason = exc.reason
         raise reason if isinstance(reason, OSError) else OSError(str(reason)) from None
     except (ValueError, http.client.HTTPException) as exc:   # a malformed URL or a garbled answer
-        raise OSError(str(exc) or type(exc).__name__) from None
-
-
-def _post(url: str, timeout: float) -> tuple[int, str, bytes]:
-    """(status, content type, first 64 KiB of the body) of an empty-bodied POST; OSError when
-    nothing answers."""
-    request = urllib.request.Request(url, data=b"", method="POST", headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.headers.get("Content-Type", ""), response.read(1 << 16)
-    except urllib.error.HTTPError as exc:
-        return exc.code, "", b""
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        raise reason if isinstance(reason, OSError) else OSError(str(reason)) from None
-    except (ValueError, http.client.HTTPException) as exc:
         raise OSError(str(exc) or type(exc).__name__) from None
 
 
