@@ -82,3 +82,14 @@ def fallback_watch(session):
     context manager whose `ops` lists them once it ends."""
     watch = getattr(session, "watch_fallbacks", None)
     return watch() if watch is not None else NoFallbackWatch()
+
+
+def merge_rank_compiles(compiles: list[dict]) -> dict:
+    """What every rank's compile accounting says about the point: a recompile, a recompile-limit
+    hit, a graph break or a CPU fallback on any rank counts (the most any rank saw; the union of
+    the ops that fell back)."""
+    merged = {key: max(c.get(key, 0) for c in compiles)
+              for key in ("recompiles_timed", "recompile_limit_hits", "graph_breaks")}
+    for key in ("cpu_fallback_ops_timed", "cpu_fallback_ops_untimed"):
+        merged[key] = sorted({op for c in compiles for op in c.get(key, [])})
+    return merged

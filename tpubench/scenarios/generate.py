@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.measure import done_measuring, fallback_watch, fenced_clock, planned_iterations
+from tpubench.measure import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
 from tpubench.parallel import (Checkpoints, WorldSync, plain_peaks, require_world_size, run_point_in_world,
                                world_environment)
 from tpubench.results import RunResult, now_iso
@@ -379,10 +379,7 @@ def _merge_ranks(m, on_device: bool, world) -> bool:
     counts, compile time is the slowest rank's, peak memory the fullest chip's."""
     ranks = world.gather({"compile": m.compile, "compile_s": m.timing["compile_s"], "on_device": on_device,
                           "peak_memory_bytes": m.peak_memory_bytes})
-    for key in ("recompiles_timed", "recompile_limit_hits", "graph_breaks"):
-        m.compile[key] = max(r["compile"].get(key, 0) for r in ranks)
-    for key in ("cpu_fallback_ops_timed", "cpu_fallback_ops_untimed"):
-        m.compile[key] = sorted({op for r in ranks for op in r["compile"].get(key, [])})
+    m.compile.update(merge_rank_compiles([r["compile"] for r in ranks]))
     m.compile["per_rank"] = [r["compile"] for r in ranks]
     m.timing["compile_s"] = max(r["compile_s"] for r in ranks)
     peaks = [r["peak_memory_bytes"] for r in ranks if r["peak_memory_bytes"] is not None]

@@ -21,6 +21,7 @@ from collections import Counter
 from tpubench import training as train_steps  # looked up at call time: tests replace its builder
 from tpubench.backends.torch import TorchDevice, set_matmul_precision
 from tpubench.errors import UserError
+from tpubench.measure import merge_rank_compiles
 from tpubench.parallel import WorldSync, plain_peaks, require_world_size, run_point_in_world, world_environment
 from tpubench.results import RunResult, now_iso
 from tpubench.roofline import TRAIN_MFU_FORMULA
@@ -273,12 +274,9 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     if world is not None:
         ranks = world.gather({"compile": m.compile, "peak": m.peak_memory_bytes, "on_device": on_device,
                               "counts": [c.tolist() for c in counts]})
-        for key in ("recompiles_timed", "recompile_limit_hits", "graph_breaks"):
-            m.compile[key] = max(r["compile"].get(key, 0) for r in ranks)
+        m.compile.update(merge_rank_compiles([r["compile"] for r in ranks]))
         for key in ("first_step_s", "first_step_compile_s", "warmup_compile_s"):
             m.compile[key] = max(r["compile"][key] for r in ranks)
-        for key in ("cpu_fallback_ops_timed", "cpu_fallback_ops_untimed"):
-            m.compile[key] = sorted({op for r in ranks for op in r["compile"].get(key, [])})
         m.compile["per_rank"] = [r["compile"] for r in ranks]
         peaks_mem = [r["peak"] for r in ranks if r["peak"] is not None]
         m.peak_memory_bytes = max(peaks_mem) if peaks_mem else None
