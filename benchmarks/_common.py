@@ -12,7 +12,8 @@ sys.path.insert(0, str(ROOT))
 def small_point(workload: str = "workloads/qwen3_moe.yaml", batch: int = 8, **overrides):
     from dataclasses import replace
 
-    from tpubench.workload import expand, load_workload
+    from tpubench.run.sweep import expand
+    from tpubench.run.workload import load_workload
 
     points = [p for p in expand(load_workload(ROOT / workload), "small") if p.batch_size == batch]
     return replace(points[0], **overrides)
@@ -20,8 +21,8 @@ def small_point(workload: str = "workloads/qwen3_moe.yaml", batch: int = 8, **ov
 
 def session_for(point, device: str = "cpu"):
     from tpubench.backends import get_backend
-    from tpubench.scenarios.generate import _vocab_size
-    from tpubench.scenarios.generate import make_prompt
+    from tpubench.scenarios.generate.measure import _vocab_size
+    from tpubench.scenarios.generate.measure import make_prompt
 
     be = get_backend("torch", device)
     built = be.build(point)

@@ -12,7 +12,7 @@ from _common import ROOT
 
 def run_variant(workload: str, edit, *, backend: str = "torch", scale: str = "small", out: Path | None = None):
     """Apply `edit(dict)` to the workload YAML, run it with tpubench, return the RunResults."""
-    from tpubench.runner import run_sweep
+    from tpubench.run.runner import run_sweep
 
     data = yaml.safe_load((ROOT / workload).read_text())
     edit(data)

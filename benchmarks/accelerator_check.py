@@ -56,6 +56,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tpubench.processes import kill_group, start_in_new_group, stop_group  # noqa: E402  (needs ROOT on the path)
+from tpubench.scenarios.registry import point_label  # noqa: E402
 
 DEFAULT_WORKLOAD = "workloads/qwen3_moe.yaml"
 FULL_BATCHES = [1, 64]
@@ -299,7 +300,7 @@ class Recorder:
 def crosscheck(point, result, groups, timer_name: str, timer_kind: str, errors: list[str] = ()) -> dict:
     """tpubench's TTFT/TPOT (its result file) next to the same figures from the independent
     readings of the same measured iterations, and their ratios tpubench / independent."""
-    from tpubench.stats import summarize
+    from tpubench.measure.stats import summarize
 
     out: dict = {"timer": timer_name, "timer_kind": timer_kind}
     if result is None or result.status != "ok":
@@ -373,7 +374,7 @@ class PhaseReporter:
     def sweep_started(self, points) -> None:
         self.points = list(points)
         print(f"{self.tag} {len(points)} point(s), {self.scale} scale: "
-              + ", ".join(p.label() for p in points), flush=True)
+              + ", ".join(point_label(p) for p in points), flush=True)
 
     def estimate(self, point) -> float:
         mode = point.execution_mode
@@ -389,9 +390,9 @@ class PhaseReporter:
             raise BudgetExhausted(index, f"needs about {need:.0f} s, {max(left, 0):.0f} s left in this phase's budget")
         self._t_point = time.monotonic()
         self._phase = None
-        self.report["in_flight"] = {"label": point.label(), "started_s": round(time.monotonic() - START, 1)}
+        self.report["in_flight"] = {"label": point_label(point), "started_s": round(time.monotonic() - START, 1)}
         self.save()
-        print(f"{self.tag} point {index + 1}/{len(self.points)}: {point.label()}", flush=True)
+        print(f"{self.tag} point {index + 1}/{len(self.points)}: {point_label(point)}", flush=True)
 
     def phase(self, name: str, done: int, total: int) -> None:
         if name != self._phase:
@@ -430,7 +431,7 @@ def point_entry(spec: dict, point, result, path, wall: float, check: dict) -> di
         "device": result.device,
         "accelerator_name": env.get("accelerator_name"),
         "scale": point.scale,
-        "label": point.label(),
+        "label": point_label(point),
         "batch_size": point.batch_size,
         "input_length": point.input_length,
         "output_length": point.output_length,
@@ -478,7 +479,7 @@ def phase_main(spec_path: str) -> int:
         atomic_write_json(report_path, report)
 
     save()
-    import tpubench.runner as runner
+    import tpubench.run.runner as runner
     from tpubench.errors import UserError
 
     # The two hooks: sessions come wrapped (the cross-check), and eager points run before
@@ -497,8 +498,8 @@ def phase_main(spec_path: str) -> int:
                                         scale=scale, out_dir=spec["out"], reporter=reporter)
         except BudgetExhausted as exc:
             for point in reporter.points[exc.index:]:
-                report["skipped"].append({"what": f"{spec['backend']} {point.label()}", "reason": exc.reason})
-                print(f"[{spec['backend']}] skipped {point.label()}: {exc.reason}", flush=True)
+                report["skipped"].append({"what": f"{spec['backend']} {point_label(point)}", "reason": exc.reason})
+                print(f"[{spec['backend']}] skipped {point_label(point)}: {exc.reason}", flush=True)
             report.pop("in_flight", None)
             save()
             break
@@ -537,7 +538,7 @@ def probe_main() -> int:
     from dataclasses import asdict
 
     from tpubench.backends import all_availability
-    from tpubench.runner import default_device
+    from tpubench.run.runner import default_device
 
     rows = [asdict(a) for a in all_availability()]
     jax_row = next((r for r in rows if r["backend"] == "jax"), None)
@@ -846,7 +847,7 @@ class Check:
         """The shipped workload with this check's shapes and measurement settings, same name."""
         import yaml
 
-        from tpubench.workload import load_workload
+        from tpubench.run.workload import load_workload
 
         args = self.args
         src = (ROOT / args.workload) if not Path(args.workload).is_absolute() else Path(args.workload)
@@ -902,7 +903,7 @@ class Check:
 
     # ------------------------------------------------------------------ summary
     def write_summary(self, interrupted: bool) -> Path:
-        from tpubench.environment import host_environment
+        from tpubench.hardware.environment import host_environment
 
         wall = time.monotonic() - self.t0
         checked = [p for p in self.points if p["status"] == "ok"]

@@ -12,6 +12,7 @@ import argparse
 import statistics
 import time
 
+from tpubench.scenarios.registry import point_label
 from _common import session_for, small_point
 
 
@@ -37,7 +38,7 @@ def bare_decode_steps(session, steps: int) -> list[float]:
 
 
 def harness_decode_steps(session, steps: int) -> list[float]:
-    from tpubench.scenarios.generate import run_iteration
+    from tpubench.scenarios.generate.measure import run_iteration
 
     it, _ = run_iteration(session, steps + 1)
     stamps = it.stamps_s
@@ -70,7 +71,7 @@ def main() -> None:
     bare, harness, ratios = paired_rounds(session, steps, args.rounds)
     mb, mh = statistics.median(bare), statistics.median(harness)
     overhead = statistics.median(ratios) - 1
-    print(f"point: {point.workload} small, {point.label()}, {steps} decode steps x {args.rounds} rounds")
+    print(f"point: {point.workload} small, {point_label(point)}, {steps} decode steps x {args.rounds} rounds")
     print(f"bare loop decode step   median {mb * 1e3:.3f} ms")
     print(f"tpubench decode step    median {mh * 1e3:.3f} ms")
     print(f"per-round overhead: median {overhead:+.2%}, range {min(ratios) - 1:+.2%} .. {max(ratios) - 1:+.2%}")

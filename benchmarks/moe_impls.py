@@ -15,7 +15,7 @@ from _sweep import run_variant
 
 
 def main() -> None:
-    from tpubench.numerics import compare_numerics
+    from tpubench.measure.numerics import compare_numerics
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=64)

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from tpubench.scenarios.registry import point_label
 from _common import small_point
 from harness_overhead import paired_rounds
 
@@ -28,9 +29,9 @@ def worker(args) -> None:
     import torch.distributed as dist
 
     from tpubench.backends import get_backend
-    from tpubench.parallel import join_world
-    from tpubench.scenarios.generate import _vocab_size
-    from tpubench.scenarios.generate import make_prompt
+    from tpubench.measure.world import join_world
+    from tpubench.scenarios.generate.measure import _vocab_size
+    from tpubench.scenarios.generate.measure import make_prompt
 
     torch.set_num_threads(max(1, args.threads))
     point = replace(small_point(batch=args.batch), tensor_parallel=2)
@@ -44,7 +45,7 @@ def worker(args) -> None:
     if dist.get_rank() == 0:
         mb, mh = statistics.median(bare), statistics.median(harness)
         overhead = statistics.median(ratios) - 1
-        print(f"point: {point.workload} small, {point.label()}, world of 2 (gloo, {args.threads} thread(s) per rank), "
+        print(f"point: {point.workload} small, {point_label(point)}, world of 2 (gloo, {args.threads} thread(s) per rank), "
               f"{steps} decode steps x {args.rounds} rounds")
         print(f"bare 2-process loop decode step   median {mb * 1e3:.3f} ms")
         print(f"tpubench 2-process decode step    median {mh * 1e3:.3f} ms")

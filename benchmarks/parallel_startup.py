@@ -22,7 +22,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from tpubench.runner import run_sweep
+    from tpubench.run.runner import run_sweep
 
     data = yaml.safe_load((ROOT / "workloads" / "qwen3_moe.yaml").read_text())
     data["scales"]["small"]["scenario"] = {"batch_size": 1, "input_length": 16, "output_length": 4}

@@ -74,12 +74,12 @@ def main(argv=None) -> int:
         timings = {}
         cpu_start = time.process_time()
         start = time.perf_counter()
-        from tpubench.results import load_results
+        from tpubench.output.frames import load_results
 
         df = load_results(out)
         timings["load_results"] = time.perf_counter() - start
         t = time.perf_counter()
-        from tpubench.report import build_report, render
+        from tpubench.output.report import build_report, render
 
         data = build_report(df)
         timings["price + summarise"] = time.perf_counter() - t

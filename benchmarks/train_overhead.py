@@ -17,6 +17,7 @@ import statistics
 import time
 from dataclasses import replace
 
+from tpubench.scenarios.registry import point_label
 from _common import ROOT, small_point
 from _sweep import run_variant
 
@@ -44,7 +45,7 @@ def bare_steps(model, optimizer, batch, steps: int, fence, autocast) -> list[flo
 
 def harness_steps(step, point, steps: int) -> list[float]:
     """tpubench's own measurement: an untimed first step, then `steps` timed steps."""
-    from tpubench.training import measure_training
+    from tpubench.scenarios.train.steps import measure_training
 
     timed = replace(point, measurement={**point.measurement, "warmup": 0, "min_iterations": steps,
                                         "min_seconds": 0.0, "target_ci": None})
@@ -55,7 +56,7 @@ def overhead(args) -> None:
     import torch
 
     from tpubench.backends.torch import TorchDevice
-    from tpubench.training import (TrainStep, build_train_model, make_batch, make_optimizer,
+    from tpubench.scenarios.train.steps import (TrainStep, build_train_model, make_batch, make_optimizer,
                                    resolve_precision)
 
     point = small_point(args.workload, batch=args.batch)
@@ -82,7 +83,7 @@ def overhead(args) -> None:
         ratios.append(statistics.median(h) / statistics.median(b))
     mb, mh = statistics.median(bare), statistics.median(harness)
     over = statistics.median(ratios) - 1
-    label = point.label().replace(precision.requested, precision.name, 1)
+    label = point_label(point).replace(precision.requested, precision.name, 1)
     print(f"point: {point.workload} small, {label}, {args.steps} steps x {args.rounds} "
           f"rounds, {torch.get_num_threads()} threads")
     print(f"bare loop training step  median {mb * 1e3:.2f} ms")

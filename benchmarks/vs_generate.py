@@ -13,6 +13,7 @@ import argparse
 import statistics
 import time
 
+from tpubench.scenarios.registry import point_label
 from _common import session_for, small_point
 
 
@@ -33,7 +34,7 @@ def generate_decode_rate(model, ids, new_tokens: int) -> float:
 
 
 def main() -> None:
-    from tpubench.scenarios.generate import iteration_metrics, run_iteration
+    from tpubench.scenarios.generate.measure import iteration_metrics, run_iteration
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=10)
@@ -55,7 +56,7 @@ def main() -> None:
     a, b = statistics.median(ours), statistics.median(theirs)
     ratios = [x / y for x, y in zip(ours, theirs)]   # paired per round: shared-machine bursts cancel
     ratio = statistics.median(ratios)
-    print(f"point: {point.workload} small, {point.label()}, {args.rounds} rounds")
+    print(f"point: {point.workload} small, {point_label(point)}, {args.rounds} rounds")
     print(f"tpubench decode              median {a:,.1f} tokens/s")
     print(f"transformers generate(static) median {b:,.1f} tokens/s")
     print(f"per-round ratio: median {ratio:.3f}, range {min(ratios):.3f} .. {max(ratios):.3f}")

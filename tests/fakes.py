@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpubench import measure
-from tpubench.scenarios import generate
-from tpubench.workload import RunPoint
+from tpubench.measure import timing as measure
+from tpubench.scenarios.generate import measure as generate
+from tpubench.spec.point import RunPoint
 
 
 class FakeClock:

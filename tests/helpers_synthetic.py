@@ -39,7 +39,8 @@ import random
 from pathlib import Path
 from typing import Any, Iterable
 
-from tpubench.results import RunResult, flatten, write_result
+from tpubench.records.result import RunResult, write_result
+from tpubench.output.frames import flatten
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 
@@ -69,7 +70,7 @@ def synthetic_metrics(*, batch_size: int, input_length: int, output_length: int,
     metrics: dict[str, float] = {}
     p99s = {"ttft": ttft_p99_s, "tpot": tpot_p99_s, "itl": tpot_p99_s, "e2e": None}
     means = {"ttft": ttft_s, "tpot": tpot, "itl": tpot, "e2e": e2e_s}
-    # Names as tpubench.scenarios.generate.summarize_samples writes them: `<name>_<stat>_s` for
+    # Names as tpubench.scenarios.generate.measure.summarize_samples writes them: `<name>_<stat>_s` for
     # times, unitless `<name>_cv`, and the mean rate of a `_per_s` metric under its bare name.
     for name in LATENCY_METRICS:
         for stat, value in latency_summary(means[name], rel_half_width, p99s[name]).items():

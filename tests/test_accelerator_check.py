@@ -85,7 +85,7 @@ def test_quick_cpu_run_writes_results_and_crosscheck(tmp_path):
 
 def test_timed_session_observes_tpubench_iterations(check_module):
     """The wrapper changes nothing tpubench's loop sees and gets one reading per fence."""
-    from tpubench.scenarios.generate import run_iteration
+    from tpubench.scenarios.generate.measure import run_iteration
 
     class FakeSession:
         def __init__(self):

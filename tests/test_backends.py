@@ -7,9 +7,9 @@ import pytest
 
 from tpubench.backends import all_availability, get_backend, require_available
 from tpubench.errors import UserError
-from tpubench.numerics import compare_numerics
-from tpubench.results import read_results
-from tpubench.runner import run_sweep
+from tpubench.measure.numerics import compare_numerics
+from tpubench.records.result import read_results
+from tpubench.run.runner import run_sweep
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
 
@@ -77,7 +77,7 @@ def test_torch_compile_counts_graphs_and_no_timed_recompiles(tmp_path, tiny_work
 
 
 def test_tpu_name_from_the_vm_when_the_runtime_gives_none(monkeypatch):
-    from tpubench.accelerators import normalize_accelerator
+    from tpubench.hardware.accelerators import normalize_accelerator
     from tpubench.backends.torch import TorchBackend
 
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")

@@ -11,7 +11,7 @@ import pytest
 
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
-from tpubench import budget, pricing
+from tpubench.money import budget, pricing
 from tpubench.errors import UserError
 
 TODAY = date(2026, 12, 2)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tpubench.backends import get_backend
-from tpubench.environment import (CPU_CHIPS_RULE, NEURON_LNC_ENV, NEURON_UNCONFIRMED, cpu_chips, device_chips,
+from tpubench.hardware.environment import (CPU_CHIPS_RULE, NEURON_LNC_ENV, NEURON_UNCONFIRMED, cpu_chips, device_chips,
                                   neuron_chips, neuron_logical_cores_per_chip)
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
@@ -31,7 +31,7 @@ def test_torch_and_jax_cpu_runs_count_the_same_chips():
 
 
 def test_cpu_world_counts_the_hosts_vcpus_not_its_threads():
-    from tpubench.parallel import world_environment
+    from tpubench.measure.world import world_environment
 
     class CpuBackend:
         device = "cpu"
@@ -85,7 +85,7 @@ def test_neuron_result_states_the_source_and_that_it_is_unconfirmed(monkeypatch)
 
 
 def test_neuron_generation_from_the_ec2_instance_type(monkeypatch, tmp_path):
-    from tpubench import host_accelerators
+    from tpubench.hardware import host_accelerators
 
     monkeypatch.setattr(host_accelerators, "DMI_PRODUCT", tmp_path / "absent")
     assert host_accelerators.ec2_instance_type() == ""
@@ -98,7 +98,7 @@ def test_neuron_generation_from_the_ec2_instance_type(monkeypatch, tmp_path):
 
 
 def test_neuron_roofline_judges_a_device_against_its_share_of_the_chip(monkeypatch):
-    from tpubench.efficiency import peaks_for
+    from tpubench.measure.efficiency import peaks_for
 
     monkeypatch.setenv(NEURON_LNC_ENV, "2")
     device = peaks_for("neuron", "AWS trn2.48xlarge", "bfloat16")
@@ -115,7 +115,7 @@ def test_neuron_roofline_judges_a_device_against_its_share_of_the_chip(monkeypat
 @pytest.mark.slow
 def test_a_result_priced_by_an_unconfirmed_rule_says_so(tmp_path, tiny_workload, monkeypatch):
     from tpubench.backends import torch as torch_backend
-    from tpubench.runner import run_sweep
+    from tpubench.run.runner import run_sweep
 
     # A CPU run standing in for a Trainium one: its chips come with the "not yet confirmed" warning.
     monkeypatch.setattr(torch_backend, "device_chips",

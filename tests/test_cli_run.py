@@ -8,7 +8,7 @@ import pytest
 
 from tpubench import load_results
 from tpubench.cli import main
-from tpubench.results import read_result
+from tpubench.records.result import read_result
 
 
 def cli(monkeypatch, capsys, *args):

@@ -17,7 +17,8 @@ from fake_skypilot import write_fake_sky
 from helpers_cli import run_cli
 from tpubench.launch import skypilot
 from tpubench.launch.collect import fetch_command, merge_results
-from tpubench.results import RunResult, load_results, read_results, write_result
+from tpubench.records.result import RunResult, read_results, write_result
+from tpubench.output.frames import load_results
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,9 +8,9 @@ import pytest
 from helpers_cli import run_cli
 from helpers_synthetic import make_result, write_results
 from tpubench.cli import main
-from tpubench.compare import compare_metrics, compare_results, slower_than
-from tpubench.numerics import compare_numerics
-from tpubench.results import EXPORT_COLUMNS, load_results
+from tpubench.output.compare import compare_metrics, compare_results, slower_than
+from tpubench.measure.numerics import compare_numerics
+from tpubench.output.frames import EXPORT_COLUMNS, load_results
 
 
 def fingerprint(logits, tokens, std=1.0, identical=True):
@@ -70,7 +70,7 @@ def test_folders_match_by_point_and_fail_if_slower(tmp_path, monkeypatch, capsys
     write_results(tmp_path / "a", [dict(batch_size=1, e2e_s=2.0), dict(batch_size=8, e2e_s=2.0)])
     write_results(tmp_path / "b", [dict(batch_size=1, e2e_s=2.0), dict(batch_size=8, e2e_s=4.0),
                                    dict(batch_size=64, e2e_s=1.0)])
-    from tpubench.results import read_results
+    from tpubench.records.result import read_results
 
     comps, unmatched = compare_results(read_results(tmp_path / "a"), read_results(tmp_path / "b"))
     assert len(comps) == 2 and len(unmatched) == 1
@@ -88,7 +88,7 @@ def test_folders_match_by_point_and_fail_if_slower(tmp_path, monkeypatch, capsys
 
 def test_training_results_compare_by_training_throughput(tmp_path):
     from helpers_synthetic import write_train_results
-    from tpubench.results import read_results
+    from tpubench.records.result import read_results
 
     # Step 1.0 s -> 1.25 s at 8 x 1024 tokens: 8192 -> 6553.6 tokens/s, ratio 0.8 +- 0.8*sqrt(2)*0.02.
     write_train_results(tmp_path / "a", [dict(step_s=1.0)])
@@ -122,7 +122,7 @@ def test_export_round_trip(tmp_path, monkeypatch, capsys, fmt):
 
 def compare_folders(tmp_path, a_specs, b_specs, writer=None):
     from helpers_synthetic import write_serve_results
-    from tpubench.results import read_results
+    from tpubench.records.result import read_results
 
     writer = writer or write_serve_results
     writer(tmp_path / "a", a_specs)
@@ -186,7 +186,7 @@ def test_two_files_of_different_points_are_refused_with_the_difference(tmp_path,
 
 
 def test_generate_layouts_and_lengths_never_pair():
-    from tpubench.compare import match_key
+    from tpubench.output.compare import match_key
 
     def result(**point):
         r = make_result(chips=point.pop("chips", 1))

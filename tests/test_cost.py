@@ -10,7 +10,7 @@ import pytest
 
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
-from tpubench import cost, pricing
+from tpubench.money import cost, pricing
 from tpubench.errors import UserError
 
 TODAY = date(2026, 12, 2)

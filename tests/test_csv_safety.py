@@ -17,9 +17,9 @@ import pytest
 
 from conftest import FIXTURES
 from helpers_synthetic import write_results
-from tpubench import pricing
+from tpubench.money import pricing
 from tpubench.cli import main
-from tpubench.csv_safety import DANGEROUS_PREFIXES, neutralize_cell, neutralize_frame
+from tpubench.records.csv_safety import DANGEROUS_PREFIXES, neutralize_cell, neutralize_frame
 
 EVIL = "=cmd|' /C calc'!A0"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -110,7 +110,7 @@ def test_neutralize_frame_handles_empty_duplicate_and_non_str_column_names():
 
 
 def test_importing_the_module_does_not_import_pandas():
-    code = "import sys, tpubench.csv_safety; assert 'pandas' not in sys.modules"
+    code = "import sys, tpubench.records.csv_safety; assert 'pandas' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

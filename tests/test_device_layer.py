@@ -35,7 +35,7 @@ def fake_torch_xla(monkeypatch) -> dict:
 def test_training_counts_xla_compilations_like_a_generate_session(monkeypatch):
     import torch
 
-    from tpubench.training import measure_training
+    from tpubench.scenarios.train.steps import measure_training
 
     compiled = fake_torch_xla(monkeypatch)
 

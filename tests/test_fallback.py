@@ -11,9 +11,9 @@ import yaml
 from fakes import ScriptedSession, make_point
 
 from tpubench.backends.torch import FallbackWatch, TorchSession, fallback_op
-from tpubench.runner import run_sweep
-from tpubench.scenarios import generate
-from tpubench.validity import assess
+from tpubench.run.runner import run_sweep
+from tpubench.scenarios.generate import measure as generate
+from tpubench.measure.validity import assess
 
 TORCHTPU_WARNING = "Falling back to CPU for op aten::foo"
 
@@ -122,7 +122,7 @@ def test_a_real_torch_run_with_an_op_falling_back(tmp_path, tiny_workload, monke
 def test_training_watches_its_timed_steps(from_step, timed, untimed):
     import torch
 
-    from tpubench.training import measure_training
+    from tpubench.scenarios.train.steps import measure_training
 
     class Step:
         calls = 0

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from helpers_cli import run_cli as cli
-from tpubench.results import read_result
+from tpubench.records.result import read_result
 
 pytest.importorskip("aiohttp")
 from scripted_server import Script, ScriptedServer, script_prompt  # noqa: E402
@@ -84,7 +84,7 @@ def test_a_lone_surrogate_in_the_served_model_id(tmp_path, monkeypatch, capsys):
 
 
 def test_a_result_that_cannot_be_serialized_is_written_as_failed(tmp_path):
-    from tpubench.results import RunResult, write_result
+    from tpubench.records.result import RunResult, write_result
 
     result = RunResult(point={"workload": "w"}, point_key="k", backend="torch", device="cpu",
                        metrics={"x": 1.0}, unserializable=object())
@@ -95,7 +95,7 @@ def test_a_result_that_cannot_be_serialized_is_written_as_failed(tmp_path):
 
 
 def test_surrogates_from_a_user_are_stored_escaped(tmp_path):
-    from tpubench.results import RunResult, write_result
+    from tpubench.records.result import RunResult, write_result
 
     result = RunResult(point={"workload": "w" + SURROGATE}, point_key="k", backend="torch", device="cpu",
                        warnings=["a" + SURROGATE + "b"])

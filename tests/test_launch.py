@@ -20,8 +20,10 @@ from tpubench.launch import skypilot
 from tpubench.launch.plan import expected_hours, nodes_needed, plan_target
 from tpubench.launch.targets import resolve_targets
 from tpubench.launch.tasks import new_launch_id, package_spec
-from tpubench.pricing import load_prices
-from tpubench.workload import expand, load_workload, with_layout
+from tpubench.money.pricing import load_prices
+from tpubench.run.sweep import expand
+from tpubench.run.workload import load_workload
+from tpubench.run.overrides import with_layout
 
 REPO = Path(__file__).resolve().parents[1]
 QWEN3_MOE = REPO / "workloads" / "qwen3_moe.yaml"

@@ -8,8 +8,10 @@ import yaml
 
 from tpubench.backends.torch import set_matmul_precision
 from tpubench.errors import UserError
-from tpubench.runner import run_sweep
-from tpubench.workload import expand, load_workload
+from tpubench.run.runner import run_sweep
+from tpubench.run.sweep import expand
+from tpubench.scenarios.registry import point_label
+from tpubench.run.workload import load_workload
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
 
@@ -38,7 +40,7 @@ def test_default_is_highest_and_keeps_earlier_point_keys(tmp_path, tiny_workload
     # A point made before the field existed (no matmul_precision) has the same key.
     old = points[0].to_dict()
     del old["matmul_precision"]
-    from tpubench.workload import RunPoint
+    from tpubench.spec.point import RunPoint
 
     assert RunPoint.from_dict(old).key() == points[0].key()
 
@@ -56,7 +58,7 @@ def test_a_sweep_axis_with_distinct_keys_and_labels(tmp_path, tiny_workload):
     points = expand(load_workload(_workload(tmp_path, tiny_workload, matmul_precision=["highest", "medium"])))
     assert len(points) == 4 and {p.matmul_precision for p in points} == {"highest", "medium"}
     assert len({p.key() for p in points}) == 4
-    assert any("matmul=medium" in p.label() for p in points)
+    assert any("matmul=medium" in point_label(p) for p in points)
 
 
 def test_torch_sets_and_reads_back(restore_torch_precision):

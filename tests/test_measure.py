@@ -4,8 +4,8 @@ import pytest
 
 from fakes import ScriptedSession
 from fakes import make_point as point
-from tpubench import measure
-from tpubench.scenarios import generate
+from tpubench.measure import timing as measure
+from tpubench.scenarios.generate import measure as generate
 
 
 def test_generate_metrics_exact(clock):

@@ -14,7 +14,8 @@ import yaml
 
 from tpubench.errors import UserError
 from tpubench.models.config_table import FAMILIES, generate_table, load_table
-from tpubench.workload import expand, load_workload
+from tpubench.run.sweep import expand
+from tpubench.run.workload import load_workload
 from helpers_cli import run_cli as cli
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import pytest
 
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
-from tpubench import budget, cost, pricing
+from tpubench.money import budget, cost, pricing
 
 TODAY = date(2026, 12, 2)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tpubench import pricing
+from tpubench.money import pricing
 from tpubench.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -50,7 +50,7 @@ def test_shipped_table_loads_with_canonical_names_sources_and_iso_dates():
 def test_shipped_files_live_in_the_package():
     for path in (pricing.SHIPPED_PRICES, pricing.SHIPPED_UNPRICED, pricing.SHIPPED_ACCELERATORS):
         assert path.is_file()
-        assert path.parent == Path(pricing.__file__).parent / "data"
+        assert path.parent == Path(pricing.__file__).parent.parent / "data"
 
 
 @pytest.mark.skipif(not REFERENCE.is_file(), reason="reference data not mounted")

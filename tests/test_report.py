@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 
 from helpers_synthetic import write_results
-from tpubench import budget, pricing
+from tpubench.money import budget, pricing
 from tpubench.errors import UserError
-from tpubench.report import build_report, render, render_budget, render_report
-from tpubench.report import format as fmt
-from tpubench.report.figures import pareto_front
+from tpubench.output.report import build_report, render, render_budget, render_report
+from tpubench.output.report import format as fmt
+from tpubench.output.report.figures import pareto_front
 
 TODAY = date(2026, 12, 2)
 H100 = "NVIDIA H100 80GB HBM3"
@@ -231,7 +231,7 @@ def test_a_flagged_price_is_not_shown_by_default_and_is_marked_wherever_it_compe
 
 
 def test_budget_passes_over_a_flagged_price_unless_included_and_then_marks_it(results_dir):
-    from tpubench.results import load_results
+    from tpubench.output.frames import load_results
 
     results = load_results(results_dir)
     prices = pricing.load_prices(today=TODAY)

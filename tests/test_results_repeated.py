@@ -15,11 +15,12 @@ import pytest
 import tpubench
 from helpers_repeats import copy_as_later_run
 from helpers_synthetic import make_result
-from tpubench import budget, pricing
+from tpubench.money import budget, pricing
 from tpubench.cli import main
 from tpubench.errors import UserError
-from tpubench.report import build_report, render, render_report
-from tpubench.results import EXPORT_COLUMNS, load_results, write_result
+from tpubench.output.report import build_report, render, render_report
+from tpubench.output.frames import EXPORT_COLUMNS, load_results
+from tpubench.records.result import write_result
 
 TODAY = date(2026, 12, 2)
 H100 = "NVIDIA H100 80GB HBM3"

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tpubench.errors import UserError
-from tpubench.roofline import (
+from tpubench.hardware.roofline import (
     ModelShape,
     bytes_per_element,
     decode_bytes_breakdown,
@@ -251,7 +251,7 @@ def test_param_counts_match_transformers():
 
 
 def test_host_probe_positive_and_cached():
-    from tpubench.hostprobe import probe_host
+    from tpubench.hardware.hostprobe import probe_host
 
     first = probe_host()
     for key in ("cpu_peak_fp32_flops", "cpu_peak_bf16_flops", "cpu_mem_bandwidth_bytes_per_s",
@@ -278,7 +278,7 @@ def test_per_chip_decode_bytes_by_hand():
 
 
 def test_interconnect_bytes_tensor_parallel_by_hand():
-    from tpubench.roofline import (decode_interconnect_bytes_per_step, interconnect_bytes_per_forward,
+    from tpubench.hardware.roofline import (decode_interconnect_bytes_per_step, interconnect_bytes_per_forward,
                                    ring_all_gather_send_bytes, ring_all_reduce_send_bytes)
 
     assert ring_all_reduce_send_bytes(100, 4) == 150      # 2 * 3/4 * 100
@@ -303,7 +303,7 @@ def test_interconnect_bytes_tensor_parallel_by_hand():
 
 
 def test_interconnect_bytes_gemma4_dense_mlp_beside_experts():
-    from tpubench.roofline import decode_interconnect_bytes_per_step
+    from tpubench.hardware.roofline import decode_interconnect_bytes_per_step
 
     # Gemma 4 runs a dense MLP and the MoE block in every layer: 3 all-reduces per layer
     # (o_proj, dense down, experts) + the embedding's = 1 + 4*3 = 13. fp32, batch 1, 2 chips:
@@ -318,7 +318,7 @@ def test_interconnect_bytes_gemma4_dense_mlp_beside_experts():
 
 
 def test_interconnect_bytes_expert_parallel_all_to_all_by_hand():
-    from tpubench.roofline import interconnect_bytes_per_forward
+    from tpubench.hardware.roofline import interconnect_bytes_per_forward
 
     moe = ModelShape.from_config("qwen3_moe", TINY_MOE)
     # Batch 4, fp32, 2 chips, all_to_all: all-reduces embedding + o_proj = 2 -> 256; per MoE layer
@@ -375,7 +375,7 @@ def _tiny_point(**layout):
 
 
 def test_roofline_metrics_per_chip_and_cpu_world():
-    from tpubench.efficiency import roofline_metrics
+    from tpubench.measure.efficiency import roofline_metrics
 
     metrics = {"ttft_p50_s": 3.424e-6, "tpot_p50_s": 2.672e-6}
     chip = {"peak_flops": 2e9, "peak_bytes_per_s": 4e9, "interconnect_send_bytes_per_s": 1e9,
@@ -400,8 +400,8 @@ def test_roofline_metrics_per_chip_and_cpu_world():
 
 
 def test_spec_table_interconnect_figures():
-    from tpubench.accelerators import chip_peaks, interconnect_send_bytes_per_s
-    from tpubench.efficiency import peaks_for
+    from tpubench.hardware.accelerators import chip_peaks, interconnect_send_bytes_per_s
+    from tpubench.measure.efficiency import peaks_for
 
     # Bidirectional figures: a chip sends half. AWS's (direction unstated) are taken whole.
     assert interconnect_send_bytes_per_s(900e9, "bidirectional") == 450e9

@@ -12,10 +12,10 @@ import pytest
 
 from helpers_synthetic import make_result, make_serve_result, write_results, write_serve_results
 from helpers_synthetic import results_frame as frame
-from tpubench import budget, cost, pricing
-from tpubench.report import build_report, render, render_budget
-from tpubench.report.figures import report_figures
-from tpubench.results import load_results
+from tpubench.money import budget, cost, pricing
+from tpubench.output.report import build_report, render, render_budget
+from tpubench.output.report.figures import report_figures
+from tpubench.output.frames import load_results
 
 TODAY = date(2026, 12, 2)
 H100 = "NVIDIA H100 80GB HBM3"

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tpubench import load_requests, load_results
-from tpubench.results import read_result
+from tpubench.records.result import read_result
 from helpers_cli import run_cli as cli
 
 pytest.importorskip("aiohttp")
@@ -179,7 +179,7 @@ def test_http_errors_are_recorded_per_request(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_some_failed_requests_make_the_point_invalid(tmp_path, monkeypatch, capsys):
-    from tpubench.scenarios import serve as serve_scenario
+    from tpubench.scenarios.serve import measure as serve_scenario
 
     # Every third prompt asks the scripted server for an HTTP 422 (as transformers serve answers
     # ignore_eos): the point is measured, and invalid with the failures named.

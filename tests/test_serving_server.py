@@ -22,7 +22,7 @@ from tpubench.errors import UserError
 from tpubench.serving import server as srv
 from tpubench.serving import server_chips
 from tpubench.serving.server import RunningServer, free_port, open_server
-from tpubench.workload_serve import Server
+from tpubench.scenarios.serve.schema import Server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SERVE_DEPS = ("fastapi", "uvicorn", "openai")
@@ -364,7 +364,7 @@ def test_exact_prompts_with_a_byte_level_bpe_and_a_bos():
 def test_prompts_of_two_points_share_no_prefix():
     """A 2048-token prompt does not begin with a 1024-token one (it did when every length drew its
     words in the same order from the scenario's seed), and every request's prompt is its own."""
-    from tpubench.scenarios.serve import prompt_seed
+    from tpubench.scenarios.serve.measure import prompt_seed
     from tpubench.serving.demo_model import build_tokenizer, prompt_of_length
 
     tokenizer = build_tokenizer(4096)
@@ -395,7 +395,7 @@ def test_prefix_cache_reset_per_stack(http_server):
 
 
 def test_duration_points_get_prompts_for_what_they_send():
-    from tpubench.scenarios.serve import DURATION_PROMPTS, prompts_for_duration
+    from tpubench.scenarios.serve.measure import DURATION_PROMPTS, prompts_for_duration
 
     assert prompts_for_duration({"request_rate": 50.0}, 60.0) == 3750          # 50/s x 60 s x 1.25
     assert prompts_for_duration({"concurrency": 16}, 60.0) == 16 * 4 * 60 * 1.25

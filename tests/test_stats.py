@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from tpubench import stats
+from tpubench.measure import stats
 
 
 def test_summarize_hand_computed():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tpubench.results import read_results
-from tpubench.runner import SilentReporter, run_sweep
+from tpubench.records.result import read_results
+from tpubench.run.runner import SilentReporter, run_sweep
 
 pytestmark = pytest.mark.slow   # a real sweep of tiny models
 

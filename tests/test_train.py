@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tpubench.results import read_result
+from tpubench.records.result import read_result
 from helpers_cli import run_cli as cli
 
 TINY_MOE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -102,7 +102,7 @@ def test_train_points_end_to_end_through_the_cli(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_run_prices_training_points_per_million_training_tokens(tmp_path, monkeypatch, capsys):
-    from tpubench import cost
+    from tpubench.money import cost
 
     workload = write_workload(tmp_path, measurement={"warmup": 0, "min_iterations": 2})
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
@@ -155,7 +155,7 @@ def test_compile_mode_compiles_once_and_matches_eager(tmp_path, monkeypatch, cap
 
 
 def test_train_flops_and_mfu_by_hand():
-    from tpubench.roofline import ModelShape, train_flops_per_token, train_mfu
+    from tpubench.hardware.roofline import ModelShape, train_flops_per_token, train_mfu
 
     # Dense: per layer q 64x64, k and v 64x32 each, o 64x64 (12,288) + MLP 3 x 64 x 128 (24,576)
     # = 36,864; 2 layers + lm_head 64 x 256 (16,384) = 90,112 = N (embeddings left out).
@@ -176,8 +176,8 @@ def test_train_flops_and_mfu_by_hand():
 
 
 def test_train_roofline_metrics_per_chip_in_a_cpu_world():
-    from tpubench.efficiency import train_roofline_metrics
-    from tpubench.workload import RunPoint
+    from tpubench.measure.efficiency import train_roofline_metrics
+    from tpubench.spec.point import RunPoint
 
     point = RunPoint(workload="w", scale="full", family="qwen3", hub_id=None, weights="random",
                      trust_remote_code=False, dtype="float32", experts_implementation=None,
@@ -198,7 +198,7 @@ def test_train_roofline_metrics_per_chip_in_a_cpu_world():
 
 
 def test_rates_routing_and_loss_summaries_by_hand():
-    from tpubench.training import loss_metrics, routing_summary, step_stats, train_rates
+    from tpubench.scenarios.train.steps import loss_metrics, routing_summary, step_stats, train_rates
 
     m = step_stats([1.0, 2.0, 3.0])
     assert m["step_mean_s"] == 2.0 and m["step_p50_s"] == 2.0 and m["step_cv"] == pytest.approx(0.5)
@@ -224,8 +224,8 @@ def test_rates_routing_and_loss_summaries_by_hand():
 def test_precision_table():
     from dataclasses import replace
 
-    from tpubench.training import PrecisionError, resolve_precision
-    from tpubench.workload import RunPoint
+    from tpubench.scenarios.train.steps import PrecisionError, resolve_precision
+    from tpubench.spec.point import RunPoint
 
     p = RunPoint(workload="w", scale="full", family="qwen3", hub_id=None, weights="random", trust_remote_code=False,
                  dtype="bfloat16", experts_implementation=None, model_config={}, scenario_kind="train",
@@ -270,7 +270,7 @@ def test_loss_falls_over_20_steps_on_one_repeated_batch(tmp_path, monkeypatch, c
 @pytest.mark.slow
 def test_loss_stays_put_when_gradients_do_not_flow(tmp_path, monkeypatch, capsys):
     """The control of the test above: with every parameter frozen the same check fails."""
-    from tpubench import training
+    from tpubench.scenarios.train import steps as training
 
     real = training.build_train_model
 
@@ -311,8 +311,9 @@ def test_nan_loss_makes_the_point_invalid(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_point_that_cannot_fit_is_refused_with_a_hint(tmp_path, monkeypatch, capsys):
     from tpubench.backends.torch import TorchBackend
-    from tpubench.training import estimate_train_bytes
-    from tpubench.workload import expand, load_workload
+    from tpubench.scenarios.train.steps import estimate_train_bytes
+    from tpubench.run.sweep import expand
+    from tpubench.run.workload import load_workload
 
     workload = write_workload(tmp_path, scenario={"batch_size": [2, 64]})
     small, big = expand(load_workload(workload))
@@ -339,7 +340,7 @@ def test_point_that_cannot_fit_is_refused_with_a_hint(tmp_path, monkeypatch, cap
 def test_out_of_memory_is_a_failed_point_with_a_hint_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
     import torch
 
-    from tpubench import training
+    from tpubench.scenarios.train import steps as training
 
     real_step = training.TrainStep.step
 

@@ -16,9 +16,9 @@ from helpers_cli import run_cli
 from helpers_synthetic import make_result, make_serve_result, make_train_result, write_results
 from helpers_synthetic import results_frame as frame
 from helpers_synthetic import write_serve_results, write_train_results
-from tpubench import budget, cost, pricing
+from tpubench.money import budget, cost, pricing
 from tpubench.errors import UserError
-from tpubench.report import build_report, render, render_budget
+from tpubench.output.report import build_report, render, render_budget
 
 TODAY = date(2026, 12, 2)
 H100 = "NVIDIA H100 80GB HBM3"

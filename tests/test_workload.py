@@ -3,7 +3,8 @@ import textwrap
 import pytest
 
 from tpubench.errors import UserError
-from tpubench.workload import expand, load_workload
+from tpubench.run.sweep import expand
+from tpubench.run.workload import load_workload
 
 BASE = """\
 name: w
@@ -139,7 +140,9 @@ def test_train_typo_names_the_field_and_line_with_a_guess(tmp_path):
 
 def test_every_registered_scenario_kind_has_a_schema():
     # One list of kinds: the workload schema's union must know every kind the registry runs.
-    from tpubench.scenarios import SCENARIOS
-    from tpubench.workload import _scenario_schemas
+    from tpubench.run.workload import Workload
+    from tpubench.scenarios.registry import SCENARIOS
 
-    assert set(_scenario_schemas()) == set(SCENARIOS)
+    union = Workload.model_fields["scenario"].annotation
+    kinds = {schema.model_fields["kind"].annotation.__args__[0] for schema in union.__args__}
+    assert kinds == set(SCENARIOS)

@@ -68,7 +68,7 @@ def run(
     A point that needs N > 1 chips runs in a world of N processes started with torch.distributed's
     launcher; under your own torchrun, every rank runs this command and rank 0 writes the results."""
     from tpubench.console import RichReporter, render_run_table
-    from tpubench.runner import run_sweep
+    from tpubench.run.runner import run_sweep
 
     console = _console()
     with RichReporter(console) as reporter:
@@ -97,7 +97,8 @@ def validate(
 ):
     """Check workload files without running anything (nor importing torch or transformers)."""
     from tpubench.models.config_check import covered_family
-    from tpubench.workload import check_sweep_size, load_workload, scale_names
+    from tpubench.run.sweep import check_sweep_size, scale_names
+    from tpubench.run.workload import load_workload
 
     console = _console()
     for path in workloads:
@@ -131,7 +132,7 @@ def _warn_stderr(msg: str) -> None:
 
 
 def _load_prices(price_files: List[Path], discount: Optional[float]):
-    from tpubench.pricing import load_prices
+    from tpubench.money.pricing import load_prices
 
     return load_prices(price_files, discount_pct=discount)
 
@@ -153,7 +154,7 @@ def report(
     include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
 ):
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
-    from tpubench.report import build_report, render
+    from tpubench.output.report import build_report, render
 
     data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
                         region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
@@ -196,10 +197,10 @@ def budget(
 ):
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
     With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget."""
-    from tpubench.budget import plan_budget, plan_training
-    from tpubench.report import render_budget
-    from tpubench.report.data import older_runs_note
-    from tpubench.results import load_results
+    from tpubench.money.budget import plan_budget, plan_training
+    from tpubench.output.report import render_budget
+    from tpubench.output.report.data import older_runs_note
+    from tpubench.output.frames import load_results
 
     if (tokens_per_day is None) == (train_tokens is None):
         raise UserError("give exactly one of --tokens-per-day (inference traffic) and --train-tokens "
@@ -235,7 +236,7 @@ app.add_typer(pricing_app, name="pricing")
 @pricing_app.command("validate")
 def pricing_validate(files: List[Path] = typer.Argument(None, help="Price CSV files (default: the shipped table).")):
     """Check price files; the first problem is one line naming file, row and column (exit 2)."""
-    from tpubench.pricing import SHIPPED_PRICES, validate_price_files
+    from tpubench.money.pricing import SHIPPED_PRICES, validate_price_files
 
     counts = validate_price_files(files or [SHIPPED_PRICES])
     for name, n in counts.items():
@@ -251,7 +252,7 @@ def pricing_list(
     """The price table (shipped rows plus yours), USD per instance-hour per plan."""
     from rich.table import Table
 
-    from tpubench.pricing import prices_wide
+    from tpubench.money.pricing import prices_wide
 
     long = _load_prices(prices, discount)
     wide = prices_wide(long)
@@ -282,7 +283,7 @@ def pricing_import(
     include_cpu: bool = typer.Option(False, "--include-cpu", help="Also import CPU-only VMs (priced per vCPU)."),
 ):
     """Turn a SkyPilot catalog into tpubench price rows (host + GPU summed, spot = lowest zone)."""
-    from tpubench.pricing import import_skypilot, write_price_csv
+    from tpubench.money.pricing import import_skypilot, write_price_csv
 
     rows = import_skypilot(vms_csv, cloud, include_cpu=include_cpu)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -300,7 +301,7 @@ def _emit(text: str, out: Optional[Path]) -> None:
 
 
 def _read(paths: List[Path]):
-    from tpubench.results import read_results
+    from tpubench.records.result import read_results
 
     return read_results(paths, warn=_warn_stderr)
 
@@ -321,7 +322,7 @@ def compare(
     Points pair up only when they are the same point: workload, scale, shapes or serving load,
     lengths, endpoint, dtype, execution mode and parallel layout. Throughput is compared per chip
     when the two sides ran on different numbers of chips."""
-    from tpubench.compare import compare_results, slower_than
+    from tpubench.output.compare import compare_results, slower_than
     from tpubench.console import render_comparisons
 
     comparisons, unmatched = compare_results(_read([a]), _read([b]), numerics_only=numerics)
@@ -351,9 +352,9 @@ def export(
                                                             "(default: only the latest per point)."),
 ):
     """Write the tidy table (one row per run point, stable columns) for spreadsheets and notebooks."""
-    from tpubench.export import export_table
-    from tpubench.report.data import older_runs_note
-    from tpubench.results import load_results
+    from tpubench.output.export import export_table
+    from tpubench.output.report.data import older_runs_note
+    from tpubench.output.frames import load_results
 
     df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest")
     if df.attrs.get("older_runs_left_out"):

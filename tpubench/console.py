@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -10,23 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpubench import units
-from tpubench.runner import PointOutcome
-
-# The terminal's mark for a value that is absent or not finite (the reports use an en dash).
-MISSING = "-"
-
-
-def ms(seconds) -> str:
-    return units.ms(seconds, spec=".1f", missing=MISSING)
-
-
-def percent(fraction) -> str:
-    return units.share(fraction, MISSING)
-
-
-def human_bytes(n) -> str:
-    return units.human_bytes(n, MISSING)
-
+from tpubench.run.runner import PointOutcome
+from tpubench.scenarios.registry import point_label, row_label, scenario_of
+from tpubench.scenarios.run_table import MISSING
 
 class RichReporter:
     """Progress over the sweep's points, and within each through load / compile / warm-up / measure."""
@@ -53,7 +38,7 @@ class RichReporter:
         self.phase_task = self.progress.add_task("", total=1, visible=False)
 
     def point_started(self, index, point):
-        self.progress.update(self.points_task, description=f"point {index + 1}: {point.label()}")
+        self.progress.update(self.points_task, description=f"point {index + 1}: {point_label(point)}")
 
     def phase(self, name, done, total):
         self.progress.update(self.phase_task, description=f"  {name}", completed=done, total=max(total, 1),
@@ -62,40 +47,28 @@ class RichReporter:
     def point_finished(self, index, outcome: PointOutcome):
         self.progress.advance(self.points_task)
         if outcome.skipped:
-            self.console.print(f"skipped {outcome.point.label()}: already measured (--resume)")
+            self.console.print(f"skipped {point_label(outcome.point)}: already measured (--resume)")
         elif outcome.result.status == "failed":
-            self.console.print(f"[red]failed[/red] {outcome.point.label()}: {escape(str(outcome.result.error))}")
+            self.console.print(f"[red]failed[/red] {point_label(outcome.point)}: {escape(str(outcome.result.error))}")
 
 
 def render_run_table(console, outcomes: list[PointOutcome]) -> None:
-    serve = [o for o in outcomes if o.point.scenario_kind == "serve"]
-    if serve:
-        _serve_table(console, serve)
-    generate = [o for o in outcomes if o.point.scenario_kind not in ("serve", "train")]
-    if generate:
-        _generate_table(console, generate)
-    train = [o for o in outcomes if o.point.scenario_kind == "train"]
-    if train:
-        _train_table(console, train)
+    """One table per scenario kind in the sweep (each scenario's own columns), then its warnings
+    and where the results went."""
+    kinds = list(dict.fromkeys(o.point.scenario_kind for o in outcomes))
+    for kind in kinds:
+        console.print(scenario_of(kind).run_table([o for o in outcomes if o.point.scenario_kind == kind]))
     written = [str(o.path) for o in outcomes if o.result is not None and o.path is not None]
     shown: set[str] = set()
     for o in outcomes:
         if o.result is not None and o.result.warnings and o.result.status == "ok":
             for w in o.result.warnings:
-                if w not in shown or o.point.scenario_kind != "serve":   # a server's caveat once
-                    console.print(f"[yellow]warning[/yellow] {o.point.label()}: {escape(w)}")
+                if w not in shown or not scenario_of(o.point.scenario_kind).warn_once:
+                    console.print(f"[yellow]warning[/yellow] {point_label(o.point)}: {escape(w)}")
                 shown.add(w)
     if written:
         folder = {str(Path(p).parent) for p in written}
         console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
-
-
-def _run_table(title: str, columns: tuple[str, ...]) -> Table:
-    """A table of measured points: the point and validity left, figures right."""
-    table = Table(title=title, title_justify="left")
-    for col in columns:
-        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
-    return table
 
 
 def _cost_table(title: str, columns: tuple[str, ...]) -> Table:
@@ -106,81 +79,8 @@ def _cost_table(title: str, columns: tuple[str, ...]) -> Table:
     return table
 
 
-def _measured(table: Table, outcomes: list[PointOutcome]):
-    """(outcome, result, metrics) of each measured point; a failed one gets its row of dashes here."""
-    for o in outcomes:
-        if o.result is None:
-            continue
-        if o.result.status == "failed":
-            table.add_row(o.point.label(), *["-"] * (len(table.columns) - 2), "[red]failed[/red]")
-            continue
-        yield o, o.result, o.result.metrics
-
-
-def _valid_cell(r) -> str:
-    return "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
-
-
-def _serve_table(console, outcomes: list[PointOutcome]) -> None:
-    server = next((o.result.environment.get("server_name") for o in outcomes
-                   if o.result is not None and o.result.status == "ok"), None)
-    table = _run_table(f"tpubench run: serving{f' ({server})' if server else ''}",
-                       ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "ITL p50 ms", "output tok/s (95% CI)",
-                        "req/s", "goodput req/s", "failed", "valid"))
-    for o, r, m in _measured(table, outcomes):
-        table.add_row(o.point.label(), f"{ms(m.get('ttft_p50_s'))} / {ms(m.get('ttft_p99_s'))}",
-                      f"{ms(m.get('tpot_p50_s'))} / {ms(m.get('tpot_p99_s'))}", ms(m.get("itl_p50_s")),
-                      _rate_with_ci(m, "output_tokens_per_s"), _number(m.get("requests_per_s"), ".2f"),
-                      _number(m.get("goodput_requests_per_s"), ".2f"), _number(m.get("requests_failed"), ".0f"),
-                      _valid_cell(r))
-    console.print(table)
-
-
-def _rate_with_ci(m: dict, name: str) -> str:
-    return units.with_half_width(m.get(name), m.get(f"{name}_ci95_high"), missing=MISSING)
-
-
 def _number(value, fmt: str) -> str:
     return units.fixed(value, fmt, MISSING)
-
-
-def _generate_table(console, outcomes: list[PointOutcome]) -> None:
-    table = _run_table("tpubench run", ("point", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "output tok/s (95% CI)",
-                                        "prefill tok/s", "MFU / MBU", "peak mem", "compile s", "valid"))
-    for o, r, m in _measured(table, outcomes):
-        table.add_row(
-            o.point.label(),
-            f"{ms(m.get('ttft_p50_s'))} / {ms(m.get('ttft_p99_s'))}",
-            f"{ms(m.get('tpot_p50_s'))} / {ms(m.get('tpot_p99_s'))}",
-            _rate_with_ci(m, "output_tokens_per_s"),
-            f"{m.get('prefill_tokens_per_s', math.nan):,.0f}",
-            f"{percent(m.get('prefill_mfu'))} / {percent(m.get('decode_mbu'))}",
-            human_bytes(m.get("peak_memory_bytes")),
-            f"{r.timing.get('compile_s', math.nan):.2f}",
-            _valid_cell(r),
-        )
-    console.print(table)
-
-
-def _train_label(o: PointOutcome) -> str:
-    """The point's label with the precision that ran (a float32 scale trains in fp32)."""
-    label = o.point.label()
-    ran = (getattr(o.result, "training", None) or {}).get("precision") if o.result is not None else None
-    asked = o.point.params.get("precision")
-    return label.replace(asked, ran, 1) if ran and asked and ran != asked else label
-
-
-def _train_table(console, outcomes: list[PointOutcome]) -> None:
-    table = _run_table("tpubench run: training", ("point", "step p50 ms", "train tok/s (95% CI)", "tok/s per chip",
-                                                  "MFU", "loss first → last", "peak mem", "compile s", "valid"))
-    for o, r, m in _measured(table, outcomes):
-        first, last = m.get("loss_first"), m.get("loss_last")
-        loss = "-" if first is None or last is None else f"{first:.3f} → {last:.3f}"
-        table.add_row(_train_label(o), ms(m.get("step_p50_s")), _rate_with_ci(m, "train_tokens_per_s"),
-                      _number(m.get("train_tokens_per_s_per_chip"), ",.1f"), percent(m.get("mfu")), loss,
-                      human_bytes(m.get("peak_memory_bytes")), _number(r.timing.get("compile_s"), ".2f"),
-                      _valid_cell(r))
-    console.print(table)
 
 
 def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_only: bool = False) -> None:
@@ -207,9 +107,9 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     prices take part only where no unflagged one exists (all with `include_flagged`), marked. An
     invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
     neither is a cost made of them."""
-    from tpubench.cost import PRICE_NOTES, price_results
-    from tpubench.pricing import load_prices
-    from tpubench.results import load_results
+    from tpubench.money.cost import PRICE_NOTES, price_results
+    from tpubench.money.pricing import load_prices
+    from tpubench.output.frames import load_results
 
     df = load_results(paths)
     df = df[df["status"] == "ok"]
@@ -264,7 +164,7 @@ def _train_cost_table(console, priced):
                         ("point", "priced as", "plan", "train tok/s per chip", "$/M training tokens (95% CI)"))
     best = priced.sort_values("train_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     for _, r in best.iterrows():
-        table.add_row(f"b{r['batch_size']} seq{r['input_length']} {r['device']}", _priced_as(r), str(r["plan"]),
+        table.add_row(escape(_priced_label(r)), _priced_as(r), str(r["plan"]),
                       _number(r.get("train_tokens_per_s_per_chip"), ",.1f"),
                       f"{_usd(r['train_usd_per_mtok'])} ({_usd(r['train_usd_per_mtok_ci95_low'])}"
                       f"-{_usd(r['train_usd_per_mtok_ci95_high'])})")
@@ -280,17 +180,8 @@ def _priced_as(r) -> str:
 
 
 def _priced_label(r) -> str:
-    """A priced row's point, as short as the run table names it."""
-    def length(v):
-        return "~" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{int(v)}"
-
-    lengths = f"in{length(r['input_length'])} out{length(r['output_length'])}"
-    if r.get("scenario_kind") == "serve":
-        rate = r.get("request_rate")
-        load = f"c{int(r['concurrency'])}" if r.get("concurrency") == r.get("concurrency") and \
-            r.get("concurrency") is not None else f"rate {rate:g}/s" if rate is not None else "?"
-        return f"{load} {lengths} {r.get('server_name') or 'server'}"
-    return f"b{r['batch_size']} {lengths} {r['device']}"
+    """A priced row's point, as short as its scenario names it."""
+    return row_label(r)
 
 
 def _usd(value) -> str:

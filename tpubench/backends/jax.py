@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from tpubench.backends.base import Availability
-from tpubench.environment import cpu_model_name, device_chips
+from tpubench.hardware.environment import cpu_model_name, device_chips
 from tpubench.errors import UserError
 
 _JAX_PLATFORMS = ("cpu", "gpu", "tpu")

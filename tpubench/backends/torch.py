@@ -17,8 +17,8 @@ import warnings
 from typing import Any
 
 from tpubench.backends.base import Availability
-from tpubench.environment import cpu_model_name, device_chips
-from tpubench.host_accelerators import ec2_instance_type
+from tpubench.hardware.environment import cpu_model_name, device_chips
+from tpubench.hardware.host_accelerators import ec2_instance_type
 
 # Which package provides each out-of-tree device, and how to get it.
 _PACKAGES = {

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from tpubench.errors import ExternalFailure, UserError
-from tpubench.results import SAME_POINT_KEYS, RunResult, read_results, write_new_file
+from tpubench.output.frames import SAME_POINT_KEYS
+from tpubench.records.result import RunResult, read_results, write_new_file
 
 _OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 

@@ -11,15 +11,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from tpubench import __version__
+from tpubench.version import __version__
 from tpubench.errors import ExternalFailure, UserError
 from tpubench.launch import skypilot
 from tpubench.launch.plan import DEFAULT_SETUP_S, TargetPlan, plan_target
 from tpubench.launch.targets import Target, resolve_targets
 from tpubench.launch.tasks import (Bucket, build_task, job_name, new_launch_id, parse_bucket, read_manifests,
                                    remote_workload, source_checkout, task_header, write_manifest, write_task)
-from tpubench.results import now_iso, replace_file
-from tpubench.workload import check_sweep_size, load_workload, scale_names, with_layout
+from tpubench.records.result import now_iso, replace_file
+from tpubench.run.sweep import check_sweep_size, scale_names
+from tpubench.run.workload import load_workload
+from tpubench.run.overrides import with_layout
 
 FAILED_STATES = ("FAILED", "FAILED_SETUP", "FAILED_PRECHECKS", "FAILED_NO_RESOURCE", "FAILED_CONTROLLER")
 
@@ -64,7 +66,7 @@ class Prepared:
 def prepare(workload_path: Path, options: LaunchOptions, tasks_dir: Path, *, dry_run: bool = False) -> Prepared:
     """Everything short of launching: targets priced, plans, task files and the manifest written
     (`dry_run` is recorded: `collect` then looks for results of tasks launched by hand)."""
-    from tpubench.pricing import load_prices
+    from tpubench.money.pricing import load_prices
 
     source = str(workload_path)
     workload = load_workload(workload_path)
@@ -121,8 +123,8 @@ def _layout_args(options: LaunchOptions) -> list[str]:
 
 def _history(results_dir: Path | None, workload_name: str) -> dict[str, dict[str, float]]:
     """accelerator -> point key -> median seconds a finished point of this workload took there."""
-    from tpubench.accelerators import normalize_accelerator
-    from tpubench.results import read_results
+    from tpubench.hardware.accelerators import normalize_accelerator
+    from tpubench.records.result import read_results
 
     if results_dir is None or not Path(results_dir).is_dir():
         return {}

@@ -11,10 +11,14 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from tpubench.accelerators import chip_memory_bytes
+from tpubench.hardware.accelerators import chip_memory_bytes
 from tpubench.errors import UserError
+from tpubench.scenarios.registry import point_label, scenario_of
 from tpubench.launch.targets import Target
-from tpubench.workload import FULL_SCALE, RunPoint, Workload, expand
+from tpubench.spec.sections import FULL_SCALE
+from tpubench.spec.point import RunPoint
+from tpubench.run.workload import Workload
+from tpubench.run.sweep import expand
 
 # The estimate's allowances (seconds), beside each point's own measurement.max_seconds: building
 # or loading the model, and compiling it; plus, once per target, provisioning and installing.
@@ -64,9 +68,7 @@ def plan_target(workload: Workload, source: str, target: Target, *, remote_workl
     keys to seconds the same point took before on this accelerator (used before the bound)."""
     scale = default_scale(workload, target, scale)
     points = expand(workload, scale, source=source)
-    if any(p.scenario_kind == "serve" and p.params["server"].get("url") for p in points):
-        raise UserError("a server at a URL is not on the launched machine: give scenario.server.launch so "
-                        "tpubench starts the server there", where=source, field="scenario.server.url")
+    scenario_of(workload.scenario.kind).check_launch(points, source)
     warnings = _fit_warnings(points, target, source)
     num_nodes = nodes_needed(points, target, source)
     base = ["tpubench", "run", remote_workload, "--device", target.device, "--scale", scale,
@@ -145,29 +147,28 @@ def expected_hours(points: list[RunPoint], setup_s: float, history_s: dict[str, 
 def _fit_warnings(points: list[RunPoint], target: Target, source: str) -> list[str]:
     """The weights alone against a chip's memory: a point that cannot fit fails there after
     provisioning, so say it here (and refuse a target where no point fits)."""
-    from tpubench.roofline import ModelShape, bytes_per_element
+    from tpubench.hardware.roofline import ModelShape, bytes_per_element
 
     memory = chip_memory_bytes(target.accelerator)
     if memory is None or target.device == "cpu":
         return []
     too_big = []
-    for p in points:
-        if p.scenario_kind == "serve":
-            continue   # the server shards its own model
+    held = [(p, scenario_of(p.scenario_kind).weight_shards(p)) for p in points]
+    held = [(p, shards) for p, shards in held if shards is not None]   # not a server's model
+    for p, shards in held:
         try:
             weights = ModelShape.from_config(p.family, p.model_config).total_params * bytes_per_element(p.dtype)
         except (UserError, KeyError, TypeError, ValueError):
             return []
-        shards = p.world_size if (p.scenario_kind != "train" or p.params.get("fsdp")) else 1
         per_chip = weights / shards
         if per_chip > 0.9 * memory:
             too_big.append((p, per_chip))
     if not too_big:
         return []
     p, per_chip = too_big[0]
-    message = (f"{p.label()}: the {p.dtype} weights alone need {per_chip / GiB:.1f} GiB per chip, a "
+    message = (f"{point_label(p)}: the {p.dtype} weights alone need {per_chip / GiB:.1f} GiB per chip, a "
                f"{target.accelerator} chip has {memory / GiB:.1f} GiB")
-    if len(too_big) == len([p for p in points if p.scenario_kind != "serve"]):
+    if len(too_big) == len(held):
         chips = math.ceil(per_chip * p.world_size / (0.9 * memory))
         raise UserError(f"{target.spec}: no point fits: {message}; shard it over at least {chips} chips "
                         "(--tensor-parallel or --expert-parallel N; training: --data-parallel N --fsdp)",

@@ -34,7 +34,7 @@ def render_launch_plan(console, prepared) -> None:
     bases = sorted({p.hours_basis for p in prepared.plans})
     console.print(f"expected hours: setup once per target, then per point: {'; '.join(bases)}. "
                   "SkyPilot's jobs controller (a small CPU VM) is not included.")
-    from tpubench.pricing import STALE_AFTER_DAYS, price_age_days
+    from tpubench.money.pricing import STALE_AFTER_DAYS, price_age_days
 
     dates = sorted({p.target.priced_as["as_of"] for p in prepared.plans if p.target.priced_as["usd_per_hour"] is not None})
     old = [f"{d} ({price_age_days(d)} days)" for d in dates if price_age_days(d) > STALE_AFTER_DAYS]

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tpubench.accelerators import CPU_ARM, CPU_X86
+from tpubench.hardware.accelerators import CPU_ARM, CPU_X86
 from tpubench.errors import UserError
-from tpubench.pricing import did_you_mean, prefer_unflagged
+from tpubench.money.pricing import did_you_mean, prefer_unflagged
 
 # Price-table accelerator names -> SkyPilot's accelerator names (TPUs are named by slice instead).
 SKYPILOT_ACCELERATORS = {

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import yaml
 
-from tpubench import __version__
+from tpubench.version import __version__
 from tpubench.errors import UserError
+from tpubench.scenarios.registry import scenario_of
 from tpubench.launch.plan import RESULTS_MOUNT, WORKLOAD_DIR, TargetPlan
 from tpubench.launch.targets import Target
-from tpubench.results import replace_file
+from tpubench.records.result import replace_file
 
 # `tpubench[extra]` per device; TorchNeuron comes from AWS's own package index.
 EXTRAS = {"tpu": "tpu", "cuda": "cuda", "neuron": "neuron", "cpu": None}
@@ -98,10 +99,11 @@ def package_spec(extras: list[str], install: str | None, checkout: Path | None) 
                     "extras are added to it", field="--install")
 
 
-def install_lines(target: Target, install: str | None, checkout: Path | None, serve: bool = False) -> list[str]:
-    """The setup section: a venv with tpubench and the device's extra (and `serve` for serving
-    workloads: the streaming client and `transformers serve`)."""
-    extras = [e for e in (EXTRAS[target.device], "serve" if serve else None) if e]
+def install_lines(target: Target, install: str | None, checkout: Path | None,
+                  scenario_extras: tuple[str, ...] = ()) -> list[str]:
+    """The setup section: a venv with tpubench, the device's extra and the extras the workload's
+    scenario needs (serve: the streaming client and `transformers serve`)."""
+    extras = [e for e in (EXTRAS[target.device], *scenario_extras) if e]
     index = [f"--extra-index-url {NEURON_INDEX}"] if target.device == "neuron" else []
     return ["set -euo pipefail",
             "python3 -m venv ~/tpubench-venv",
@@ -131,8 +133,8 @@ def build_task(plan: TargetPlan, *, workload_name: str, workload_path: Path, buc
         remote_workload(workload_name, "~"): str(workload_path.resolve()),
         RESULTS_MOUNT: {"source": bucket.root, "mode": "MOUNT"},
     }
-    serve = any(p.scenario_kind == "serve" for p in plan.points)
-    task["setup"] = "\n".join(install_lines(t, install, checkout, serve)) + "\n"
+    extras = tuple(dict.fromkeys(e for p in plan.points for e in scenario_of(p.scenario_kind).launch_extras))
+    task["setup"] = "\n".join(install_lines(t, install, checkout, extras)) + "\n"
     task["run"] = "\n".join(["set -uo pipefail", ". ~/tpubench-venv/bin/activate",
                              f"mkdir -p {bucket.mounted(launch_id, t.slug)}", *plan.run_lines]) + "\n"
     return task

@@ -1,25 +1,37 @@
-"""Scenarios: what a run point measures, behind one small Protocol (docs/extending/scenario.md).
+"""Scenarios: what a run point measures, each kind one package behind the Protocol below
+(docs/extending/scenario.md), all of them listed once in `tpubench.scenarios.registry`.
 
-The runner expands the sweep, writes results and survives failures; it does not know what a
-scenario does inside. A scenario says which points cannot run here (before anything runs), opens
-what its points share (a model, saved weights, a server) for the length of the sweep, always
-releasing it, and measures one point into a RunResult. Adding a kind is one module and one line
-in SCENARIOS; every result carries its kind (`point.scenario_kind`).
+A scenario package holds everything of its kind: its workload section (`schema`), the checks of a
+workload no schema can express, its sweep axes and points, the label of a point, the columns of
+its run table, and, in the module named by `measurement`, how a point is measured. Shared code
+(workload loading, the runner, the console, cost, reports, compare, launch) asks the registry for
+the scenario of a point or row and calls the Protocol; it never names a kind.
+
+The description (everything but `measurement`) imports no framework: the cost and report layers
+use it. The measurement module is imported only when points run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Protocol
+from typing import Any, Callable, ContextManager, Mapping, Protocol
 
-from tpubench.results import RunResult
-from tpubench.scenarios.generate import GenerateScenario
-from tpubench.scenarios.serve import ServeScenario
-from tpubench.scenarios.train import TrainScenario
-from tpubench.workload import RunPoint
+from pydantic import BaseModel
+
+from tpubench.records.result import RunResult
+from tpubench.spec.point import RunPoint
 
 # Measures one point; `base` holds the identity fields of its RunResult (point, environment, ...).
 MeasurePoint = Callable[[RunPoint, dict], RunResult]
+
+
+class FieldProblem(ValueError):
+    """A workload value a scenario refuses after the schema accepted it: `loc` is the value's path
+    in the file (the loader turns it into file:line and field), `message` says why."""
+
+    def __init__(self, loc: tuple, message: str):
+        super().__init__(message)
+        self.loc, self.message = loc, message
 
 
 @dataclass
@@ -29,13 +41,13 @@ class SweepContext:
     backend: Any                  # the Backend that measures (torch or jax), with its device
     source: str                   # the workload file, for error messages
     peaks: dict                   # roofline peaks per dtype (efficiency.peaks_for)
-    reporter: Any                 # runner.Reporter: progress phases
+    reporter: Any                 # run.runner.Reporter: progress phases
     collective_timeout_s: float   # multi-chip worlds (workload `parallel`)
     user_world: bool              # running under a torchrun the user started
 
 
-class Scenario(Protocol):
-    kind: str
+class Measurement(Protocol):
+    """The module a scenario's `measurement` names."""
 
     def check(self, ctx: SweepContext, points: list[RunPoint]) -> tuple[dict[str, str], dict[str, str]]:
         """Before anything runs: (point key -> why it cannot run here, point key -> a note for its
@@ -43,13 +55,66 @@ class Scenario(Protocol):
         ...
 
     def open(self, ctx: SweepContext, points: list[RunPoint]) -> ContextManager[MeasurePoint]:
-        """What the sweep's points share, held while the sweep runs and always released."""
+        """What the sweep's points share (a model, saved weights, a server), held while the sweep
+        runs and always released."""
         ...
 
-    # A scenario whose points can run on a world of chips (parallel.run_point_in_world) also has
-    # `in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=None) -> RunResult`:
+    # A scenario whose points can run on a world of chips (measure.world.run_point_in_world) also
+    # has `in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=None) -> RunResult`:
     # one rank's part of a point, called by each rank of the world.
 
 
-SCENARIOS: dict[str, Scenario] = {GenerateScenario.kind: GenerateScenario(), ServeScenario.kind: ServeScenario(),
-                                   TrainScenario.kind: TrainScenario()}
+class Scenario(Protocol):
+    kind: str                     # the workload's `scenario.kind`
+    schema: type[BaseModel]       # its `scenario:` section; `kind` is a Literal of `kind`
+    builds_model: bool            # measures a model tpubench builds from the `model` block: the block
+                                  # is required, and roofline peaks and weight-size checks apply
+    layout: tuple[str, ...]       # the `parallel` fields it takes ("tensor", "expert", "data", "fsdp")
+    measurement: str              # the module that measures its points (Measurement)
+    launch_extras: tuple[str, ...]  # pip extras a launched machine needs for it, beyond its device's
+    report_kind: str              # how reports name its stack's kind ('offline', 'serve', ...)
+    warn_once: bool               # its warnings are about the whole sweep (a server's): shown once
+    options: tuple[str, ...]      # run options of its own (`server_url`: tpubench run --server-url)
+
+    def with_option(self, workload, name: str, value):
+        """The workload with one of its `options` set (run.overrides.with_option checks the name)."""
+        ...
+
+    def check_workload(self, workload, scale: str, config: dict) -> None:
+        """After the shared checks of one scale (its resolved model `config`, {} without a model):
+        raise FieldProblem for a value this kind cannot run."""
+        ...
+
+    def sweep_axes(self, workload, scale: str) -> dict[str, list]:
+        """Every sweep axis of one scale with its values (a scalar is an axis of one value)."""
+        ...
+
+    def points(self, workload, scale: str, axes: dict[str, list], source: str) -> list[RunPoint]:
+        """The cartesian product of `axes` as resolved run points."""
+        ...
+
+    def label(self, point: RunPoint) -> str:
+        """The point in a few words, as the progress bar and run table show it."""
+        ...
+
+    def pair_label(self, point: Mapping) -> str:
+        """A result's point (its `point` dict) in words that tell it from its neighbours in a
+        comparison: its shape or load, layout and dtype."""
+        ...
+
+    def row_label(self, row: Mapping) -> str:
+        """A priced result row (one per result and price) as the cost table names it."""
+        ...
+
+    def weight_shards(self, point: RunPoint) -> int | None:
+        """Over how many chips the point's weights are split; None when tpubench does not hold
+        them (a server's model)."""
+        ...
+
+    def check_launch(self, points: list[RunPoint], source: str) -> None:
+        """Raise UserError for a point that cannot run on a machine `tpubench launch` provisions."""
+        ...
+
+    def run_table(self, outcomes: list) -> Any:
+        """The rich Table of these points' figures (run.runner.PointOutcome, all of this kind)."""
+        ...

@@ -32,7 +32,7 @@ token, and this bounds the memory of an endless stream); a line or event over MA
 fails the request (a stream without newlines would otherwise grow without bound until the
 timeout); a redirect is followed and the URL that served the request kept (`served_url`); every
 text from the server that enters a record is clipped and stored safely (a lone surrogate, valid in
-JSON, cannot be encoded in UTF-8: it is escaped, see tpubench.results.safe_text).
+JSON, cannot be encoded in UTF-8: it is escaped, see tpubench.records.result.safe_text).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from typing import Any, Literal
 import aiohttp
 import yarl
 
-from tpubench.results import safe_text
+from tpubench.records.result import safe_text
 
 _now = time.perf_counter
 _loads = json.loads

@@ -11,7 +11,7 @@ A server is priced as the chips it occupies, not as tpubench's own device: vLLM 
   visible GPU (device_map "auto") unless `--device` names one. A command whose stack is unknown
   uses the visible-device variable (CUDA_VISIBLE_DEVICES, TPU_VISIBLE_CHIPS,
   NEURON_RT_VISIBLE_CORES) when it is set; otherwise its chips are unknown (unpriced, with why).
-- Cross-checked against what the host has (tpubench/host_accelerators.py) and what is visible to
+- Cross-checked against what the host has (tpubench/hardware/host_accelerators.py) and what is visible to
   the server: a command that asks for more chips than that is warned about (other nodes), and
   priced as what it asks for.
 - On Neuron, the parallel sizes and NEURON_RT_VISIBLE_CORES count logical NeuronCores: chips =
@@ -28,8 +28,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpubench.environment import NEURON_LNC_ENV, NEURON_UNCONFIRMED, neuron_logical_cores_per_chip
-from tpubench.host_accelerators import HostAccelerators, host_accelerators
+from tpubench.hardware.environment import NEURON_LNC_ENV, NEURON_UNCONFIRMED, neuron_logical_cores_per_chip
+from tpubench.hardware.host_accelerators import HostAccelerators, host_accelerators
 from tpubench.processes import live_group_members
 
 # Flag spellings per parallel dimension (vLLM's and SGLang's, both accepted from any command).
@@ -186,7 +186,7 @@ def torch_sees_accelerator() -> bool:
 
 
 def _cpu_chips(pid: int | None) -> ServerChips:
-    from tpubench.environment import cpu_model_name
+    from tpubench.hardware.environment import cpu_model_name
 
     cpus = process_group_cpus(pid) if pid else None
     name = cpu_model_name()

@@ -1,0 +1,121 @@
+"""Accelerator names and specs: map what a runtime reports to the canonical names of the price and
+spec tables, and read a chip's peaks. No pandas: the measurement side uses it at run time.
+
+The spec table (data/accelerators.csv) holds per chip, in base units, the peaks and, for the
+chip-to-chip links, `interconnect_bytes_per_s`: the vendor's per-chip figure (all of the chip's
+links together) in bytes/s, and `interconnect_direction`, what that figure counts:
+`bidirectional` (both directions summed, as Google's ICI and NVIDIA's NVLink figures are quoted:
+a chip can send half of it while it receives the other half) or `unstated` (AWS's NeuronLink
+figures say neither). Empty where no public source gives a figure (TPU v4, L4, Inferentia2, CPU).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import re
+from pathlib import Path
+from typing import Iterable
+
+SPECS_FILE = Path(__file__).resolve().parent.parent / "data" / "accelerators.csv"
+CPU_X86 = "CPU x86 vCPU"
+CPU_ARM = "CPU arm vCPU"
+
+# Ordered: the first pattern that matches the lower-cased runtime name wins, so specific names
+# (Trainium2, H100 PCIe, A100 80GB) come before the general ones.
+_ACCELERATOR_PATTERNS = [(re.compile(p), name) for p, name in [
+    (r"tpu[\s_-]*7x|tpu[\s_-]*v7|ironwood", "TPU7x"),
+    (r"tpu[\s_-]*v6[\s_-]*(e\b|lite)|tpu-v6e|trillium", "TPU v6e"),
+    (r"tpu[\s_-]*v5[\s_-]*(e\b|lite)|v5litepod", "TPU v5e"),
+    (r"tpu[\s_-]*v5p?\b", "TPU v5p"),   # JAX names v5p just "TPU v5"
+    (r"tpu[\s_-]*v4", "TPU v4"),
+    (r"tpu[\s_-]*v3", "TPU v3"),
+    (r"tpu[\s_-]*v2", "TPU v2"),
+    (r"trainium[\s_-]*2|\btrn2", "Trainium2"),
+    (r"trainium|\btrn1", "Trainium"),
+    (r"inferentia[\s_-]*2|\binf2", "Inferentia2"),
+    (r"\bgb300\b", "GB300"),
+    (r"\bgb200\b", "GB200"),
+    (r"\bb300\b", "B300"),
+    (r"\bb200\b", "B200"),
+    (r"\bh200\b", "H200"),
+    (r"\bh100\b.*\bpcie\b", "H100 PCIe"),
+    (r"\bh100\b.*\bnvl\b", "H100 NVL"),
+    (r"\bh100\b", "H100"),
+    (r"\ba100\b.*80\s*gb", "A100 80GB"),
+    (r"\ba100\b", "A100 40GB"),          # the GCP/AWS catalogs' plain "A100" is the 40GB part
+    (r"\bl40s\b", "L40S"),
+    (r"\bl4\b", "L4"),
+    (r"\ba10g\b", "A10G"),
+]]
+_ARM_CPU = re.compile(r"\barm|aarch64|neoverse|graviton|ampere|axion|apple m\d|cortex")
+_VENDOR_PREFIX = re.compile(r"^(nvidia|aws|google|amd|intel)\s+", re.I)
+
+
+def normalize_accelerator(raw_name: str | None, device: str | None = None,
+                          known: Iterable[str] | None = None) -> str | None:
+    """The canonical accelerator name the price table uses, or None when there is none.
+
+    'NVIDIA H100 80GB HBM3' -> 'H100', 'TPU v6 lite' -> 'TPU v6e', 'TPU v5 lite' -> 'TPU v5e',
+    any x86 CPU on device 'cpu' -> 'CPU x86 vCPU'. An Arm CPU maps to 'CPU arm vCPU' only when
+    `known` (the priced accelerators) has such a row. A name in `known` matches itself.
+
+    A name that names an accelerator wins over `device`: `device` is where tpubench ran, and a
+    serve result measures a server elsewhere (a URL server declared `H100` measured from a
+    CPU-only client has device 'cpu' and is an H100); a CPU's name (Xeon, EPYC, 'CPU ...') is a
+    CPU whatever the device (a CPU server tpubench started on a GPU host).
+    """
+    name = " ".join(str(raw_name or "").split())
+    low = name.lower()
+    dev = (device or "").lower()
+    known_set = set(known or ())
+    for pattern, canonical in _ACCELERATOR_PATTERNS:
+        if pattern.search(low):
+            return canonical
+    if dev == "cpu" or low.startswith("cpu") or "xeon" in low or "epyc" in low:
+        if _ARM_CPU.search(low):
+            return CPU_ARM if CPU_ARM in known_set else None
+        return CPU_X86
+    if dev == "mps":
+        return None
+    if known_set:
+        bare = _VENDOR_PREFIX.sub("", name).lower()
+        for k in known_set:
+            if k.lower() in (low, bare):
+                return k
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _specs() -> dict[str, dict[str, str]]:
+    with open(SPECS_FILE, newline="", encoding="utf-8") as fh:
+        return {row["accelerator"]: row for row in csv.DictReader(fh)}
+
+
+def interconnect_send_bytes_per_s(figure: float | None, direction: str | None) -> float | None:
+    """What one chip can send per second over all its links: half a bidirectional figure; an
+    `unstated` one taken whole, the most it could mean, so a time floor from it stays a floor."""
+    if figure is None or not figure > 0:
+        return None
+    return figure / 2 if (direction or "").strip().lower() == "bidirectional" else figure
+
+
+def chip_memory_bytes(canonical: str | None) -> int | None:
+    """Memory of one chip from the shipped spec table (None when the table has no figure)."""
+    value = _specs().get(canonical or "", {}).get("memory_bytes")
+    return int(value) if value else None
+
+
+def chip_peaks(canonical: str | None) -> dict[str, float] | None:
+    """Peak dense bf16 FLOP/s and memory bytes/s of one chip, from the shipped spec table, with
+    its interconnect figure (None where the table has none) and the send bandwidth that implies."""
+    row = _specs().get(canonical or "")
+    if not row or not row.get("peak_bf16_flops") or not row.get("memory_bandwidth_bytes_per_s"):
+        return None
+    link = float(row["interconnect_bytes_per_s"]) if row.get("interconnect_bytes_per_s") else None
+    direction = row.get("interconnect_direction") or None
+    return {"peak_bf16_flops": float(row["peak_bf16_flops"]),
+            "memory_bandwidth_bytes_per_s": float(row["memory_bandwidth_bytes_per_s"]),
+            "interconnect_bytes_per_s": link, "interconnect_direction": direction,
+            "interconnect_send_bytes_per_s": interconnect_send_bytes_per_s(link, direction),
+            "source": row.get("source", "")}

@@ -1,0 +1,637 @@
+"""Price tables: load and validate CSVs, layer user files over the shipped table, add a discount,
+map runtime device names to priced accelerators, and import SkyPilot catalogs.
+
+A price file is a CSV with the columns in `COLUMNS`; one row per (cloud, region, instance_type)
+with USD per hour for the *whole instance* in each plan column (a TPU slice is priced whole; a CPU
+VM counts vCPUs as its chips). Empty plan cells mean "not offered / not known".
+
+In memory prices are long: one row per (cloud, region, instance_type, plan), so every price keeps
+its own source and `as_of` date even when a user file only adds a negotiated 1-year rate to a row
+that the shipped table already has.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import math
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from tpubench.hardware.accelerators import CPU_ARM, CPU_X86, normalize_accelerator  # noqa: F401 (re-exported)
+from tpubench.records.csv_safety import neutralize_frame
+from tpubench.errors import UserError
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+SHIPPED_PRICES = DATA_DIR / "prices.csv"
+SHIPPED_UNPRICED = DATA_DIR / "unpriced.csv"
+SHIPPED_ACCELERATORS = DATA_DIR / "accelerators.csv"
+
+KEY_COLUMNS = ("cloud", "region", "instance_type")
+INSTANCE_COLUMNS = ("accelerator", "chips_per_instance")
+PLANS = ("on_demand", "spot", "commit_1y", "commit_3y")
+PROVENANCE_COLUMNS = ("source", "as_of")
+# Optional: true marks a row whose prices are suspect (as a "[FLAG: ...]" note in its source does).
+FLAG_COLUMN = "flagged"
+COLUMNS = KEY_COLUMNS + INSTANCE_COLUMNS + PLANS + PROVENANCE_COLUMNS + (FLAG_COLUMN,)
+REQUIRED_COLUMNS = KEY_COLUMNS + ("as_of",)
+
+# Columns of the long table every other module reads.
+LONG_COLUMNS = [
+    "cloud", "region", "instance_type", "accelerator", "chips_per_instance", "plan",
+    "usd_per_instance_hour", "usd_per_chip_hour", "source", "as_of", "origin", "flagged", "flag_reason",
+]
+# A source note that flags its row, as the shipped table writes it: "[FLAG: GPU SKU mismatch ...]".
+_FLAG_NOTE = re.compile(r"\[FLAG:?\s*([^\]]*)\]", re.IGNORECASE)
+_TRUE_WORDS = {"true", "yes", "1", "y"}
+_FALSE_WORDS = {"false", "no", "0", "n"}
+
+STALE_AFTER_DAYS = 180
+
+
+# ----------------------------------------------------------------------------- dates
+
+
+def today_utc() -> date:
+    return datetime.now(timezone.utc).date()
+
+
+def price_age_days(as_of: str | date, today: date | None = None) -> int:
+    """Whole days between a price's `as_of` date and `today` (UTC today when not given)."""
+    d = as_of if isinstance(as_of, date) else date.fromisoformat(str(as_of))
+    return ((today or today_utc()) - d).days
+
+
+def stale_price_warnings(prices: pd.DataFrame, today: date | None = None,
+                         max_age_days: int = STALE_AFTER_DAYS) -> list[str]:
+    """One warning per `as_of` date older than `max_age_days`, counting the prices it covers."""
+    if prices.empty:
+        return []
+    today = today or today_utc()
+    out = []
+    for as_of, group in prices.groupby("as_of", sort=True):
+        age = price_age_days(as_of, today)
+        if age > max_age_days:
+            rows = group[list(KEY_COLUMNS)].drop_duplicates()
+            out.append(f"{len(rows)} instance price row(s) dated {as_of} are {age} days old "
+                       f"(over {max_age_days}): check them against the clouds' pricing pages")
+    return out
+
+
+# ----------------------------------------------------------------------------- reading files
+
+
+@dataclass
+class _Instance:
+    accelerator: str
+    chips_per_instance: int
+    origin: str
+
+
+@dataclass
+class _Price:
+    usd_per_instance_hour: float
+    source: str
+    as_of: str
+    origin: str
+    flag_reason: str = ""      # why the price is suspect; "" when it is not flagged
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _read_rows(path: Path) -> tuple[int, list[str], list[tuple[int, list[str]]]]:
+    """Header line number, header, and (line number, cells) for every non-blank row."""
+    if not path.is_file():
+        raise UserError("no such price file", where=str(path))
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read price file: {exc}", where=str(path)) from None
+    reader = csv.reader(text.splitlines(keepends=True))
+    header: list[str] | None = None
+    header_line = 0
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        for cells in reader:
+            if not any(c.strip() for c in cells):
+                continue
+            # reader.line_num is the line where this record ends: where a user looks for it.
+            if header is None:
+                header, header_line = [c.strip() for c in cells], reader.line_num
+            else:
+                rows.append((reader.line_num, cells))
+    except csv.Error as exc:
+        raise UserError(f"CSV syntax error: {exc}", where=f"{path}:{reader.line_num}") from None
+    if header is None:
+        raise UserError("the price file is empty; expected a header row with " + ", ".join(COLUMNS),
+                        where=str(path))
+    return header_line, header, rows
+
+
+def _check_header(path: Path, header_line: int, header: list[str]) -> None:
+    where = f"{path}:{header_line}"
+    seen = set()
+    for col in header:
+        if col in seen:
+            raise UserError("column appears twice in the header", where=where, field=col)
+        seen.add(col)
+        if col not in COLUMNS:
+            # Most often a plan name of the user's own (e.g. "reserved"): say which plans exist.
+            raise UserError(f"unknown column{did_you_mean(col, COLUMNS)}; price plans are {', '.join(PLANS)} "
+                            f"(a percentage off is --discount), other columns "
+                            f"{', '.join(KEY_COLUMNS + INSTANCE_COLUMNS + PROVENANCE_COLUMNS + (FLAG_COLUMN,))}",
+                            where=where, field=col)
+    for col in REQUIRED_COLUMNS:
+        if col not in seen:
+            raise UserError("missing column", where=where, field=col)
+    if not any(p in seen for p in PLANS):
+        raise UserError(f"no price column; add at least one of {', '.join(PLANS)}", where=where)
+
+
+def _parse_number(text: str, where: str, field: str, what: str) -> float | None:
+    """None for an empty cell, else a finite float; anything else names file, row and column."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"'{text}' is not a number ({what})", where=where, field=field) from None
+    if not math.isfinite(value):
+        raise UserError(f"'{text}' is not a finite number ({what})", where=where, field=field)
+    return value
+
+
+def _parse_positive_price(text: str, where: str, field: str) -> float | None:
+    value = _parse_number(text, where, field, "USD per instance-hour")
+    if value is not None and value <= 0:
+        raise UserError(f"price must be a positive number of USD per instance-hour, got {text.strip()} "
+                        "(leave the cell empty when a plan is not offered)", where=where, field=field)
+    return value
+
+
+def _parse_chips(text: str, where: str) -> int | None:
+    value = _parse_number(text, where, "chips_per_instance", "chips")
+    if value is not None and (value < 1 or value != int(value)):
+        raise UserError(f"chips per instance must be a whole number >= 1, got {text.strip()}",
+                        where=where, field="chips_per_instance")
+    return None if value is None else int(value)
+
+
+def _parse_as_of(text: str, where: str, today: date) -> str:
+    text = text.strip()
+    try:
+        d = date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"'{text}' is not an ISO date (YYYY-MM-DD)", where=where, field="as_of") from None
+    if d > today:
+        raise UserError(f"date {text} is in the future", where=where, field="as_of")
+    return d.isoformat()
+
+
+def _parse_flagged(text: str, where: str) -> bool | None:
+    """None for an empty cell, else the boolean the cell spells."""
+    word = text.strip().lower()
+    if not word:
+        return None
+    if word in _TRUE_WORDS | _FALSE_WORDS:
+        return word in _TRUE_WORDS
+    raise UserError(f"'{text.strip()}' is not true or false", where=where, field=FLAG_COLUMN)
+
+
+def _row_flag_reason(flagged: bool | None, source: str) -> str:
+    """Why a file row's prices are flagged: its `flagged` cell, else its source's [FLAG: ...] notes.
+    An explicit `flagged` false clears the source's notes (the user vouches for the row)."""
+    if flagged is False:
+        return ""
+    notes = [m.strip() for m in _FLAG_NOTE.findall(source)]
+    if notes:
+        return "; ".join(n for n in notes if n) or "flagged in its source"
+    return "flagged in the price file" if flagged else ""
+
+
+def _flag_spot_above_on_demand(prices: dict) -> None:
+    """Spot dearer than on-demand for one instance means one of them is not the instance's price
+    (a SKU mismatch in the catalog): flag both, and every price of the file rows they came from
+    (a price already flagged keeps its own reason)."""
+    for key in {k for k, _ in prices}:
+        on_demand, spot = prices.get((key, "on_demand")), prices.get((key, "spot"))
+        if on_demand is None or spot is None or spot.usd_per_instance_hour <= on_demand.usd_per_instance_hour:
+            continue
+        reason = (f"spot {spot.usd_per_instance_hour:g} above on-demand {on_demand.usd_per_instance_hour:g} "
+                  "USD/h (SKU mismatch suspected)")
+        origins = {on_demand.origin, spot.origin}
+        for plan in PLANS:
+            price = prices.get((key, plan))
+            if price is not None and price.origin in origins and not price.flag_reason:
+                price.flag_reason = reason
+
+
+def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
+    """Validate one price file and layer its rows over `instances` / `prices` (later wins per cell)."""
+    header_line, header, rows = _read_rows(path)
+    _check_header(path, header_line, header)
+    seen_keys: dict[tuple, int] = {}
+    for line, cells in rows:
+        where = f"{path}:{line}"
+        if len(cells) != len(header):
+            raise UserError(f"row has {len(cells)} fields but the header has {len(header)}", where=where)
+        cell = {col: value.strip() for col, value in zip(header, cells)}
+        for col in KEY_COLUMNS:
+            if not cell[col]:
+                raise UserError("empty; every row names its cloud, region and instance_type",
+                                where=where, field=col)
+        key = (cell["cloud"].lower(), cell["region"], cell["instance_type"])
+        if key in seen_keys:
+            raise UserError(f"duplicate row: line {seen_keys[key]} already prices {'/'.join(key)}",
+                            where=where, field="instance_type")
+        seen_keys[key] = line
+
+        accelerator = cell.get("accelerator", "")
+        chips = _parse_chips(cell.get("chips_per_instance", ""), where)
+        known = instances.get(key)
+        if known is None:
+            if not accelerator:
+                raise UserError("required for an instance no earlier price file defines",
+                                where=where, field="accelerator")
+            if chips is None:
+                raise UserError("required for an instance no earlier price file defines",
+                                where=where, field="chips_per_instance")
+            instances[key] = _Instance(accelerator, chips, where)
+        else:
+            if accelerator:
+                known.accelerator = accelerator
+            if chips is not None:
+                known.chips_per_instance = chips
+
+        as_of = _parse_as_of(cell["as_of"], where, today)
+        source = cell.get("source", "") or f"user price file {path}"
+        flag_reason = _row_flag_reason(_parse_flagged(cell.get(FLAG_COLUMN, ""), where), source)
+        row_prices = {plan: _parse_positive_price(cell[plan], where, plan) for plan in PLANS if plan in cell}
+        if all(v is None for v in row_prices.values()):
+            raise UserError(f"no price in any plan column ({', '.join(p for p in PLANS if p in cell)})",
+                            where=where)
+        for plan, value in row_prices.items():
+            if value is not None:
+                prices[(key, plan)] = _Price(value, source, as_of, where, flag_reason)
+
+
+def _to_long(instances: dict, prices: dict) -> pd.DataFrame:
+    records = []
+    for (key, plan), p in prices.items():
+        inst = instances[key]
+        records.append({
+            "cloud": key[0], "region": key[1], "instance_type": key[2],
+            "accelerator": inst.accelerator, "chips_per_instance": inst.chips_per_instance,
+            "plan": plan, "usd_per_instance_hour": p.usd_per_instance_hour,
+            "usd_per_chip_hour": p.usd_per_instance_hour / inst.chips_per_instance,
+            "source": p.source, "as_of": p.as_of, "origin": p.origin,
+            "flagged": bool(p.flag_reason), "flag_reason": p.flag_reason,
+        })
+    df = pd.DataFrame.from_records(records, columns=LONG_COLUMNS)
+    df["chips_per_instance"] = df["chips_per_instance"].astype(int)
+    df["flagged"] = df["flagged"].astype(bool)
+    order = {plan: i for i, plan in enumerate(PLANS)}
+    df["_plan_order"] = df["plan"].map(order)
+    df = df.sort_values(["cloud", "instance_type", "region", "_plan_order"], kind="stable")
+    return df.drop(columns="_plan_order").reset_index(drop=True)
+
+
+def load_prices(paths: Sequence[str | Path] = (), *, shipped: bool = True,
+                discount_pct: float | None = None, discount_base: str = "on_demand",
+                today: date | None = None) -> pd.DataFrame:
+    """The long price table: the shipped CSV (unless `shipped=False`) with `paths` layered on top.
+
+    A later file overrides, cell by cell, rows with the same (cloud, region, instance_type): it may
+    add a plan (e.g. a negotiated `commit_1y`) and keep the rest. `discount_pct` adds a plan
+    `<discount_base>-<pct>%` priced at that plan less the percentage.
+    """
+    today = today or today_utc()
+    files = ([SHIPPED_PRICES] if shipped else []) + [Path(p) for p in paths]
+    if not files:
+        raise UserError("no price files given", field="--prices")
+    instances: dict = {}
+    prices: dict = {}
+    for path in files:
+        _merge_file(path, instances, prices, today)
+    _flag_spot_above_on_demand(prices)
+    long = _to_long(instances, prices)
+    if discount_pct is not None:
+        long = apply_discount(long, discount_pct, discount_base)
+    return long
+
+
+def validate_price_files(paths: Sequence[str | Path], *, today: date | None = None) -> dict[str, int]:
+    """Validate files layered over the shipped table (a UserError names file:line and column) and
+    return, per file, how many instance rows it prices after layering."""
+    long = load_prices(paths, today=today)
+    files = long["origin"].str.rsplit(":", n=1).str[0]
+    return {str(p): int(long.loc[files == str(Path(p)), list(KEY_COLUMNS)].drop_duplicates().shape[0])
+            for p in paths}
+
+
+def apply_discount(prices: pd.DataFrame, percent: float, base_plan: str = "on_demand") -> pd.DataFrame:
+    """Add plan `<base_plan>-<percent>%`: every `base_plan` price less `percent` percent."""
+    if not isinstance(percent, (int, float)) or not math.isfinite(percent) or not 0 < percent < 100:
+        raise UserError(f"a discount is a percentage between 0 and 100, got {percent}", field="--discount")
+    if base_plan not in set(prices["plan"]):
+        raise UserError(f"no '{base_plan}' prices to discount; plans present: "
+                        f"{', '.join(plan_names(prices))}", field="--discount")
+    base = prices[prices["plan"] == base_plan].copy()
+    factor = 1 - percent / 100
+    base["plan"] = f"{base_plan}-{percent:g}%"
+    base["usd_per_instance_hour"] *= factor
+    base["usd_per_chip_hour"] *= factor
+    base["source"] = base["source"] + f" less {percent:g}% discount"
+    return pd.concat([prices, base], ignore_index=True)
+
+
+def plan_names(prices: pd.DataFrame) -> list[str]:
+    present = list(pd.unique(prices["plan"]))
+    return [p for p in PLANS if p in present] + [p for p in present if p not in PLANS]
+
+
+def select_plans(prices: pd.DataFrame, plans: Sequence[str] | None) -> pd.DataFrame:
+    """Only the named plans (all when None); an unknown plan name is a UserError."""
+    if not plans:
+        return prices
+    present = plan_names(prices)
+    for plan in plans:
+        if plan not in present:
+            raise UserError(f"unknown plan '{plan}'{did_you_mean(plan, present)}; plans with prices: "
+                            f"{', '.join(present)}", field="--plan")
+    return prices[prices["plan"].isin(list(plans))].reset_index(drop=True)
+
+
+def prices_wide(prices: pd.DataFrame) -> pd.DataFrame:
+    """Back to the CSV layout (one row per instance, a column per plan) for listing or writing."""
+    if prices.empty:
+        return pd.DataFrame(columns=list(COLUMNS))
+    keys = list(KEY_COLUMNS + INSTANCE_COLUMNS)
+    table = prices.pivot_table(index=keys, columns="plan", values="usd_per_instance_hour", aggfunc="first")
+    provenance = prices.groupby(keys, sort=False).agg(
+        source=("source", lambda s: " | ".join(dict.fromkeys(s))),
+        as_of=("as_of", "min"), flagged=("flagged", "any"))
+    wide = table.join(provenance).reset_index()
+    plans = plan_names(prices)
+    for plan in plans:
+        if plan not in wide:
+            wide[plan] = math.nan
+    return wide[keys + plans + ["source", "as_of", FLAG_COLUMN]]
+
+
+def with_flags(prices: pd.DataFrame) -> pd.DataFrame:
+    """`prices` with the `flagged` and `flag_reason` columns (unflagged where a table built by hand
+    lacks them)."""
+    if "flagged" in prices and "flag_reason" in prices:
+        return prices
+    return prices.assign(flagged=prices.get("flagged", False), flag_reason=prices.get("flag_reason", ""))
+
+
+def prefer_unflagged(prices: pd.DataFrame, include_flagged: bool = False) -> pd.DataFrame:
+    """The price rows a choice may use: a flagged row only where no unflagged row prices the same
+    accelerator under the same plan (every row with `include_flagged`). A flagged price is one its
+    source calls suspect (spot above on-demand, a lower bound...): left in, it would win "cheapest"
+    by its error."""
+    prices = with_flags(prices)
+    if include_flagged or prices.empty:
+        return prices
+    flagged = prices["flagged"].astype(bool)
+    honest = set(map(tuple, prices.loc[~flagged, ["accelerator", "plan"]].itertuples(index=False)))
+    covered = pd.Series([(a, p) in honest for a, p in zip(prices["accelerator"], prices["plan"])],
+                        index=prices.index, dtype=bool)
+    return prices[~(flagged & covered)]
+
+
+def flagged_set_aside_note(prices: pd.DataFrame, chosen: pd.DataFrame) -> str | None:
+    """The line saying how many flagged prices `prefer_unflagged` left out, or None."""
+    prices = with_flags(prices)
+    left_out = prices[prices["flagged"].astype(bool) & ~prices.index.isin(chosen.index)]
+    if left_out.empty:
+        return None
+    rows = left_out[list(KEY_COLUMNS)].drop_duplicates()
+    names = ", ".join(sorted(set("/".join(r) for r in rows.astype(str).itertuples(index=False))))
+    return (f"{len(rows)} flagged price row(s) set aside because an unflagged row prices the same accelerator "
+            f"and plan ({names}); --include-flagged lets them compete, marked ⚠")
+
+
+def write_price_csv(wide: pd.DataFrame, path: str | Path) -> Path:
+    path = Path(path)
+    neutralize_frame(wide).to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+# ----------------------------------------------------------------------------- reference tables
+
+
+def load_accelerator_specs(path: str | Path | None = None) -> pd.DataFrame:
+    """Per-chip peaks (FLOP/s, bytes, bytes/s) indexed by canonical accelerator name."""
+    return pd.read_csv(path or SHIPPED_ACCELERATORS).set_index("accelerator")
+
+
+# ----------------------------------------------------------------------------- device names
+
+
+def load_unpriced_notes(path: str | Path | None = None) -> pd.DataFrame:
+    """Instances known to exist but with no public price: why, and where to look."""
+    return pd.read_csv(path or SHIPPED_UNPRICED, dtype=str, keep_default_na=False)
+
+
+def map_accelerators(raw_names: pd.Series, devices: pd.Series, known: Iterable[str]) -> pd.Series:
+    """normalize_accelerator over a column, computed once per distinct (name, device) pair."""
+    known = list(known)
+    pairs = pd.DataFrame({"name": raw_names.astype(object), "device": devices.astype(object)},
+                         index=raw_names.index)
+    distinct = pairs.drop_duplicates()
+    mapping = pd.Series([normalize_accelerator(n, d, known) for n, d in zip(distinct["name"], distinct["device"])],
+                        index=pd.MultiIndex.from_frame(distinct), dtype=object)
+    looked_up = mapping.reindex(pd.MultiIndex.from_frame(pairs))
+    return pd.Series(looked_up.to_numpy(dtype=object), index=raw_names.index, dtype=object)
+
+
+# ----------------------------------------------------------------------------- SkyPilot import
+
+# Catalog values that are not prices (see pricing/README.md).
+_PLACEHOLDER_PRICE = 700.0
+# GCP GPU machines: host row + GPU row. Which GPU row belongs to which host family.
+_GCP_GPU_HOSTS = [
+    (re.compile(r"^a2-highgpu-(\d+)g$"), "A100"),
+    (re.compile(r"^a2-megagpu-(\d+)g$"), "A100"),
+    (re.compile(r"^a2-ultragpu-(\d+)g$"), "A100-80GB"),
+    (re.compile(r"^a3-highgpu-(\d+)g$"), "H100"),
+    (re.compile(r"^a3-megagpu-(\d+)g$"), "H100-MEGA"),
+    (re.compile(r"^a3-ultragpu-(\d+)g$"), "H200"),
+    (re.compile(r"^a4-highgpu-(\d+)g$"), "B200"),
+    (re.compile(r"^g2-standard-(\d+)$"), "L4"),
+]
+_G2_L4_COUNT = {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}
+_GCP_GPU_FAMILY = re.compile(r"^(a\d|g\d)-")          # never priced as a CPU-only VM
+_GCP_ARM_FAMILY = re.compile(r"^(t2a|c4a|n4a)-")
+# TPU slice names count TensorCores for these generations (v5p-8 = 4 chips), chips for the rest.
+_TPU_SLICE = re.compile(r"^tpu-(v2|v3|v4|v5p|v5litepod|v6e)-(\d+)$")
+_TPU_CORES_PER_CHIP = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2, "v5litepod": 1, "v6e": 1}
+_AWS_REGULAR_ZONE = re.compile(r"^[a-z]+\d+-az\d+$")     # zone ids; local zones look like use1-atl2-az1
+
+_GCP_REQUIRED = ("InstanceType", "vCPUs", "AcceleratorName", "AcceleratorCount", "Region",
+                 "AvailabilityZone", "Price", "SpotPrice")
+_AWS_REQUIRED = _GCP_REQUIRED + ("Arch",)
+
+
+def _catalog_price(series: pd.Series) -> pd.Series:
+    """Catalog cells to floats, with placeholders, zeros and empty cells as NaN."""
+    values = pd.to_numeric(series.replace("", math.nan), errors="coerce")
+    return values.where((values > 0) & (values != _PLACEHOLDER_PRICE))
+
+
+def _per_region(zoned: pd.DataFrame) -> pd.DataFrame:
+    """Zone rows -> region rows: on-demand is the region's price (the highest, should zones ever
+    disagree, so a budget never understates it); spot is the lowest across the region's zones."""
+    keys = ["region", "instance_type", "accelerator", "chips_per_instance"]
+    out = zoned.groupby(keys, as_index=False).agg(on_demand=("price", "max"), spot=("spot", "min"))
+    return out.dropna(subset=["on_demand", "spot"], how="all")
+
+
+def _read_catalog(path: Path, required: Sequence[str]) -> pd.DataFrame:
+    if not path.is_file():
+        raise UserError("no such catalog file", where=str(path))
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise UserError(f"not a readable CSV: {str(exc).splitlines()[0]}", where=str(path)) from None
+    for col in required:
+        if col not in df.columns:
+            raise UserError("missing column in the SkyPilot catalog", where=f"{path}:1", field=col)
+    df["price"] = _catalog_price(df["Price"])
+    df["spot"] = _catalog_price(df["SpotPrice"])
+    return df
+
+
+def _whole_count(text: str) -> int | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if value >= 1 and value == int(value) else None
+
+
+def _import_gcp(df: pd.DataFrame, include_cpu: bool) -> pd.DataFrame:
+    hosts = df[df["InstanceType"] != ""]
+    extras = df[df["InstanceType"] == ""]
+    tpus = extras[extras["AcceleratorName"].str.startswith("tpu-")]
+    gpus = extras[~extras["AcceleratorName"].str.startswith("tpu-") & (extras["AcceleratorName"] != "")]
+    parts = []
+
+    # TPU rows price the whole slice; the slice size is in the name.
+    slices = []
+    for _, r in tpus.iterrows():
+        m = _TPU_SLICE.match(r["AcceleratorName"])
+        if not m:
+            continue
+        generation, size = m.group(1), int(m.group(2))
+        chips = max(1, size // _TPU_CORES_PER_CHIP[generation])
+        slices.append({"region": r["Region"], "instance_type": r["AcceleratorName"],
+                       "accelerator": normalize_accelerator(r["AcceleratorName"], "tpu"),
+                       "chips_per_instance": chips, "price": r["price"], "spot": r["spot"]})
+    if slices:
+        parts.append(_per_region(pd.DataFrame(slices)))
+
+    # GPU machines: the host row plus the GPU row of the same zone; both must be real prices.
+    gpu_rows = gpus.assign(count=gpus["AcceleratorCount"].map(_whole_count))
+    gpu_index = {(r.AcceleratorName, r.count, r.AvailabilityZone): (r.price, r.spot)
+                 for r in gpu_rows.itertuples(index=False)}
+    machines, cpu_vms = [], []
+    for r in hosts.itertuples(index=False):
+        gpu_name, count = None, None
+        for pattern, name in _GCP_GPU_HOSTS:
+            m = pattern.match(r.InstanceType)
+            if m:
+                size = int(m.group(1))
+                gpu_name, count = name, (_G2_L4_COUNT.get(size) if name == "L4" else size)
+                break
+        if gpu_name and count:
+            gpu = gpu_index.get((gpu_name, count, r.AvailabilityZone))
+            if gpu is None:
+                continue
+            machines.append({"region": r.Region, "instance_type": r.InstanceType,
+                             "accelerator": normalize_accelerator(gpu_name, "cuda"),
+                             "chips_per_instance": count,
+                             "price": r.price + gpu[0], "spot": r.spot + gpu[1]})
+        elif r.AcceleratorName:
+            count = _whole_count(r.AcceleratorCount)
+            accelerator = normalize_accelerator(r.AcceleratorName)
+            if accelerator and count:
+                machines.append({"region": r.Region, "instance_type": r.InstanceType,
+                                 "accelerator": accelerator, "chips_per_instance": count,
+                                 "price": r.price, "spot": r.spot})
+        elif include_cpu and not _GCP_GPU_FAMILY.match(r.InstanceType):
+            vcpus = _whole_count(r.vCPUs)
+            if vcpus:
+                arm = bool(_GCP_ARM_FAMILY.match(r.InstanceType))
+                cpu_vms.append({"region": r.Region, "instance_type": r.InstanceType,
+                                "accelerator": CPU_ARM if arm else CPU_X86, "chips_per_instance": vcpus,
+                                "price": r.price, "spot": r.spot})
+    for rows in (machines, cpu_vms):
+        if rows:
+            parts.append(_per_region(pd.DataFrame(rows)))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _import_aws(df: pd.DataFrame, include_cpu: bool) -> pd.DataFrame:
+    df = df[df["AvailabilityZone"].str.match(_AWS_REGULAR_ZONE)].copy()
+    # AWS lists the on-demand price as the spot price where there is no spot market.
+    df.loc[df["spot"] == df["price"], "spot"] = math.nan
+    rows = []
+    for r in df.itertuples(index=False):
+        if r.AcceleratorName:
+            accelerator = normalize_accelerator(r.AcceleratorName)
+            count = _whole_count(r.AcceleratorCount)
+        elif include_cpu:
+            accelerator = CPU_ARM if "arm" in r.Arch else CPU_X86
+            count = _whole_count(r.vCPUs)
+        else:
+            continue
+        if accelerator and count:
+            rows.append({"region": r.Region, "instance_type": r.InstanceType, "accelerator": accelerator,
+                         "chips_per_instance": count, "price": r.price, "spot": r.spot})
+    return _per_region(pd.DataFrame(rows)) if rows else pd.DataFrame()
+
+
+def import_skypilot(vms_csv: str | Path, cloud: str, *, include_cpu: bool = False,
+                    source: str | None = None, as_of: str | date | None = None) -> pd.DataFrame:
+    """A SkyPilot `vms.csv` (gcp or aws) -> a price table in the CSV layout of `COLUMNS`.
+
+    Rules (reference README): GCP GPU machines are the host row plus the zone's GPU row; TPU rows
+    price the whole slice (chips from the slice name); 700.0 placeholders, 0.0 prices and empty
+    cells are skipped (a 0.0 host price leaves that machine unpriced); AWS spot equal to on-demand
+    is no spot price; AWS local zones are left out. Per region, on-demand is the region's price and
+    spot the lowest across its zones. CPU-only VMs (priced per vCPU) only with `include_cpu`.
+    `as_of` defaults to the catalog file's modification date.
+    """
+    path = Path(vms_csv)
+    cloud = cloud.lower()
+    if cloud not in ("gcp", "aws"):
+        raise UserError(f"cannot import '{cloud}' catalogs; supported: gcp, aws", field="--cloud")
+    df = _read_catalog(path, _GCP_REQUIRED if cloud == "gcp" else _AWS_REQUIRED)
+    table = _import_gcp(df, include_cpu) if cloud == "gcp" else _import_aws(df, include_cpu)
+    if as_of is None:
+        as_of = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).date()
+    if table.empty:
+        return pd.DataFrame(columns=list(COLUMNS))
+    table.insert(0, "cloud", cloud)
+    for plan in ("commit_1y", "commit_3y"):
+        table[plan] = math.nan
+    table["source"] = source or f"SkyPilot catalog {path.name} imported by tpubench"
+    table["as_of"] = as_of.isoformat() if isinstance(as_of, date) else str(as_of)
+    table["chips_per_instance"] = table["chips_per_instance"].astype(int)
+    table = table.sort_values(["instance_type", "region"], kind="stable").reset_index(drop=True)
+    # Left empty: a spot price above on-demand is flagged, with its reason, wherever a price file is read.
+    table[FLAG_COLUMN] = ""
+    return table[list(COLUMNS)]

@@ -1,0 +1,1 @@
+"""Output: result files, the reports, exports and comparisons made from them."""

@@ -1,0 +1,198 @@
+"""Result files as pandas DataFrames: one tidy row per result (or per request of a serve result),
+identifying columns first, every metric its own column; a point measured again counts once."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from tpubench.errors import UserError
+from tpubench.records.result import RunResult, read_results
+from tpubench.spec.point import DEFAULT_KIND
+
+# Columns every row has, in this order; metric columns follow, sorted.
+BASE_COLUMNS = [
+    "file", "schema_version", "status", "valid", "invalid_reasons", "error", "workload", "scale",
+    "family", "dtype", "experts_implementation", "execution_mode", "batch_size", "input_length",
+    "output_length", "backend", "device", "accelerator", "chips", "host", "torch_version",
+    "transformers_version", "jax_version", "tpubench_version", "git_revision", "started_at",
+    "point_key", "warnings",
+]
+
+
+def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
+    """One tidy row: identifying columns, then every metric as its own column."""
+    p, env = result.point, result.environment
+    row: dict[str, Any] = {
+        "file": file,
+        "schema_version": result.schema_version,
+        "status": result.status,
+        "valid": bool(result.validity.valid) and result.status == "ok",
+        "invalid_reasons": "; ".join(result.validity.reasons),
+        "error": result.error,
+        "workload": p.get("workload"),
+        "scale": p.get("scale"),
+        "family": p.get("family"),
+        "dtype": p.get("dtype"),
+        "experts_implementation": p.get("experts_implementation"),
+        "execution_mode": p.get("execution_mode"),
+        "batch_size": p.get("batch_size"),
+        "input_length": p.get("input_length"),
+        "output_length": p.get("output_length"),
+        "backend": result.backend,
+        "device": result.device,
+        "accelerator": env.get("accelerator_name"),
+        "chips": env.get("chips", 1),
+        "host": env.get("hostname"),
+        "torch_version": env.get("torch"),
+        "transformers_version": env.get("transformers"),
+        "jax_version": env.get("jax"),
+        "tpubench_version": env.get("tpubench"),
+        "git_revision": env.get("git_revision"),
+        "started_at": result.started_at,
+        "point_key": result.point_key,
+        "warnings": "; ".join(result.warnings),
+    }
+    for key, value in result.timing.items():
+        row[key] = value
+    row["model_reused"] = result.model_reused
+    # The parallel layout (section 16): chips above is the world size (vCPUs over all ranks on a CPU).
+    row["tensor_parallel"] = p.get("tensor_parallel", 1)
+    row["expert_parallel"] = p.get("expert_parallel", 1)
+    row["data_parallel"] = p.get("data_parallel") or 1
+    row["world_size"] = env.get("world_size", 1)
+    row["scenario_kind"] = p.get("scenario_kind", DEFAULT_KIND)
+    # Serving: the stack measured and the load point.
+    load = (p.get("params") or {}).get("load") or {}
+    row["server_name"] = env.get("server_name")
+    row["server_version"] = env.get("server_version")
+    row["concurrency"] = load.get("concurrency")
+    row["request_rate"] = load.get("request_rate")
+    row["instance"] = env.get("instance")
+    row["process_group_backend"] = env.get("process_group_backend")
+    for key, value in result.metrics.items():
+        row[key] = math.nan if value is None else value
+    return row
+
+
+_SAMPLE_NAMES = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "output_tokens_per_s", "prefill_tokens_per_s",
+                 "decode_tokens_per_s")
+_STATS = ("mean", "stdev", "cv", "min", "max", "p50", "p90", "p95", "p99", "ci95_low", "ci95_high")
+
+
+def _metric_columns() -> list[str]:
+    cols = []
+    for name in _SAMPLE_NAMES:
+        timed = not name.endswith("_per_s")
+        base = name[:-2] if timed else name
+        for stat in _STATS:
+            if stat == "mean" and not timed:
+                cols.append(base)
+            elif stat == "cv":
+                cols.append(f"{base}_cv")
+            else:
+                cols.append(f"{base}_{stat}{'_s' if timed else ''}")
+    return cols
+
+
+# The stable column set of `tpubench export` (schema_version 1): new columns are only ever added.
+EXPORT_COLUMNS = BASE_COLUMNS + ["load_s", "compile_s", "first_iteration_s", "warmup_s", "measure_s",
+                                 "iterations", "generated_tokens", "peak_memory_bytes",
+                                 "output_tokens_per_s_ci95_rel"] + _metric_columns() + [
+    "model_reused", "older_runs", "tensor_parallel", "expert_parallel", "world_size", "process_group_backend",
+    "scenario_kind", "server_name", "server_version", "concurrency", "request_rate", "instance", "data_parallel"]
+
+
+# What `load_results(keep=...)` accepts, and what makes two result files the same measurement: the
+# run point, the environment (hash of backend, device and versions), the backend and the device.
+KEEP_CHOICES = ("latest", "all")
+SAME_POINT_KEYS = ("point_key", "environment_key", "backend", "device")
+
+
+def check_keep(keep: str) -> None:
+    if keep not in KEEP_CHOICES:
+        raise UserError(f"must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}", field="keep")
+
+
+def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest"):
+    """A tidy pandas DataFrame, one row per run point (failed points included, status='failed').
+
+    A point measured more than once (several files with the same `point_key`, `environment_key`,
+    backend and device) is counted once by default:
+
+    - `keep="latest"` keeps only its most recent result: the latest `started_at` (a missing or
+      unreadable time counts as oldest), ties broken by file name, then by full path.
+    - `keep="all"` keeps every file.
+
+    Every row has an int column `older_runs`: how many results of the same point and environment
+    are older than this one (in the order above). With keep="latest" that is the number of runs
+    left out for the row (0 for a point measured once; runs per point = older_runs + 1); with
+    keep="all" it numbers a point's runs from 0 (the oldest) to n - 1 (the latest, which has the
+    same value as under keep="latest"). `df.attrs["older_runs_left_out"]` is the total number of rows left out (0 for
+    keep="all"). Any other `keep` raises UserError.
+    """
+    import pandas as pd
+
+    check_keep(keep)
+    loaded = read_results(paths, warn=warn)
+    rows = [flatten(r, str(f)) for f, r in loaded]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        df = pd.DataFrame(columns=BASE_COLUMNS).assign(older_runs=pd.Series(dtype="int64"))
+        df.attrs["older_runs_left_out"] = 0
+        return df
+    older, newer = _run_order(df, [r.environment_key for _, r in loaded], [f.name for f, _ in loaded])
+    df["older_runs"] = older
+    left_out = 0
+    if keep == "latest":
+        latest = newer == 0
+        left_out = int(len(df) - latest.sum())
+        if left_out:
+            df = df[latest].reset_index(drop=True)
+    extra = sorted(c for c in df.columns if c not in BASE_COLUMNS)
+    df = df[[c for c in BASE_COLUMNS if c in df.columns] + extra]
+    df.attrs["older_runs_left_out"] = left_out
+    return df
+
+
+def _run_order(df, environment_keys: list[str], names: list[str]):
+    """Per row, (results of the same point older than it, results newer than it), as int
+    arrays aligned with `df`: one stable sort by time and a groupby, no per-group Python."""
+    import numpy as np
+    import pandas as pd
+
+    started = pd.to_datetime(df["started_at"], utc=True, errors="coerce", format="ISO8601")
+    order = pd.DataFrame({"point_key": df["point_key"].to_numpy(), "environment_key": environment_keys,
+                          "backend": df["backend"].to_numpy(), "device": df["device"].to_numpy(),
+                          "started": started.dt.tz_convert(None).to_numpy(), "name": names,
+                          "file": df["file"].to_numpy()})
+    order = order.sort_values(["started", "name", "file"], na_position="first", kind="stable")
+    groups = order.groupby(list(SAME_POINT_KEYS), sort=False, dropna=False)
+    older = np.empty(len(df), dtype=np.int64)
+    newer = np.empty(len(df), dtype=np.int64)
+    positions = order.index.to_numpy()
+    older[positions] = groups.cumcount().to_numpy()
+    newer[positions] = groups.cumcount(ascending=False).to_numpy()
+    return older, newer
+
+
+def load_requests(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest"):
+    """Every request of serve results as a pandas DataFrame: one row per request (its timings in
+    seconds, tokens, status and error), with the identity of the point it belongs to."""
+    import pandas as pd
+
+    points = load_results(paths, warn=warn, keep=keep)
+    wanted = set(points["file"]) if len(points) else set()
+    frames = []
+    for f, result in read_results(paths, warn=lambda m: None):
+        requests = getattr(result, "requests", None)
+        if str(f) not in wanted or not requests:
+            continue
+        frame = pd.DataFrame(requests)
+        frame.insert(0, "file", str(f))
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["file"])
+    ids = points[["file", "workload", "scale", "backend", "device", "accelerator", "chips", "server_name",
+                  "concurrency", "request_rate", "point_key"]]
+    return pd.concat(frames, ignore_index=True).merge(ids, on="file", how="left")

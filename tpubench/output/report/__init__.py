@@ -1,0 +1,80 @@
+"""Reports: markdown, one self-contained HTML file, CSV; plus the budget's markdown and CSV.
+
+    render_report("results/", "html")            # what `tpubench report` calls
+    render_budget(plan_budget(...), "markdown")  # what `tpubench budget` calls
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Callable, Sequence
+
+from tpubench.errors import UserError
+from tpubench.output.report.data import ReportData, build_report
+
+FORMATS = ("markdown", "html", "csv")
+_ALIASES = {"md": "markdown", "markdown": "markdown", "html": "html", "csv": "csv"}
+
+__all__ = ["FORMATS", "ReportData", "build_report", "render", "render_budget", "render_report"]
+
+
+def _format(fmt: str) -> str:
+    try:
+        return _ALIASES[fmt.lower()]
+    except KeyError:
+        raise UserError(f"unknown format '{fmt}'; choose one of {', '.join(FORMATS)}", field="--format") from None
+
+
+def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200) -> str:
+    """Format an already built ReportData."""
+    fmt = _format(fmt)
+    if fmt == "html":
+        from tpubench.output.report.html import render_html
+
+        return render_html(data, max_rows=max_rows)
+    if fmt == "csv":
+        from tpubench.output.report.csv import render_csv
+
+        return render_csv(data)
+    from tpubench.output.report.markdown import render_markdown
+
+    return render_markdown(data, max_rows=max_rows)
+
+
+def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Sequence[str | Path] = (),
+                  plans: Sequence[str] | None = None, discount_pct: float | None = None, cloud=None,
+                  region=None, instance=None, what_if_instance: str | None = None,
+                  today: date | None = None, warn: Callable[[str], None] | None = None,
+                  max_rows: int = 200, keep: str = "latest", include_flagged: bool = False) -> str:
+    """Load results (folders/files, or a DataFrame from load_results), price and render them.
+
+    `prices` is a long price table (pricing.load_prices); when None the shipped table is loaded
+    with `price_files` layered on top. Filters (`plans`, `cloud`, `region`, `instance`) and
+    `what_if_instance` are those of cost.price_results. `keep` is load_results' ("latest": a point
+    measured several times counts once, with a warning saying how many older runs were left out;
+    "all": every run). `include_flagged` lets flagged prices compete (cost.choose_prices). Bad input
+    raises UserError.
+    """
+    fmt = _format(fmt)
+    data = build_report(source, prices=prices, price_files=price_files, plans=plans,
+                        discount_pct=discount_pct, cloud=cloud, region=region, instance=instance,
+                        what_if_instance=what_if_instance, today=today, warn=warn, keep=keep,
+                        include_flagged=include_flagged)
+    return render(data, fmt, max_rows=max_rows)
+
+
+def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
+    """A budget.BudgetResult or budget.TrainingBudget as markdown (terminal) or CSV (spreadsheet)."""
+    fmt = _format(fmt)
+    if fmt == "csv":
+        from tpubench.output.report.csv import render_budget_csv
+
+        return render_budget_csv(result)
+    if fmt == "html":
+        raise UserError("budgets render as markdown or csv", field="--format")
+    from tpubench.output.report.markdown import render_budget_markdown, render_training_budget_markdown
+
+    if hasattr(result, "train_tokens"):
+        return render_training_budget_markdown(result, max_rows=max_rows)
+    return render_budget_markdown(result, max_rows=max_rows)

@@ -1,0 +1,184 @@
+"""What every report format shows, computed once: priced rows, the per-platform summary, price
+provenance, warnings. Renderers only format this; they never recompute a number."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tpubench.version import __version__
+from tpubench.money import cost, pricing
+from tpubench.output.report.format import flagged_price_notes
+
+PLATFORM_KEYS = ["priced_accelerator", "cloud", "region", "instance_type"]
+# The software a point's tokens came from: an offline run, or a serving stack (a platform may have
+# both, and a budget owner compares them).
+STACK_KEYS = ["scenario_kind", "server_name", "server_version"]
+GROUP_KEYS = ["workload", "scale"] + PLATFORM_KEYS + STACK_KEYS + ["plan"]
+
+
+@dataclass
+class ReportData:
+    results: pd.DataFrame            # every loaded result, one row each
+    priced: pd.DataFrame             # result x price row x plan (cost.PRICED_COLUMNS)
+    unpriced: pd.DataFrame           # results that could not be priced, with the reason
+    summary: pd.DataFrame            # cheapest point per workload x platform x plan
+    price_sources: pd.DataFrame      # source, as_of, age of the prices the report used
+    plans: list[str]
+    primary_plan: str | None         # the plan figures use
+    warnings: list[str] = field(default_factory=list)
+    # Training (rows with training figures, cost.is_training): fastest, hence cheapest, point per
+    # workload x platform x plan, by $ per million training tokens. Never mixed into `summary`.
+    training: pd.DataFrame = field(default_factory=pd.DataFrame)
+    what_if_instance: str | None = None
+    generated_at: str = ""
+    tpubench_version: str = __version__
+
+    @property
+    def counts(self) -> dict[str, int]:
+        r = self.results
+        status = r["status"] if "status" in r else pd.Series(dtype=object)
+        valid = r["valid"].astype(bool) if "valid" in r else pd.Series(dtype=bool)
+        return {"results": len(r), "ok": int((status == "ok").sum()), "failed": int((status != "ok").sum()),
+                "invalid": int(((status == "ok") & ~valid).sum()),
+                "priced": int(self.priced["file"].nunique()) if len(self.priced) else 0,
+                "unpriced": len(self.unpriced)}
+
+
+def older_runs_note(left_out: int) -> str:
+    """The line reports and the budget show when load_results(keep="latest") left runs out."""
+    return (f"{left_out} older result(s) of points measured again were left out (the latest per point "
+            "and environment is kept; --all-runs keeps them)")
+
+
+def inference_rows(priced: pd.DataFrame) -> pd.DataFrame:
+    """Priced rows with inference figures (every row without training figures)."""
+    return priced[~cost.is_training(priced)] if len(priced) else priced
+
+
+def training_rows(priced: pd.DataFrame) -> pd.DataFrame:
+    """Priced rows with training figures (cost.is_training)."""
+    return priced[cost.is_training(priced)] if len(priced) else priced
+
+
+def summarise(priced: pd.DataFrame, column: str = "blended_usd_per_mtok") -> pd.DataFrame:
+    """The cheapest operating point (lowest `column`; valid runs first) per workload, platform,
+    stack (offline, or each serving stack) and plan, with a verdict against the cheapest of the same
+    plan. Only rows of the kind `column` prices take part: inference rows for the $/Mtok columns,
+    training rows for `train_usd_per_mtok` (`summarise_training`)."""
+    priced = training_rows(priced) if column.startswith("train_") else inference_rows(priced)
+    if priced.empty:
+        return priced.assign(vs_cheapest=pd.Series(dtype=object))
+    ranked = priced.assign(_invalid=~priced["valid"].astype(bool)).sort_values(
+        ["_invalid", column], kind="stable")
+    best = ranked.drop_duplicates(GROUP_KEYS, keep="first").drop(columns="_invalid")
+    best = best.sort_values(["workload", "scale", "plan", column], kind="stable")
+    verdicts = []
+    for _, group in best.groupby(["workload", "scale", "plan"], sort=False, dropna=False):
+        valid = group[group["valid"].astype(bool)]
+        ref = (valid if len(valid) else group).iloc[0]
+        ref_half = cost.half_width(ref[f"{column}_ci95_low"], ref[f"{column}_ci95_high"])
+        for idx, row in group.iterrows():
+            if idx == ref.name:
+                verdicts.append((idx, "cheapest"))
+                continue
+            half = cost.half_width(row[f"{column}_ci95_low"], row[f"{column}_ci95_high"])
+            verdicts.append((idx, cost.compare_costs(row[column], _finite(half), ref[column], _finite(ref_half))))
+    best["vs_cheapest"] = pd.Series(dict(verdicts))
+    return best.reset_index(drop=True)
+
+
+def summarise_training(priced: pd.DataFrame) -> pd.DataFrame:
+    """Per workload, platform and plan the training point with the lowest $ per million training
+    tokens: on one price, the most training tokens/s per chip."""
+    return summarise(priced, "train_usd_per_mtok")
+
+
+def _finite(x) -> float:
+    x = float(x)
+    return x if np.isfinite(x) else 0.0
+
+
+def price_provenance(prices: pd.DataFrame, priced: pd.DataFrame, today: date,
+                     max_age_days: int = pricing.STALE_AFTER_DAYS) -> pd.DataFrame:
+    """Distinct (source, as_of) of the prices used (all loaded prices when nothing was priced)."""
+    if len(priced):
+        used = priced[["price_source", "price_as_of", "cloud", "region", "instance_type"]].rename(
+            columns={"price_source": "source", "price_as_of": "as_of"})
+    else:
+        used = prices[["source", "as_of", "cloud", "region", "instance_type"]]
+    table = (used.drop_duplicates().groupby(["source", "as_of"], as_index=False)
+             .agg(instance_rows=("instance_type", "size")))
+    table["age_days"] = [pricing.price_age_days(d, today) for d in table["as_of"]]
+    table["stale"] = table["age_days"] > max_age_days
+    return table.sort_values(["as_of", "source"]).reset_index(drop=True)
+
+
+def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Sequence[str | Path] = (),
+                 plans: Sequence[str] | None = None, discount_pct: float | None = None, cloud=None,
+                 region=None, instance=None, what_if_instance: str | None = None,
+                 today: date | None = None, warn: Callable[[str], None] | None = None,
+                 keep: str = "latest", include_flagged: bool = False) -> ReportData:
+    """Load results (paths or a DataFrame from `load_results`), price them and summarise.
+
+    `keep` is load_results': "latest" counts a point measured several times once (its most recent
+    result), "all" keeps every run. A DataFrame is used as it was loaded; either way, when older
+    runs were left out (df.attrs["older_runs_left_out"]) a warning says how many. Flagged prices
+    take part only where no unflagged row prices the accelerator and plan, unless `include_flagged`
+    (cost.choose_prices); the warnings say which were set aside and which flagged ones were used.
+    """
+    today = today or pricing.today_utc()
+    from tpubench.output.frames import check_keep, load_results
+
+    if isinstance(source, pd.DataFrame):
+        check_keep(keep)
+        results = source
+    else:
+        results = load_results(source, warn=warn, keep=keep)
+    if prices is None:
+        prices = pricing.load_prices(price_files, discount_pct=discount_pct, today=today)
+    elif discount_pct is not None:
+        prices = pricing.apply_discount(prices, discount_pct)
+    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
+                                          instance=instance, what_if_instance=what_if_instance, today=today,
+                                          include_flagged=include_flagged)
+    price_notes = priced.attrs.get(cost.PRICE_NOTES, [])
+    used_plans = pricing.plan_names(priced) if len(priced) else list(plans or pricing.plan_names(prices))
+    primary = "on_demand" if "on_demand" in used_plans else (used_plans[0] if used_plans else None)
+    provenance = price_provenance(prices, priced, today)
+    used = priced.rename(columns={"price_as_of": "as_of"}) if len(priced) else prices
+    warnings = pricing.stale_price_warnings(used, today) + price_notes + flagged_price_notes(priced)
+    left_out = int(results.attrs.get("older_runs_left_out", 0) or 0)
+    if left_out:
+        warnings.append(older_runs_note(left_out))
+    if what_if_instance:
+        warnings.insert(0, f"what-if pricing: every result is priced as if its per-chip speed were had on "
+                           f"{what_if_instance}, whatever it was measured on")
+    data = ReportData(results=results, priced=priced, unpriced=unpriced, summary=summarise(priced),
+                      price_sources=provenance, plans=used_plans, primary_plan=primary,
+                      warnings=warnings, training=summarise_training(priced), what_if_instance=what_if_instance,
+                      generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if data.counts["invalid"]:
+        warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy")
+    return data
+
+
+def result_rows(data: ReportData, training: bool = False) -> pd.DataFrame:
+    """One row per priced inference result (per training result with `training`): its cheapest
+    price in the primary plan, or in any plan when the primary one has no price for it (Trainium2
+    has spot prices only, for instance)."""
+    priced = training_rows(data.priced) if training else inference_rows(data.priced)
+    if priced.empty:
+        return priced
+    column = "train_usd_per_mtok" if training else "blended_usd_per_mtok"
+    ranked = priced.assign(_other_plan=priced["plan"] != data.primary_plan)
+    best = (ranked.sort_values(["_other_plan", column], kind="stable")
+            .drop_duplicates("file").drop(columns="_other_plan"))
+    return best.sort_values(["workload", "scale", "priced_accelerator", "chips"] + STACK_KEYS
+                            + ["batch_size", "concurrency", "request_rate", "input_length", "output_length"],
+                            kind="stable").reset_index(drop=True)

@@ -1,0 +1,377 @@
+"""Figures a budget owner wants (docs/commands.md#reports), drawn with matplotlib's Agg canvas.
+
+matplotlib is imported inside the functions (it is slow to import and only reports need it), and
+through `matplotlib.figure.Figure` + the Agg canvas rather than pyplot, so drawing never changes
+the backend of a notebook that imported us.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from tpubench.money.cost import interactivity_tokens_per_s, is_training
+from tpubench.output.report.format import (kind_label, load_label, plan_label, platform_label, stack_label,
+                                    workload_label)
+from tpubench.units import number, share
+
+MAX_BARS = 40
+MAX_BOXES = 16
+MAX_ISO_LINES = 4
+_ISO_COST_STEPS = (1, 2, 5)
+
+
+def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
+    """Mask of points not dominated in both x and y (higher is better in both).
+
+    A point is dominated when another is at least as good in both and better in one.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    keep = np.zeros(x.size, dtype=bool)
+    finite = np.isfinite(x) & np.isfinite(y)
+    idx = np.flatnonzero(finite)
+    # Sweep by x descending (ties: y descending); a point is on the front if its y beats every y
+    # seen so far, i.e. no point with x >= its x has y >= its y.
+    order = idx[np.lexsort((-y[idx], -x[idx]))]
+    best_y = -math.inf
+    for i in order:
+        if y[i] > best_y:
+            keep[i] = True
+            best_y = y[i]
+    return keep
+
+
+def _figure(width: float, height: float, left: float = 0.1, bottom_in: float = 0.6, top_in: float = 0.45):
+    """A figure with fixed margins (inches at top and bottom): constrained layout draws every
+    figure twice, which doubled report time for no visible gain here."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    fig.subplots_adjust(left=left, right=0.97, bottom=bottom_in / height, top=1 - top_in / height)
+    return fig
+
+
+def _log_axis(ax, which: str) -> None:
+    """Log scale with ticks at 1-2-5 and plain labels. The default labels minor ticks too: dozens
+    of text layouts per axis, which was the slowest part of drawing a report."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.6g}"))
+    axis.set_minor_locator(NullLocator())
+
+
+def figure_to_png(fig) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def figure_to_svg(fig) -> bytes:
+    """SVG with text left as text: for text-heavy charts it is a third of the PNG's drawing time
+    (no glyph rasterising) and stays sharp when zoomed."""
+    import matplotlib
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
+    FigureCanvasSVG(fig)
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tpubench"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def encode_figure(fig, kind: str) -> tuple[str, bytes]:
+    """(MIME type, bytes) of a figure as 'png' or 'svg'."""
+    if kind == "svg":
+        return "image/svg+xml", figure_to_svg(fig)
+    return "image/png", figure_to_png(fig)
+
+
+def cost_by_platform(summary: pd.DataFrame, title: str = ""):
+    """Horizontal bars: blended $/Mtok per platform (one colour per plan) with 95% CI whiskers."""
+    rows = summary.sort_values("blended_usd_per_mtok", ascending=False).tail(MAX_BARS)
+    # Name the stack when a platform's bars come from several (offline and a server, say).
+    stacks = {(stack_label(r), kind_label(r)) for _, r in rows.iterrows()}
+    labels = [f"{platform_label(r)} · {plan_label(r['plan'])}"
+              + (f" · {stack_label(r)} ({kind_label(r)})" if len(stacks) > 1 else "") for _, r in rows.iterrows()]
+    longest = max((len(t) for t in labels), default=10)
+    fig = _figure(10, max(2.5, 0.3 * len(rows) + 1.2), left=min(0.6, 0.08 + longest * 0.0058))
+    ax = fig.add_subplot()
+    plans = list(pd.unique(rows["plan"]))
+    colours = {plan: f"C{i}" for i, plan in enumerate(plans)}
+    y = np.arange(len(rows))
+    value = rows["blended_usd_per_mtok"].to_numpy(float)
+    low = np.nan_to_num(value - rows["blended_usd_per_mtok_ci95_low"].to_numpy(float), nan=0.0)
+    high = np.nan_to_num(rows["blended_usd_per_mtok_ci95_high"].to_numpy(float) - value, nan=0.0)
+    invalid = ~rows["valid"].astype(bool).to_numpy()
+    ax.barh(y, value, xerr=np.vstack([low, high]), color=[colours[p] for p in rows["plan"]],
+            capsize=3, ecolor="black")
+    for yi in y[invalid]:
+        ax.text(value[yi], yi, "  invalid run", va="center", fontsize=8, color="crimson")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel("blended $ per million tokens (time-attributed), 95% CI")
+    ax.set_title(title or "Cost per million tokens by platform")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=colours[p], label=plan_label(p)) for p in plans]
+    # Bars run dearest (bottom) to cheapest (top): the upper right corner stays clear of whiskers.
+    ax.legend(handles=handles, fontsize=8, loc="upper right")
+    finite = (value + high)[np.isfinite(value + high)]
+    if finite.size:
+        ax.set_xlim(0, finite.max() * 1.3)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def _nearest_nice(value: float) -> float:
+    """The 1-2-5 number nearest `value` on a log scale (value > 0)."""
+    exp = math.floor(math.log10(value))
+    candidates = [step * 10.0 ** e for e in (exp - 1, exp, exp + 1) for step in _ISO_COST_STEPS]
+    return min(candidates, key=lambda c: abs(math.log(c / value)))
+
+
+def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, float] | None = None,
+                                price_label: str = "on-demand", price_names: dict[str, str] | None = None):
+    """Output tokens/s per chip against interactivity (tokens/s per user: 1 / median TPOT; a
+    server's own `interactivity_tokens_per_s` where it has one, see cost.add_costs), one
+    colour per `label` (e.g. 'torch on H100 (offline)', 'vllm 0.11 on H100 (serve)').
+
+    Points on the Pareto front (not beaten in both) are ringed and joined. Dashed lines are
+    iso-cost lines: at a chip-hour price p the InferenceX cost is p*1e6/(3600*y) $/Mtok, the same
+    all along a horizontal line, so each accelerator's lines sit at its own price. `chip_prices`
+    maps a label to its chip-hour price; `price_names` to the accelerator its line is for (default:
+    the label up to ' ('): labels of one accelerator and price (two stacks on it) share one line.
+    """
+    fig = _figure(10, 5.5, left=0.08)
+    ax = fig.add_subplot()
+    x = points["interactivity_tokens_per_s_per_user"].to_numpy(float)
+    y = points["output_tokens_per_s_per_chip"].to_numpy(float)
+    labels = points["label"].astype(str).to_numpy(dtype=object)
+    groups = list(pd.unique(labels))
+    colours = {g: f"C{i % 10}" for i, g in enumerate(groups)}
+    for g in groups:
+        m = labels == g
+        ax.scatter(x[m], y[m], s=22, color=colours[g], label=g, alpha=0.8, zorder=3)
+    front = pareto_front(x, y)
+    if front.any():
+        order = np.argsort(x[front])
+        ax.plot(x[front][order], y[front][order], color="black", lw=1, zorder=4, label="Pareto front")
+        ax.scatter(x[front], y[front], s=70, facecolors="none", edgecolors="black", zorder=5)
+    finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if finite.any():
+        _log_axis(ax, "x")
+        _log_axis(ax, "y")
+        ylo, yhi = y[finite].min() / 1.5, y[finite].max() * 1.5
+        ax.set_ylim(ylo, yhi)
+        xlo, xhi = x[finite].min() / 1.3, x[finite].max() * 1.3
+        ax.set_xlim(xlo, xhi)
+        # One iso-cost line per accelerator and price (at most MAX_ISO_LINES, those with the
+        # fastest points first), at the 1-2-5 cost nearest its median point, so the lines stay
+        # readable; the stacks that ran on it share the line.
+        lines: dict[tuple[str, float], np.ndarray] = {}
+        for g in groups:
+            if g in (chip_prices or {}):
+                key = ((price_names or {}).get(g) or g.split(" (")[0], chip_prices[g])
+                lines[key] = lines.get(key, np.zeros(labels.size, dtype=bool)) | ((labels == g) & finite)
+        fastest = sorted(((np.max(y[m]), key) for key, m in lines.items() if m.any()), reverse=True)
+        for n, (_, (name, price)) in enumerate(fastest[:MAX_ISO_LINES]):
+            median_y = float(np.median(y[lines[(name, price)]]))
+            if not (price > 0 and median_y > 0):
+                continue
+            colour = colours[next(g for g in groups if lines[(name, price)][labels == g].any())]
+            level = _nearest_nice(price * 1e6 / (3600 * median_y))
+            yy = price * 1e6 / (3600 * level)
+            ax.axhline(yy, color=colour, ls="--", lw=0.9, alpha=0.8, zorder=1)
+            at_right = n % 2 == 1
+            ax.text(xhi if at_right else xlo, yy, f" ${level:g}/Mtok on {name} ",
+                    color=colour, fontsize=7, va="bottom", ha="right" if at_right else "left")
+    ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
+    ax.set_ylabel("output tokens/s per chip")
+    ax.set_title(f"Throughput per chip vs interactivity; dashed: iso-cost at the {price_label} chip price")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def _ms(row, column: str) -> float:
+    value = row.get(column, math.nan)
+    return float(value) * 1e3 if value is not None else math.nan
+
+
+def latency_distributions(rows: pd.DataFrame):
+    """Per run, TTFT and TPOT as boxes from summary percentiles: box p50–p90, whiskers min–p99,
+    a dot at the max (the result files' summaries, so no raw samples are needed)."""
+    rows = rows.head(MAX_BOXES)
+    labels = rows["label"].astype(str).tolist()
+    longest = max((len(t) for t in labels), default=10)
+    fig = _figure(10, max(3.0, 0.35 * len(rows) + 1.4), left=min(0.45, 0.06 + longest * 0.0062),
+                  top_in=0.6)
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, metric, title in ((axes[0], "ttft", "TTFT (ms)"), (axes[1], "tpot", "TPOT (ms)")):
+        stats = []
+        for (_, r), label in zip(rows.iterrows(), labels):
+            p50, p90, p99, lo, hi = (_ms(r, f"{metric}_{k}_s") for k in ("p50", "p90", "p99", "min", "max"))
+            stats.append({"label": label, "med": p50, "q1": p50, "q3": p90,
+                          "whislo": lo if math.isfinite(lo) else p50, "whishi": p99 if math.isfinite(p99) else p90,
+                          "fliers": [hi] if math.isfinite(hi) else []})
+        if stats:
+            ax.bxp(stats, orientation="horizontal", showfliers=True, widths=0.6)
+        ax.set_xlabel(title)
+        values = [v for st in stats for v in (st["whislo"], st["whishi"], *st["fliers"]) if v > 0]
+        if values and max(values) / min(values) > 20:
+            _log_axis(ax, "x")
+        ax.grid(axis="x", alpha=0.3, which="both")
+    axes[0].tick_params(axis="y", labelsize=8)
+    fig.suptitle("Latency per run: box p50–p90, whiskers min–p99, dot = max")
+    return fig
+
+
+MAX_WORKLOADS = 4
+
+
+def _canonical_accelerators(results: pd.DataFrame, known: Sequence[str]) -> pd.Series:
+    from tpubench.money.pricing import map_accelerators
+
+    canonical = map_accelerators(results["accelerator"], results["device"], known)
+    return canonical.where(canonical.notna(), results["accelerator"].astype(str))
+
+
+def point_group_label(row, accelerator: str) -> str:
+    """The Pareto figure's series: 'vllm 0.11.0 on H100 (serve)', 'torch on H100 (offline)'."""
+    return f"{stack_label(row)} on {accelerator} ({kind_label(row)})"
+
+
+def _same(frame: pd.DataFrame, column: str, value) -> pd.Series:
+    """frame[column] == value, where a missing value (a result without a scale) matches missing."""
+    if pd.isna(value):
+        return frame[column].isna()
+    return frame[column] == value
+
+
+def report_figures(data) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, 'svg' | 'png') for a ReportData: per workload, cost by platform,
+    throughput vs interactivity and latency distributions. Charts of text and bars are SVG; the
+    scatter, which may hold thousands of points, is PNG. Every scenario kind is drawn alike from its
+    columns: a server's points sit beside the offline runs, labelled with their serving stack."""
+    results = data.results
+    if results.empty or "status" not in results:
+        return []
+    # Training runs have their own figure (training_figures): no TTFT, TPOT or output tokens here.
+    results = results[~is_training(results)]
+    ok = results[(results["status"] == "ok") & results["valid"].astype(bool)].copy()
+    if ok.empty:
+        ok = results[results["status"] == "ok"].copy()
+    if ok.empty:
+        return []
+    known = list(data.priced["priced_accelerator"].dropna().unique()) if len(data.priced) else []
+    ok["canonical"] = _canonical_accelerators(ok, known)
+    ok["label"] = [point_group_label(r, c) for (_, r), c in zip(ok.iterrows(), ok["canonical"])]
+    chips = pd.to_numeric(ok["chips"], errors="coerce")
+    ok["output_tokens_per_s_per_chip"] = pd.to_numeric(ok.get("output_tokens_per_s"), errors="coerce") / chips
+    ok["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(ok)
+
+    chip_prices: dict[str, float] = {}
+    price_names = dict(zip(ok["label"], ok["canonical"]))
+    primary = data.primary_plan
+    if len(data.priced) and primary:
+        cheapest = (data.priced[data.priced["plan"] == primary]
+                    .groupby("priced_accelerator")["usd_per_chip_hour"].min())
+        for label, canonical in zip(ok["label"], ok["canonical"]):
+            if canonical in cheapest.index and not data.what_if_instance:
+                chip_prices[label] = float(cheapest[canonical])
+
+    figures = []
+    pairs = list(ok[["workload", "scale"]].drop_duplicates().itertuples(index=False, name=None))[:MAX_WORKLOADS]
+    for n, (workload, scale) in enumerate(pairs):
+        tag = workload_label({"workload": workload, "scale": scale})
+        summary = data.summary
+        if len(summary):
+            summary = summary[_same(summary, "workload", workload) & _same(summary, "scale", scale)]
+            if len(summary):
+                figures.append((f"cost-{n}", f"Blended $/Mtok by platform and plan, {tag}",
+                                cost_by_platform(summary, f"Cost per million tokens, {tag}"), "svg"))
+        points = ok[_same(ok, "workload", workload) & _same(ok, "scale", scale)]
+        figures.append((f"pareto-{n}", f"Throughput per chip vs interactivity, {tag}",
+                        throughput_vs_interactivity(points, chip_prices, plan_label(primary or "on_demand"),
+                                                    price_names), "png"))
+        if len(summary):
+            rows = (summary.assign(_other=summary["plan"] != primary)
+                    .sort_values(["_other", "blended_usd_per_mtok"], kind="stable").drop_duplicates("file"))
+            rows = rows.assign(label=[f"{stack_label(r)} on {r['priced_accelerator']} ×{number(r['chips'])} "
+                                      f"{load_label(r)}" for _, r in rows.iterrows()])
+        else:
+            rows = points.sort_values("output_tokens_per_s_per_chip", ascending=False)
+            rows = rows.assign(label=[f"{r['label']} ×{number(r['chips'])} {load_label(r)}"
+                                      for _, r in rows.iterrows()])
+        figures.append((f"latency-{n}", f"Latency distributions, {tag}", latency_distributions(rows), "svg"))
+    return figures
+
+
+def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
+    """Training tokens/s per chip (x) against $ per million training tokens (y), one point per
+    platform and plan with 95% CI whiskers on both, one colour per platform and one marker per plan,
+    MFU written beside each point. On one price the points of a platform lie on y = p*1e6/(3600*x):
+    faster per chip is cheaper, and a dearer chip must be that much faster to match."""
+    rows = rows.head(MAX_BARS)
+    fig = _figure(10, 5.5, left=0.08)
+    ax = fig.add_subplot()
+    x = rows["train_tokens_per_s_per_chip"].to_numpy(float)
+    y = rows["train_usd_per_mtok"].to_numpy(float)
+    platforms = [platform_label(r) for _, r in rows.iterrows()]
+    colours = {p: f"C{i % 10}" for i, p in enumerate(dict.fromkeys(platforms))}
+    markers = {plan: m for plan, m in zip(pd.unique(rows["plan"]), "osD^v<>PX*")}
+    x_err = np.vstack([np.nan_to_num(x - rows["train_tokens_per_s_per_chip_ci95_low"].to_numpy(float), nan=0.0),
+                       np.nan_to_num(rows["train_tokens_per_s_per_chip_ci95_high"].to_numpy(float) - x, nan=0.0)])
+    y_err = np.vstack([np.nan_to_num(y - rows["train_usd_per_mtok_ci95_low"].to_numpy(float), nan=0.0),
+                       np.nan_to_num(rows["train_usd_per_mtok_ci95_high"].to_numpy(float) - y, nan=0.0)])
+    labelled: set[str] = set()
+    for i, (_, r) in enumerate(rows.iterrows()):
+        if not (math.isfinite(x[i]) and math.isfinite(y[i])):
+            continue
+        name = f"{platforms[i]} · {plan_label(r['plan'])}"
+        ax.errorbar(x[i], y[i], xerr=np.clip(x_err[:, i:i + 1], 0, None), yerr=np.clip(y_err[:, i:i + 1], 0, None),
+                    fmt=markers.get(r["plan"], "o"), color=colours[platforms[i]], capsize=3, ms=6,
+                    label=name if name not in labelled else None, zorder=3)
+        labelled.add(name)
+        mfu = r.get("mfu")
+        if mfu is not None and math.isfinite(float(mfu)):
+            ax.annotate(f"MFU {share(mfu)}", (x[i], y[i]), xytext=(5, 4), textcoords="offset points",
+                        fontsize=7, color=colours[platforms[i]])
+    finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if finite.any():
+        _log_axis(ax, "x")
+        _log_axis(ax, "y")
+        ax.set_xlim(x[finite].min() / 1.5, x[finite].max() * 1.5)
+        ax.set_ylim(y[finite].min() / 1.5, y[finite].max() * 1.5)
+    ax.set_xlabel("training tokens/s per chip, 95% CI")
+    ax.set_ylabel("$ per million training tokens, 95% CI")
+    ax.set_title(title or "Training: throughput per chip vs cost per million training tokens")
+    ax.grid(alpha=0.3, which="both")
+    if labelled:
+        ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def training_figures(data) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, 'svg') per workload with training rows in ReportData.training."""
+    training = getattr(data, "training", None)
+    if training is None or training.empty:
+        return []
+    figures = []
+    pairs = list(training[["workload", "scale"]].drop_duplicates().itertuples(index=False, name=None))
+    for n, (workload, scale) in enumerate(pairs[:MAX_WORKLOADS]):
+        tag = workload_label({"workload": workload, "scale": scale})
+        rows = training[_same(training, "workload", workload) & _same(training, "scale", scale)]
+        figures.append((f"train-{n}", f"Training tokens/s per chip vs $ per million training tokens, {tag}",
+                        training_cost_vs_throughput(rows, f"Training: throughput per chip vs cost, {tag}"), "svg"))
+    return figures

@@ -1,0 +1,236 @@
+"""Result records: the RunResult schema and its files, written atomically and never overwritten.
+
+A result file is self-describing: the resolved run point, the environment, raw samples, metrics
+(names carry units: `_s`, `_bytes`, `_per_s`), the numerics fingerprint and validity. That alone
+is enough to price it later, on any machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import tempfile
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tpubench.errors import UserError
+
+SCHEMA_VERSION = 1
+
+
+class Validity(BaseModel):
+    valid: bool = True
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    status: Literal["ok", "failed"] = "ok"
+    error: str | None = None
+    workload_file: str = ""
+    point: dict[str, Any]                  # RunPoint.to_dict()
+    point_key: str                          # RunPoint.key(): what --resume matches on
+    environment_key: str = ""               # hash of backend + device + versions (for --resume)
+    backend: str                            # "torch" | "jax"
+    device: str                             # "cpu" | "cuda" | "tpu" | "neuron" | "xla" | "mps" | jax platform
+    environment: dict[str, Any] = Field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    timing: dict[str, float] = Field(default_factory=dict)     # load_s, compile_s, warmup_s, measure_s
+    # True when the point ran on the model the previous point built (its load_s is then 0).
+    model_reused: bool = False
+    compile: dict[str, Any] = Field(default_factory=dict)      # per-shape compile seconds, recompiles
+    samples: dict[str, list[float]] = Field(default_factory=dict)
+    metrics: dict[str, float | int | None] = Field(default_factory=dict)
+    numerics: dict[str, Any] = Field(default_factory=dict)
+    validity: Validity = Field(default_factory=Validity)
+    warnings: list[str] = Field(default_factory=list)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80] or "run"
+
+
+def result_filename(result: RunResult) -> str:
+    p = result.point
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    layout = "".join(f"{kind}{p[key]}" for kind, key in (("tp", "tensor_parallel"), ("ep", "expert_parallel"),
+                                                          ("dp", "data_parallel")) if (p.get(key) or 1) > 1)
+    parts = [p.get("workload", "run"), p.get("scale", ""), result.device, layout,
+             "-".join(f"{k}{p[key]}" for k, key in (("b", "batch_size"), ("i", "input_length"), ("o", "output_length"))
+                      if p.get(key) is not None), stamp]
+    return _slug("_".join(str(x) for x in parts if x)) + ".json"
+
+
+def write_result(result: RunResult, out_dir: str | Path) -> Path:
+    """Write atomically (temp file + fsync + rename) under a name that is never reused."""
+    return store_result(result, out_dir)[1]
+
+
+def store_result(result: RunResult, out_dir: str | Path) -> tuple[RunResult, Path]:
+    """Write `result` as write_result does, always: what was written and where. A result holding
+    a text that UTF-8 cannot encode is written with such texts escaped; one that still cannot be
+    serialized is written as a failed result with the reason, so a point that ran is never lost."""
+    stored, data = storable(result)
+    return stored, write_new_file(out_dir, result_filename(stored), data)
+
+
+def storable(result: RunResult) -> tuple[RunResult, bytes]:
+    """(the result as it is stored, its JSON bytes): see store_result."""
+    try:
+        return result, result.model_dump_json(indent=1).encode()
+    except ValueError:      # pydantic's serialization error: a lone surrogate, an unknown type
+        pass
+    try:
+        escaped = RunResult.model_validate(safe_tree(result.model_dump()))
+        return escaped, escaped.model_dump_json(indent=1).encode()
+    except ValueError as exc:
+        failed = _unserializable(result, exc)
+        try:
+            return failed, failed.model_dump_json(indent=1).encode()
+        except ValueError:
+            failed.environment = {}         # the environment itself cannot be serialized
+            return failed, failed.model_dump_json(indent=1).encode()
+
+
+def _unserializable(result: RunResult, exc: Exception) -> RunResult:
+    """A failed result with the identity of `result` (enough for --resume and a report)."""
+    identity = {name: getattr(result, name) for name in ("workload_file", "point", "point_key", "environment_key",
+                                                         "backend", "device", "environment", "started_at",
+                                                         "finished_at")}
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    failed = RunResult(**safe_tree(identity), status="failed",
+                       error=safe_text(f"the result cannot be serialized: {reason}")[:500])
+    failed.validity = Validity(valid=False, reasons=["run failed", "the result cannot be serialized"])
+    return failed
+
+
+def safe_text(text: str) -> str:
+    """`text` as UTF-8 can store it: a lone surrogate (valid in JSON as \\ud800, which a server or a
+    YAML file may send, yet not encodable in UTF-8) becomes the six characters `\\ud800`."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def safe_tree(value: Any) -> Any:
+    """`value` (JSON-like: dicts, lists, tuples, strings...) with every string made safe_text."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_tree(k): safe_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_tree(v) for v in value]
+    return value
+
+
+def write_new_file(out_dir: str | Path, name: str, data: bytes) -> Path:
+    """`data` as out_dir/name, or name-1, name-2... when taken: atomic, never overwriting."""
+    out = Path(out_dir)
+    target = out / name
+    stem, suffix = target.stem, target.suffix
+    with _temp_copy(out, suffix, data) as tmp:
+        n = 1
+        while target.exists():
+            target = out / f"{stem}-{n}{suffix}"
+            n += 1
+        try:
+            # os.link fails if the target appeared meanwhile: a concurrent writer never clobbers it.
+            os.link(tmp, target)
+        except OSError as exc:
+            # FUSE bucket mounts (gcsfuse, goofys) answer ENOSYS on older kernels.
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            # No hard links on this filesystem (some network mounts): rename still never leaves a
+            # half-written file, and the name was checked as unused just above.
+            os.replace(tmp, target)
+    return target
+
+
+def replace_file(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` atomically, replacing what was there: a reader sees the old file or
+    the new one, never half of one."""
+    path = Path(path)
+    with _temp_copy(path.parent, path.suffix, data) as tmp:
+        os.replace(tmp, path)
+    return path
+
+
+@contextlib.contextmanager
+def _temp_copy(folder: Path, suffix: str, data: bytes):
+    """`data` in a synced temporary file in `folder` (readable as results are), removed on leaving
+    unless it was renamed; a folder that cannot be written is one line naming it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
+    except OSError as exc:
+        raise UserError(f"cannot write here: {exc.strerror or exc}", where=str(folder)) from None
+    try:
+        readable_by_all(fd)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        yield tmp
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def readable_by_all(fd: int) -> None:
+    """mkstemp creates files 0600; results are shared data, so give them the umask's mode."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+
+
+def iter_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*.json") if not f.name.startswith(".tmp-")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UserError("no such file or folder", where=str(p))
+    return files
+
+
+def read_result(path: str | Path) -> RunResult:
+    # Parsing bytes in pydantic-core is ~3x faster than json.load + model_validate (the stdlib
+    # parser is slow on the float-heavy sample lists); validation is the same.
+    return RunResult.model_validate_json(Path(path).read_bytes())
+
+
+def read_results(paths, *, warn: Callable[[str], None] | None = None) -> list[tuple[Path, RunResult]]:
+    """Every readable result under `paths`; a corrupt or foreign file is skipped with a warning naming it."""
+    warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
+    out = []
+    for f in iter_result_files(paths):
+        try:
+            out.append((f, read_result(f)))
+        except (OSError, ValueError, ValidationError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if isinstance(exc, ValidationError) and exc.errors():
+                # Name the first problem ("Invalid JSON: ..." for a truncated file), not just the count.
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err.get("loc", ()))
+                first = f"{first}: {loc + ': ' if loc else ''}{err.get('msg', '')}"
+            warn(f"skipping {f}: not a readable tpubench result ({first})")
+    return out

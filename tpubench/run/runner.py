@@ -1,0 +1,195 @@
+"""Running a workload: pick device and scale, expand the sweep, measure each point, write results.
+
+A point that fails is recorded as a failed result and the sweep goes on; every finished point is
+on disk before the next one starts, so Ctrl-C or a kill loses nothing that was measured, and
+`resume=True` skips points already present for this environment.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tpubench.backends import ACCELERATOR_DEVICES, get_backend, require_available
+from tpubench.measure.efficiency import peaks_for
+from tpubench.hardware.environment import environment_key, host_environment
+from tpubench.errors import UserError
+from tpubench.records.result import RunResult, now_iso, read_results, store_result
+from tpubench.measure.world import WorldFailed, in_user_world, join_world
+from tpubench.scenarios import SweepContext
+from tpubench.scenarios.registry import measurement_of, scenario_of
+from tpubench.spec.sections import FULL_SCALE
+from tpubench.run.sweep import MAX_POINTS, check_sweep_size, expand, scale_names
+from tpubench.spec.point import RunPoint
+from tpubench.run.workload import load_workload
+from tpubench.run.overrides import with_layout, with_server_url
+
+SMALL_SCALE = "small"
+
+
+class Reporter(Protocol):
+    def note(self, message: str) -> None: ...
+    def sweep_started(self, points: list[RunPoint]) -> None: ...
+    def point_started(self, index: int, point: RunPoint) -> None: ...
+    def phase(self, name: str, done: int, total: int) -> None: ...
+    def point_finished(self, index: int, outcome: "PointOutcome") -> None: ...
+
+
+class SilentReporter:
+    def note(self, message): pass
+    def sweep_started(self, points): pass
+    def point_started(self, index, point): pass
+    def phase(self, name, done, total): pass
+    def point_finished(self, index, outcome): pass
+
+
+@dataclass
+class PointOutcome:
+    point: RunPoint
+    result: RunResult | None = None
+    path: Path | None = None
+    skipped: bool = False          # already measured (resume)
+
+
+def default_device(backend: str) -> str | None:
+    """The first accelerator torch can see, else cpu. JAX chooses its own default."""
+    if backend != "torch":
+        return None
+    for device in ACCELERATOR_DEVICES:
+        if device in ("xla", "mps"):
+            continue  # never picked implicitly: the legacy path and laptops are opt-in
+        if get_backend("torch", device).availability().available:
+            return device
+    return "cpu"
+
+
+def choose_scale(workload, requested: str | None, on_accelerator: bool) -> tuple[str, str | None]:
+    """(scale, note): the small scale when no accelerator is present, unless asked otherwise."""
+    if requested:
+        return requested, None
+    if not on_accelerator and SMALL_SCALE in workload.scales:
+        return SMALL_SCALE, (f"No accelerator present: running the '{SMALL_SCALE}' scale of {workload.name} "
+                             "on the CPU (use --scale full for the full architecture).")
+    return FULL_SCALE, None
+
+
+def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str | None = None,
+              scale: str | None = None, out_dir: str | Path = "results", resume: bool = False,
+              retry_failed: bool = False, reporter: Reporter | None = None,
+              max_points: int = MAX_POINTS, tensor_parallel: int | None = None,
+              expert_parallel: int | None = None, server_url: str | None = None,
+              data_parallel: int | None = None, fsdp: bool | None = None) -> list[PointOutcome]:
+    reporter = reporter or SilentReporter()
+    workload = load_workload(workload_path)
+    for name in scale_names(workload):   # an absurd sweep is refused before touching any device
+        check_sweep_size(workload, name, source=str(workload_path), max_points=max_points)
+    device = device or default_device(backend)
+    be = get_backend(backend, device)
+    require_available(be)
+    scale, note = choose_scale(workload, scale, on_accelerator=_on_accelerator(be))
+    if note:
+        reporter.note(note)
+    workload = with_server_url(with_layout(workload, tensor_parallel, expert_parallel, data_parallel, fsdp),
+                               server_url)
+    points = expand(workload, scale, source=str(workload_path), max_points=max_points)
+    if be.name != "torch" and any(p.world_size > 1 for p in points):
+        raise UserError(f"the {be.name} backend runs on one chip; parallel layouts need --backend torch",
+                        where=str(workload_path), field="parallel")
+    user_world = in_user_world()
+    if user_world:
+        join_world(be, workload.parallel.collective_timeout_s)
+        if int(os.environ.get("RANK", "0")) != 0:
+            reporter = SilentReporter()   # rank 0 speaks and writes for the world
+
+    scenario = measurement_of(workload.scenario.kind)
+    ctx = SweepContext(backend=be, source=str(workload_path), peaks={}, reporter=reporter,
+                       collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world)
+    env, ctx.peaks = _environment(be, points)
+    env_key = environment_key(be.name, be.device, env)
+    cannot_run, notes = scenario.check(ctx, points)
+    done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
+    # Under a user's torchrun every rank measures, rank 0 writes.
+    writes = not user_world or int(os.environ.get("RANK", "0")) == 0
+
+    reporter.sweep_started(points)
+    outcomes: list[PointOutcome] = []
+    with scenario.open(ctx, points) as measure:
+        for index, point in enumerate(points):
+            if point.key() in done:
+                outcome = PointOutcome(point, skipped=True)
+                outcomes.append(outcome)
+                reporter.point_finished(index, outcome)
+                continue
+            reporter.point_started(index, point)
+            base = dict(workload_file=str(workload_path), point=point.to_dict(), point_key=point.key(),
+                        environment_key=env_key, backend=be.name, device=be.device, environment=env,
+                        started_at=now_iso())
+            try:
+                if point.key() in cannot_run:
+                    raise MemoryError(cannot_run[point.key()])
+                result = measure(point, base)
+                if point.key() in notes:
+                    result.warnings.append(notes[point.key()])
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # a failed point is data, not a crash: record it and go on
+                result = _failed(base, exc)
+            path = None
+            if writes:
+                # Always written: texts a result cannot store are escaped, and a result that still
+                # cannot be serialized is written failed with the reason (results.store_result).
+                result, path = store_result(result, out_dir)
+            outcome = PointOutcome(point, result, path)
+            outcomes.append(outcome)
+            reporter.point_finished(index, outcome)
+    return outcomes
+
+
+def _failed(base: dict, exc: Exception) -> RunResult:
+    result = RunResult(**base, status="failed", error=_describe(exc), finished_at=now_iso())
+    result.validity.valid = False
+    result.validity.reasons.append("run failed")
+    if isinstance(exc, WorldFailed) and exc.log_tail:
+        result.warnings.append(f"launcher log tail: {exc.log_tail}")
+    elif not isinstance(exc, (UserError, MemoryError, WorldFailed)):
+        result.warnings.append(traceback.format_exc(limit=3)[-1500:])
+    return result
+
+
+def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
+    """Provenance for every result of the sweep, and the roofline peaks per dtype."""
+    env = {**host_environment(), **be.environment()}
+    platform = be.device if _on_accelerator(be) else "cpu"
+    # Only models tpubench runs itself have a roofline (a server's are its own business).
+    dtypes = {p.dtype for p in points if scenario_of(p.scenario_kind).builds_model}
+    peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in dtypes}
+    env["roofline_peaks"] = {dtype: {k: v for k, v in p.items() if k != "probe"} if p else None
+                             for dtype, p in peaks.items()}
+    probe = next((p["probe"] for p in peaks.values() if p and "probe" in p), None)
+    if probe:
+        env["host_probe"] = probe
+    return env, peaks
+
+
+def _on_accelerator(be) -> bool:
+    if be.name == "jax":
+        return be.platform() != "cpu"
+    return be.device != "cpu"
+
+
+def _already_measured(out_dir, env_key: str, retry_failed: bool) -> set[str]:
+    """Points with a result for this environment; failed ones too unless they are to be retried."""
+    if not Path(out_dir).is_dir():
+        return set()
+    return {r.point_key for _, r in read_results(out_dir, warn=lambda m: None)
+            if r.environment_key == env_key and (r.status == "ok" or not retry_failed)}
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, UserError):
+        return exc.one_line()
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:500]

@@ -1,0 +1,240 @@
+"""Workload files: the schema assembled over the scenario registry, YAML loading, and every
+problem as a one-line error naming file:line and field.
+
+A workload names a model architecture (written out in full in the file, so no Hub access is
+needed), named smaller scales of the same architecture, a scenario and how to measure it. Any
+field typed `Axis[...]` may be a list: the cartesian product of all such lists is the sweep
+(tpubench.run.sweep).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from tpubench.errors import UserError
+from tpubench.scenarios import FieldProblem
+from tpubench.scenarios.registry import SCENARIOS
+from tpubench.spec.point import DEFAULT_KIND
+from tpubench.spec.sections import (FULL_SCALE, Execution, Measurement, ModelSpec, Parallel, ScaleSpec, Strict,
+                                    as_list, safe_name)
+
+# The `scenario:` section is one of the registered scenarios' sections, told apart by `kind`.
+ScenarioSection = Union[tuple(s.schema for s in SCENARIOS.values())]
+LAYOUT_FIELDS = ("tensor", "expert", "data")
+
+
+class Workload(Strict):
+    name: str
+    description: str = ""
+    model: ModelSpec | None = None     # what a scenario that builds a model builds (a server's: optional)
+    scales: dict[str, ScaleSpec] = Field(default_factory=dict)
+    scenario: ScenarioSection = Field(discriminator="kind")
+    execution: Execution = Execution()
+    measurement: Measurement = Measurement()
+    parallel: Parallel = Parallel()
+
+    _name_is_safe = field_validator("name")(classmethod(lambda cls, v: safe_name(v)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kind(cls, data):
+        """A scenario without a kind is the default kind (every workload was, before kinds existed)."""
+        if isinstance(data, dict) and isinstance(data.get("scenario"), dict) and "kind" not in data["scenario"]:
+            data = {**data, "scenario": {"kind": DEFAULT_KIND, **data["scenario"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _fits_its_scenario(self):
+        scenario = SCENARIOS[self.scenario.kind]
+        if scenario.builds_model and self.model is None:
+            raise ValueError(f"model is required: scenario {scenario.kind} builds it")
+        refused = [f for f in used_layout(self.parallel) if f not in scenario.layout]
+        if refused:
+            raise ValueError(layout_refusal(scenario, refused))
+        return self
+
+    @field_validator("scales")
+    @classmethod
+    def _no_full(cls, v):
+        if FULL_SCALE in v:
+            raise ValueError(f"'{FULL_SCALE}' is the architecture under model.config; name scales otherwise")
+        for name in v:
+            safe_name(name)
+        return v
+
+
+def used_layout(parallel: Parallel) -> list[str]:
+    """The `parallel` fields a workload sets beyond one chip."""
+    used = [f for f in LAYOUT_FIELDS if max(as_list(getattr(parallel, f))) > 1]
+    return used + (["fsdp"] if parallel.fsdp else [])
+
+
+def layout_refusal(scenario, refused: list[str], name=lambda f: f"parallel.{f}") -> str:
+    """Why a scenario does not take these layout fields (named by `name`: the file's or a flag's),
+    and which scenarios do."""
+    takes = ", ".join(map(name, scenario.layout)) or "no parallel layout (a server shards its own model)"
+    others = sorted({s.kind for s in SCENARIOS.values() for f in refused if f in s.layout})
+    where = (f"; {' and '.join(map(name, refused))} {'is' if len(refused) == 1 else 'are'} for scenario "
+             f"{', '.join(others)}") if others else ""
+    return f"scenario {scenario.kind} takes {takes}{where}"
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read and validate a workload file; every problem is a UserError naming file:line and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError("no such workload file", where=str(path))
+    text = path.read_text(encoding="utf-8")
+    try:
+        data, root = _parse_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UserError(f"YAML syntax error: {problem}", where=where) from None
+    if data is None:
+        raise UserError("the file is empty; expected a mapping with name, model and scenario", where=str(path))
+    if not isinstance(data, dict):
+        raise UserError(f"expected a mapping at the top level, found {type(data).__name__}", where=str(path))
+    try:
+        workload = Workload.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        # The scenario's kind (pydantic's union tag) is in loc but not in the file.
+        shown = tuple(p for i, p in enumerate(loc) if not (i == 1 and loc[0] == "scenario" and p in SCENARIOS))
+        raise _user_error(path, root, shown, _explain(err, loc)) from None
+    _check_model(workload, path, root)
+    return workload
+
+
+# libyaml's parser where PyYAML has it (several times faster), with the same safe constructor.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _parse_yaml(text: str) -> tuple[Any, Any]:
+    """The file's data and its node tree (whose marks give line numbers), from one parse: the same
+    as yaml.safe_load (safe constructor only) plus yaml.compose."""
+    loader = _SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        return (loader.construct_document(root) if root is not None else None), root
+    finally:
+        loader.dispose()
+
+
+def _user_error(path: Path, root, loc: tuple, message: str) -> UserError:
+    line = _line_of(root, loc)
+    where = f"{path}:{line}" if line else str(path)
+    return UserError(message, where=where, field=_dotted(loc) or None)
+
+
+def _check_model(workload: Workload, path: Path, root) -> None:
+    """The family and every scale's resolved config values, against the table of transformers'
+    config classes (no transformers import: see models/config_check.py); then what the scenario
+    itself checks of each scale."""
+    from tpubench.models.config_check import ConfigProblem, check_model_config, family_problem
+
+    scenario = SCENARIOS[workload.scenario.kind]
+    try:
+        if workload.model is None:
+            scenario.check_workload(workload, FULL_SCALE, {})
+            return
+        problem = family_problem(workload.model.family)
+        if problem:
+            raise _user_error(path, root, ("model", "family"), problem)
+        for scale in [FULL_SCALE, *workload.scales]:
+            own = workload.scales[scale].config if scale != FULL_SCALE else {}
+            try:
+                check_model_config(workload.model.family, {**workload.model.config, **own},
+                                   tensor=as_list(workload.parallel.tensor), expert=as_list(workload.parallel.expert))
+            except ConfigProblem as exc:
+                if exc.path[0] == "parallel":
+                    raise _user_error(path, root, exc.path, f"{exc.message} (scale '{scale}')") from None
+                prefix = ("scales", scale, "config") if exc.path[0] in own else ("model", "config")
+                raise _user_error(path, root, prefix + exc.path, exc.message) from None
+            scenario.check_workload(workload, scale, {**workload.model.config, **own})
+    except FieldProblem as exc:
+        raise _user_error(path, root, exc.loc, exc.message) from None
+
+
+def _dotted(loc: tuple) -> str:
+    # pydantic puts union member names ("list[...]", "int") into loc; they mean nothing to a user.
+    keep = [str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in _TYPE_NAMES))]
+    return ".".join(keep)
+
+
+_TYPE_NAMES = {"int", "str", "float", "bool", "literal", "none", "dict", "list", "function-after", "constrained-int"}
+
+
+def _explain(err: dict, loc: tuple) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        allowed = _allowed_keys(loc[:-1])
+        guess = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"; did you mean '{guess[0]}'?" if guess else f"; allowed: {', '.join(sorted(allowed))}"
+        return f"unknown key '{key}'{hint}"
+    if kind == "missing":
+        return "required field is missing"
+    msg = err["msg"].removeprefix("Value error, ")
+    if "input" in err and kind not in ("missing",):
+        msg = f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model: type[BaseModel] | None = Workload
+    for i, part in enumerate(loc):
+        if model is None:
+            return []
+        if i == 1 and loc[0] == "scenario" and part in SCENARIOS:
+            model = SCENARIOS[part].schema
+        elif part in model.model_fields:
+            ann = model.model_fields[part].annotation
+            model = _model_in(ann)
+        elif model is Workload and loc and loc[0] == "scales":
+            model = ScaleSpec
+        else:
+            model = _model_in(None)
+    return list(model.model_fields) if model else []
+
+
+def _model_in(ann) -> type[BaseModel] | None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found:
+            return found
+    return None
+
+
+def _line_of(node, loc: tuple) -> int | None:
+    """The 1-based line of the deepest YAML node that `loc` reaches."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for key_node, value_node in node.value:
+                if key_node.value == str(part):
+                    line = key_node.start_mark.line + 1
+                    nxt = value_node
+                    break
+            if nxt is None:
+                return line
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line

@@ -1,0 +1,41 @@
+"""Scenario `generate`: offline batched prefill and decode on a model tpubench builds, on one chip or
+sharded over a world of chips (docs/scenarios/generate.md)."""
+
+from __future__ import annotations
+
+from tpubench.scenarios.generate import sweep
+from tpubench.scenarios.generate.schema import GenerateSection
+from tpubench.scenarios.generate.table import generate_table
+
+
+class Generate:
+    kind = "generate"
+    schema = GenerateSection
+    builds_model = True
+    layout = ("tensor", "expert")
+    measurement = "tpubench.scenarios.generate.measure:GenerateRun"
+    launch_extras = ()
+    report_kind = "offline"
+    warn_once = False
+    options = ()
+
+    def with_option(self, workload, name, value):
+        raise KeyError(name)   # it has no options
+
+    def check_workload(self, workload, scale, config):
+        pass
+
+    sweep_axes = staticmethod(sweep.sweep_axes)
+    points = staticmethod(sweep.points)
+    label = staticmethod(sweep.label)
+    pair_label = staticmethod(sweep.pair_label)
+    row_label = staticmethod(sweep.row_label)
+
+    def weight_shards(self, point):
+        return point.world_size
+
+    def check_launch(self, points, source):
+        pass
+
+    def run_table(self, outcomes):
+        return generate_table(outcomes, self.label)

@@ -1,0 +1,25 @@
+"""The workload section of scenario `generate` (docs/scenarios/generate.md).
+
+    scenario: {kind: generate, batch_size: [1, 8], input_length: 1024, output_length: 128}
+
+A section without `kind` is this one (every workload generated before other scenarios existed).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import PositiveInt, field_validator
+
+from tpubench.spec.sections import Strict, axis
+
+
+class GenerateSection(Strict):
+    """Offline batches: every sequence gets exactly output_length tokens."""
+
+    kind: Literal["generate"] = "generate"
+    batch_size: Union[PositiveInt, list[PositiveInt]]
+    input_length: Union[PositiveInt, list[PositiveInt]]
+    output_length: Union[PositiveInt, list[PositiveInt]]
+
+    _non_empty = field_validator("batch_size", "input_length", "output_length")(classmethod(lambda cls, v: axis(v)))

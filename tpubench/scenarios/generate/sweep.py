@@ -1,0 +1,72 @@
+"""The sweep of scenario `generate`: its axes, its points and their labels."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from tpubench.spec.point import RunPoint, layout_words, shape_words
+from tpubench.spec.sections import ScaleSpec, ScenarioOverride, as_list
+
+
+def sweep_axes(workload, scale: str) -> dict[str, list]:
+    spec = workload.scales.get(scale, ScaleSpec())
+    scen = workload.scenario
+    dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
+    over = spec.scenario or ScenarioOverride()
+    return {
+        "dtype": as_list(dtypes),
+        "experts_implementation": as_list(workload.model.experts_implementation),
+        "batch_size": as_list(over.batch_size or scen.batch_size),
+        "input_length": as_list(over.input_length or scen.input_length),
+        "output_length": as_list(over.output_length or scen.output_length),
+        "execution_mode": as_list(workload.execution.mode),
+        "matmul_precision": as_list(workload.execution.matmul_precision),
+        "tensor_parallel": as_list(workload.parallel.tensor),
+        "expert_parallel": as_list(workload.parallel.expert),
+    }
+
+
+def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
+    spec = workload.scales.get(scale, ScaleSpec())
+    config = {**workload.model.config, **spec.config}
+    out = []
+    for combo in itertools.product(*axes.values()):
+        out.append(RunPoint(
+            workload=workload.name, scale=scale, family=workload.model.family, hub_id=workload.model.hub_id,
+            weights=workload.model.weights, trust_remote_code=workload.model.trust_remote_code,
+            model_config=config, scenario_kind=workload.scenario.kind,
+            compile_options=dict(workload.execution.compile_options),
+            measurement=workload.measurement.model_dump(), **dict(zip(axes, combo))))
+    return out
+
+
+def label(point: RunPoint) -> str:
+    parts = [f"b{point.batch_size}", f"in{point.input_length}", f"out{point.output_length}", point.dtype,
+             point.execution_mode]
+    if point.experts_implementation:
+        parts.append(f"experts={point.experts_implementation}")
+    if point.tensor_parallel > 1:
+        parts.append(f"tp{point.tensor_parallel}")
+    if point.expert_parallel > 1:
+        parts.append(f"ep{point.expert_parallel}")
+    if point.matmul_precision not in (None, "highest"):
+        parts.append(f"matmul={point.matmul_precision}")
+    return " ".join(parts)
+
+
+def pair_label(point: dict) -> str:
+    return " ".join([str(point.get("workload")), str(point.get("scale")), *shape_words(point),
+                     *layout_words(point), str(point.get("dtype"))])
+
+
+def row_label(row) -> str:
+    return f"b{row['batch_size']} {lengths_words(row)} {row['device']}"
+
+
+def lengths_words(row) -> str:
+    """'in1024 out128' of a result row ('~' for a length drawn per request)."""
+    def length(v):
+        return "~" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{int(v)}"
+
+    return f"in{length(row['input_length'])} out{length(row['output_length'])}"

@@ -1,0 +1,60 @@
+"""What every scenario's run table is made of: the table, its cells and the row of a failed point.
+Units are chosen in tpubench.units; a scenario's table module picks its columns from these."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from tpubench import units
+
+# The terminal's mark for a value that is absent or not finite (the reports use an en dash).
+MISSING = "-"
+
+
+def ms(seconds) -> str:
+    return units.ms(seconds, spec=".1f", missing=MISSING)
+
+
+def percent(fraction) -> str:
+    return units.share(fraction, MISSING)
+
+
+def human_bytes(n) -> str:
+    return units.human_bytes(n, MISSING)
+
+
+def number(value, fmt: str) -> str:
+    return units.fixed(value, fmt, MISSING)
+
+
+def rate_with_ci(m: dict, name: str) -> str:
+    return units.with_half_width(m.get(name), m.get(f"{name}_ci95_high"), missing=MISSING)
+
+
+def p50_p99(m: dict, name: str) -> str:
+    """'12.3 / 45.6': a time's median and 99th percentile in ms."""
+    return f"{ms(m.get(f'{name}_p50_s'))} / {ms(m.get(f'{name}_p99_s'))}"
+
+
+def run_table(title: str, columns: tuple[str, ...]) -> Table:
+    """A table of measured points: the point and validity left, figures right."""
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, justify="right" if col not in ("point", "valid") else "left")
+    return table
+
+
+def measured(table: Table, outcomes: list, label):
+    """(outcome, result, metrics) of each measured point; a failed one gets its row of dashes here."""
+    for o in outcomes:
+        if o.result is None:
+            continue
+        if o.result.status == "failed":
+            table.add_row(label(o.point), *[MISSING] * (len(table.columns) - 2), "[red]failed[/red]")
+            continue
+        yield o, o.result, o.result.metrics
+
+
+def valid_cell(r) -> str:
+    return "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"

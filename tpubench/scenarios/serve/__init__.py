@@ -1,0 +1,54 @@
+"""Scenario `serve`: an OpenAI-compatible server, running or started by tpubench, measured under
+load (docs/scenarios/serve.md)."""
+
+from __future__ import annotations
+
+from tpubench.errors import UserError
+from tpubench.scenarios import FieldProblem
+from tpubench.scenarios.serve import sweep
+from tpubench.scenarios.serve.options import with_server_url
+from tpubench.scenarios.serve.schema import ServeSection
+from tpubench.scenarios.serve.table import serve_table
+
+
+class Serve:
+    kind = "serve"
+    schema = ServeSection
+    builds_model = False      # the server's; a `model` block, if any, is what a launched server builds
+    layout = ()               # a served model is sharded by its server (its own launch flags)
+    measurement = "tpubench.scenarios.serve.measure:ServeRun"
+    launch_extras = ("serve",)   # the streaming client and `transformers serve`
+    report_kind = "serve"
+    warn_once = True          # a server's caveats hold for every load point
+
+    def check_workload(self, workload, scale, config):
+        """A launched server told to serve model 'build' serves the workload's model: without a
+        model block there is nothing to build, and that is known before any server starts."""
+        launch = workload.scenario.server.launch
+        if workload.model is None and launch is not None and launch.model == "build":
+            raise FieldProblem(("scenario", "server", "launch", "model"),
+                               "'build' serves the workload's model, but the workload has no model block: "
+                               "add one, or name the model to serve (a Hub id or a local path)")
+
+    sweep_axes = staticmethod(sweep.sweep_axes)
+    points = staticmethod(sweep.points)
+    label = staticmethod(sweep.label)
+    pair_label = staticmethod(sweep.pair_label)
+    row_label = staticmethod(sweep.row_label)
+
+    def weight_shards(self, point):
+        return None   # the server shards its own model
+
+    def check_launch(self, points, source):
+        if any(p.params["server"].get("url") for p in points):
+            raise UserError("a server at a URL is not on the launched machine: give scenario.server.launch so "
+                            "tpubench starts the server there", where=source, field="scenario.server.url")
+
+    def run_table(self, outcomes):
+        return serve_table(outcomes, self.label)
+
+    options = ("server_url",)
+
+    def with_option(self, workload, name, value):
+        """`--server-url`: the workload pointed at a running server, its launch block dropped."""
+        return with_server_url(workload, value)

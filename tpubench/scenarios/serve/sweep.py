@@ -1,0 +1,67 @@
+"""The sweep of scenario `serve`: load levels and request lengths, its points and their labels."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from tpubench.scenarios.generate.sweep import lengths_words
+from tpubench.scenarios.serve.schema import length_axis, load_axis, load_label
+from tpubench.spec.point import RunPoint, layout_words, shape_words
+from tpubench.spec.sections import FULL_SCALE
+
+
+def sweep_axes(workload, scale: str) -> dict[str, list]:
+    scen = workload.scenario
+    return {"load": load_axis(scen.load), "input_length": length_axis(scen.input_length),
+            "output_length": length_axis(scen.output_length)}
+
+
+def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
+    """The model is the server's; a point is a load level and the request lengths."""
+    scen = workload.scenario
+    model = workload.model
+    config = {**model.config, **workload.scales[scale].config} if model and scale != FULL_SCALE else (
+        dict(model.config) if model else {})
+    common = scen.model_dump(include={"endpoint", "exact_output", "request_timeout_s", "seed"})
+    common.update(server=scen.server.model_dump(), slo=scen.slo.model_dump(),
+                  num_requests=scen.load.num_requests, duration_s=scen.load.duration_s,
+                  warmup_requests=scen.load.warmup_requests, workload_dir=str(Path(source).parent) if source else "")
+    out = []
+    for load, inputs, outputs in itertools.product(axes["load"], axes["input_length"], axes["output_length"]):
+        out.append(RunPoint(
+            workload=workload.name, scale=scale,
+            family=model.family if model else None, hub_id=model.hub_id if model else None,
+            weights=model.weights if model else "server", trust_remote_code=False,
+            dtype=(model.dtype if model and isinstance(model.dtype, str) else "server"),
+            experts_implementation=None, model_config=config,
+            batch_size=None,   # a server batches as it likes; the load is params["load"]
+            input_length=inputs if isinstance(inputs, int) else None,
+            output_length=outputs if isinstance(outputs, int) else None,
+            execution_mode="serve", scenario_kind=workload.scenario.kind,
+            params={**common, "load": load, "input_lengths": inputs, "output_lengths": outputs},
+            measurement=workload.measurement.model_dump(),
+        ))
+    return out
+
+
+def label(point: RunPoint) -> str:
+    lengths = [f"{name}{v if v is not None else '~'}" for name, v in
+               (("in", point.input_length), ("out", point.output_length))]
+    return " ".join([load_label(point.params["load"]), *lengths, f"{point.params['endpoint']}"])
+
+
+def pair_label(point: dict) -> str:
+    load = (point.get("params") or {}).get("load")
+    known = isinstance(load, dict) and (isinstance(load.get("concurrency"), int)
+                                        or isinstance(load.get("request_rate"), (int, float)))
+    return " ".join([str(point.get("workload")), str(point.get("scale")),
+                     load_label(load) if known else "load unknown", *shape_words(point), *layout_words(point)])
+
+
+def row_label(row) -> str:
+    rate = row.get("request_rate")
+    concurrency = row.get("concurrency")
+    load = f"c{int(concurrency)}" if concurrency == concurrency and concurrency is not None else \
+        f"rate {rate:g}/s" if rate is not None else "?"
+    return f"{load} {lengths_words(row)} {row.get('server_name') or 'server'}"

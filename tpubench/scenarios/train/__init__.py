@@ -1,0 +1,52 @@
+"""Scenario `train`: training steps (forward, backward, optimizer step) on seeded random token
+batches, on one chip or data-parallel over a world of chips (docs/scenarios/train.md)."""
+
+from __future__ import annotations
+
+from tpubench.scenarios import FieldProblem
+from tpubench.scenarios.train import sweep
+from tpubench.scenarios.train.schema import TrainSection
+from tpubench.scenarios.train.table import train_table
+from tpubench.spec.sections import FULL_SCALE, as_list
+
+
+class Train:
+    kind = "train"
+    schema = TrainSection
+    builds_model = True
+    layout = ("data", "fsdp")
+    measurement = "tpubench.scenarios.train.measure:TrainRun"
+    launch_extras = ()
+    report_kind = "train"
+    warn_once = False
+    options = ()
+
+    def with_option(self, workload, name, value):
+        raise KeyError(name)   # it has no options
+
+    def check_workload(self, workload, scale, config):
+        """A training sequence longer than the model's positions is refused before anything is built."""
+        positions = config.get("max_position_embeddings")
+        override = workload.scales[scale].scenario if scale != FULL_SCALE else None
+        lengths = as_list((override and override.sequence_length) or workload.scenario.sequence_length)
+        if positions and max(lengths) > positions:
+            loc = ("scales", scale, "scenario", "sequence_length") if override and override.sequence_length \
+                else ("scenario", "sequence_length")
+            raise FieldProblem(loc, f"{max(lengths)} tokens exceed the model's max_position_embeddings "
+                                    f"({positions}, scale '{scale}')")
+
+    sweep_axes = staticmethod(sweep.sweep_axes)
+    points = staticmethod(sweep.points)
+    label = staticmethod(sweep.label)
+    pair_label = staticmethod(sweep.pair_label)
+    row_label = staticmethod(sweep.row_label)
+
+    def weight_shards(self, point):
+        """Data-parallel ranks each hold the whole model unless FSDP shards it."""
+        return point.world_size if point.params.get("fsdp") else 1
+
+    def check_launch(self, points, source):
+        pass
+
+    def run_table(self, outcomes):
+        return train_table(outcomes, self.label)

@@ -1,0 +1,82 @@
+"""The run point: one fully resolved point of a sweep, what a result file records as `point`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+# A point without a kind (results that predate scenarios) is an offline generate run.
+DEFAULT_KIND = "generate"
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One fully resolved point of a sweep: every value scalar, every default filled in."""
+
+    workload: str
+    scale: str
+    family: str
+    hub_id: str | None
+    weights: str
+    trust_remote_code: bool
+    dtype: str
+    experts_implementation: str | None
+    model_config: dict = field(hash=False)
+    batch_size: int = 1
+    input_length: int = 1
+    output_length: int = 1
+    execution_mode: str = "eager"
+    tensor_parallel: int = 1
+    expert_parallel: int = 1
+    scenario_kind: str = DEFAULT_KIND
+    data_parallel: int = 1
+    # execution.matmul_precision (None: the point's framework is not tpubench's, e.g. a server's).
+    matmul_precision: str | None = None
+    # Scenario-specific resolved values (serve: the load point, lengths, server, SLOs).
+    params: dict = field(default_factory=dict, hash=False)
+    compile_options: dict = field(default_factory=dict, hash=False)
+    measurement: dict = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunPoint":
+        return cls(**data)
+
+    def key(self) -> str:
+        """A stable hash of everything that defines what is measured (for --resume). A single-chip
+        layout is left out of it, so points measured before `parallel` existed keep their key; so is
+        matmul precision 'highest' (torch's own default before the field existed)."""
+        data = self.to_dict()
+        for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", DEFAULT_KIND),
+                              ("params", {}), ("data_parallel", 1)):
+            if data[name] == default:
+                del data[name]
+        if data.get("matmul_precision") in (None, "highest"):
+            data.pop("matmul_precision", None)
+        blob = json.dumps(data, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def model_identity(self) -> tuple:
+        """What makes two points' models the same (one build serves both)."""
+        return (self.family, self.hub_id, self.weights, self.dtype, self.experts_implementation,
+                repr(sorted(self.model_config.items())), self.measurement.get("seed"))
+
+    @property
+    def world_size(self) -> int:
+        """Processes (one per chip) the point runs on."""
+        return self.tensor_parallel * self.expert_parallel * self.data_parallel
+
+
+def shape_words(point: dict) -> list[str]:
+    """'b8 i1024 o128': the batch and lengths a point dict has (a server's may lack some)."""
+    return [f"{tag}{point[key]}" for tag, key in (("b", "batch_size"), ("i", "input_length"), ("o", "output_length"))
+            if point.get(key) is not None]
+
+
+def layout_words(point: dict) -> list[str]:
+    """'tp2', 'ep4', 'dp2': the parallel layout of a point dict, where it spans chips."""
+    return [f"{tag}{point[key]}" for tag, key in (("tp", "tensor_parallel"), ("ep", "expert_parallel"),
+                                                  ("dp", "data_parallel")) if (point.get(key) or 1) > 1]

@@ -1,0 +1,118 @@
+"""The workload sections every scenario shares: the model, its scales, how it executes, how it is
+measured, and its parallel layout; with the small helpers the scenarios' own sections use.
+
+A scenario's own section (`scenario:` in the file) lives in its package (tpubench/scenarios/<kind>/schema.py);
+the whole workload is assembled over the scenario registry in tpubench/run/workload.py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+
+Dtype = Literal["float32", "bfloat16", "float16"]
+ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm"]
+ExecutionMode = Literal["eager", "compile"]
+MatmulPrecision = Literal["highest", "high", "medium"]
+FULL_SCALE = "full"
+# Names travel into file names, CSV cells and HTML: letters, digits, '.', '_' and '-' only.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def safe_name(value: str) -> str:
+    if not _SAFE_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+def axis(value):
+    """A sweep axis may be a scalar or a non-empty list."""
+    if isinstance(value, list) and not value:
+        raise ValueError("an empty list sweeps over nothing")
+    return value
+
+
+def as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+class ModelSpec(Strict):
+    family: str = Field(description="transformers model_type, e.g. qwen3_moe, qwen3, gemma4_text")
+    hub_id: str | None = None
+    dtype: Union[Dtype, list[Dtype]] = "bfloat16"
+    weights: Literal["random", "pretrained"] = "random"
+    experts_implementation: Union[ExpertsImpl, list[ExpertsImpl], None] = None
+    trust_remote_code: bool = False
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    _non_empty = field_validator("dtype", "experts_implementation")(classmethod(lambda cls, v: axis(v)))
+
+
+class ScenarioOverride(Strict):
+    batch_size: Union[PositiveInt, list[PositiveInt], None] = None
+    input_length: Union[PositiveInt, list[PositiveInt], None] = None
+    output_length: Union[PositiveInt, list[PositiveInt], None] = None
+    sequence_length: Union[PositiveInt, list[PositiveInt], None] = None
+
+
+class ScaleSpec(Strict):
+    description: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    dtype: Union[Dtype, list[Dtype], None] = None
+    scenario: ScenarioOverride | None = None
+
+
+class Execution(Strict):
+    mode: Union[ExecutionMode, list[ExecutionMode]] = "eager"
+    # Passed to torch.compile (mode, fullgraph, dynamic, options) or ignored by jax.jit.
+    compile_options: dict[str, Any] = Field(default_factory=dict)
+    # How float32 matmuls compute inside (torch.set_float32_matmul_precision's names; JAX gets the
+    # same level): set on both sides, since JAX defaults to bf16 on TPU and TF32 on GPU, torch to fp32.
+    matmul_precision: Union[MatmulPrecision, list[MatmulPrecision]] = "highest"
+
+    _non_empty = field_validator("matmul_precision")(classmethod(lambda cls, v: axis(v)))
+
+
+class Measurement(Strict):
+    warmup: int = Field(2, ge=0)
+    min_iterations: PositiveInt = 5
+    min_seconds: float = Field(1.0, ge=0)
+    max_seconds: float = Field(300.0, gt=0)
+    target_ci: float | None = Field(None, gt=0, lt=1)
+    max_cv: float = Field(0.10, gt=0)
+    seed: int = 0
+
+    @field_validator("max_seconds")
+    @classmethod
+    def _after_min(cls, v, info):
+        if v < info.data.get("min_seconds", 0):
+            raise ValueError(f"max_seconds ({v:g}) is below min_seconds ({info.data['min_seconds']:g})")
+        return v
+
+
+class Parallel(Strict):
+    """How many chips one point's model is sharded over (docs/multi-chip.md); chips = world size."""
+
+    tensor: Union[PositiveInt, list[PositiveInt]] = 1   # transformers tp_plan="auto"
+    expert: Union[PositiveInt, list[PositiveInt]] = 1   # experts split over ranks, attention tensor-parallel
+    data: Union[PositiveInt, list[PositiveInt]] = 1     # training: data-parallel ranks (DDP, or FSDP2)
+    fsdp: bool = False                                  # training: shard parameters (fully_shard) over them
+    # A collective that waits longer than this fails the point: a dead or hung rank never hangs a sweep.
+    collective_timeout_s: float = Field(300.0, gt=0)
+
+    _non_empty = field_validator("tensor", "expert", "data")(classmethod(lambda cls, v: axis(v)))
+
+    @field_validator("expert")
+    @classmethod
+    def _one_kind(cls, v, info):
+        if max(as_list(v)) > 1 and max(as_list(info.data.get("tensor", 1))) > 1:
+            raise ValueError("tensor and expert parallel cannot be combined in one workload yet: "
+                             "sweep them in two workloads")
+        return v
