@@ -17,7 +17,7 @@ import pytest
 
 from conftest import FIXTURES
 from helpers_synthetic import write_results
-from tpubench.money import pricing
+from tpubench.money import pricing, sky_prices
 from tpubench.cli import main
 from tpubench.records.csv_safety import DANGEROUS_PREFIXES, neutralize_cell, neutralize_frame
 
@@ -195,8 +195,8 @@ def test_budget_csv_neutralises_text_and_keeps_negative_numbers(evil_results, mo
 
 
 def test_price_csv_round_trip(tmp_path):
-    table = pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", as_of="2026-11-01",
-                                    source="https://example.com/vms.csv?rev=-1")
+    table = sky_prices.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", as_of="2026-11-01",
+                                       source="https://example.com/vms.csv?rev=-1")
     table.loc[0, "source"] = "=HYPERLINK(\"http://evil\")"
     path = pricing.write_price_csv(table, tmp_path / "aws.csv")
     rows = _rows(path.read_text(encoding="utf-8"))

@@ -85,3 +85,17 @@ def test_readme_keeps_the_two_commands_ci_runs():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert any(line.startswith("python3 -m venv .venv && ") for line in lines)
     assert any(line.startswith(". .venv/bin/activate && ") and "pytest" in line for line in lines)
+
+
+# A module path written in prose: tpubench/<folders>/<module>.py, or a package folder ending in '/'.
+MODULE_PATH = re.compile(r"\btpubench/(?:[a-z_]+/)*(?:[a-z_]+\.(?:py|csv|json)|[a-z_]+/(?=[`\s)]))")
+
+
+def test_every_module_path_the_docs_and_comments_name_exists():
+    """The docs and the code's comments name modules by path: after a module moves, the old path
+    must not linger anywhere (docs, README, comments, workloads)."""
+    texts = sorted((ROOT / "docs").rglob("*.md")) + _citing_files()
+    missing = sorted({(str(f.relative_to(ROOT)), path) for f in texts
+                      for path in MODULE_PATH.findall(f.read_text(encoding="utf-8"))
+                      if not (ROOT / path).exists()})
+    assert not missing, f"these name module paths that do not exist: {missing}"

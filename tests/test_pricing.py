@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tpubench.money import pricing
+from tpubench.hardware.accelerators import normalize_accelerator
+from tpubench.money import accelerator_map, pricing, sky_prices
 from tpubench.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -208,19 +209,19 @@ def test_discount_adds_a_plan_priced_at_a_percentage_off():
     ("Apple M3 Max", "mps", None),
 ])
 def test_normalize_accelerator(raw, device, expected):
-    assert pricing.normalize_accelerator(raw, device) == expected
+    assert normalize_accelerator(raw, device) == expected
 
 
 def test_arm_cpus_and_new_accelerators_match_only_priced_rows():
-    assert pricing.normalize_accelerator("Neoverse-V2", "cpu", known=["CPU arm vCPU"]) == "CPU arm vCPU"
-    assert pricing.normalize_accelerator("AMD Instinct MI300X", "cuda", known=["MI300X"]) is None
-    assert pricing.normalize_accelerator("MI300X", "cuda", known=["MI300X"]) == "MI300X"
+    assert normalize_accelerator("Neoverse-V2", "cpu", known=["CPU arm vCPU"]) == "CPU arm vCPU"
+    assert normalize_accelerator("AMD Instinct MI300X", "cuda", known=["MI300X"]) is None
+    assert normalize_accelerator("MI300X", "cuda", known=["MI300X"]) == "MI300X"
 
 
 def test_map_accelerators_over_a_column():
     names = pd.Series(["NVIDIA H200", "TPU v6 lite", None, "NVIDIA H200"])
     devices = pd.Series(["cuda", "tpu", "cpu", "cuda"])
-    assert pricing.map_accelerators(names, devices, ["H200"]).tolist() == ["H200", "TPU v6e", "CPU x86 vCPU", "H200"]
+    assert accelerator_map.map_accelerators(names, devices, ["H200"]).tolist() == ["H200", "TPU v6e", "CPU x86 vCPU", "H200"]
 
 
 # ----------------------------------------------------------------------------- staleness
@@ -243,7 +244,7 @@ def _by_key(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_import_gcp_sums_host_and_gpu_prices_and_prices_tpu_slices_whole():
-    table = pricing.import_skypilot(FIXTURES / "skypilot_gcp_vms.csv", "gcp", as_of="2026-11-01")
+    table = sky_prices.import_skypilot(FIXTURES / "skypilot_gcp_vms.csv", "gcp", as_of="2026-11-01")
     t = _by_key(table)
     # a3-highgpu-8g us-east4: host 9.46006 + 8 H100 78.37241 = 87.83247 on demand (both zones);
     # spot per zone 3.68077 + 30.4792 = 34.15997 and 3.6 + 30.0 = 33.6: the region's lowest, 33.6.
@@ -278,7 +279,7 @@ def test_import_gcp_sums_host_and_gpu_prices_and_prices_tpu_slices_whole():
 
 
 def test_import_gcp_cpu_vms_are_priced_per_vcpu():
-    t = _by_key(pricing.import_skypilot(FIXTURES / "skypilot_gcp_vms.csv", "gcp", include_cpu=True))
+    t = _by_key(sky_prices.import_skypilot(FIXTURES / "skypilot_gcp_vms.csv", "gcp", include_cpu=True))
     assert t.loc[("us-central1", "n2-standard-48"), "accelerator"] == "CPU x86 vCPU"
     assert t.loc[("us-central1", "n2-standard-48"), "chips_per_instance"] == 48
     assert t.loc[("us-central1", "t2a-standard-8"), "accelerator"] == "CPU arm vCPU"
@@ -286,7 +287,7 @@ def test_import_gcp_cpu_vms_are_priced_per_vcpu():
 
 
 def test_import_aws_zones_spot_rules_and_local_zones():
-    t = _by_key(pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws"))
+    t = _by_key(sky_prices.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws"))
     # p5 us-east-1: spot 17.2517 and 19.5 in two zones; use1-az4 lists spot == on-demand (no spot).
     assert t.loc[("us-east-1", "p5.48xlarge"), "on_demand"] == 55.04
     assert t.loc[("us-east-1", "p5.48xlarge"), "spot"] == pytest.approx(17.2517)
@@ -298,13 +299,13 @@ def test_import_aws_zones_spot_rules_and_local_zones():
     assert math.isnan(t.loc[("us-east-2", "trn2.48xlarge"), "on_demand"])     # empty cell
     assert t.loc[("us-east-2", "trn2.48xlarge"), "accelerator"] == "Trainium2"
     assert ("us-east-1", "m7i.48xlarge") not in t.index
-    with_cpu = _by_key(pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", include_cpu=True))
+    with_cpu = _by_key(sky_prices.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", include_cpu=True))
     assert with_cpu.loc[("us-east-1", "m7i.48xlarge"), "accelerator"] == "CPU x86 vCPU"
     assert with_cpu.loc[("us-east-1", "c7g.16xlarge"), "accelerator"] == "CPU arm vCPU"
 
 
 def test_imported_table_round_trips_as_a_user_price_file(tmp_path):
-    table = pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", as_of="2026-11-01")
+    table = sky_prices.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "aws", as_of="2026-11-01")
     path = pricing.write_price_csv(table, tmp_path / "aws.csv")
     prices = pricing.load_prices([path], shipped=False, today=TODAY)
     assert len(pricing.prices_wide(prices)) == len(table)
@@ -312,10 +313,10 @@ def test_imported_table_round_trips_as_a_user_price_file(tmp_path):
 
 def test_import_errors(tmp_path):
     with pytest.raises(UserError, match="supported: gcp, aws"):
-        pricing.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "azure")
+        sky_prices.import_skypilot(FIXTURES / "skypilot_aws_vms.csv", "azure")
     bad = write(tmp_path, "InstanceType,Price\nx,1\n", "vms.csv")
     with pytest.raises(UserError) as info:
-        pricing.import_skypilot(bad, "gcp")
+        sky_prices.import_skypilot(bad, "gcp")
     assert info.value.one_line().startswith(f"{bad}:1: vCPUs: missing column")
 
 
@@ -377,7 +378,7 @@ def test_the_importer_flags_a_catalog_spot_price_above_on_demand(tmp_path):
                               "AvailabilityZone,Price,SpotPrice,Arch\n"
                               "p5.48xlarge,192,2048,H100,8,,us-east-1,use1-az1,55.04,60.0,x86_64\n"
                               "p5.48xlarge,192,2048,H100,8,,us-west-2,usw2-az1,55.04,17.0,x86_64\n", "vms.csv")
-    table = pricing.import_skypilot(catalog, "aws", as_of="2026-11-01")
+    table = sky_prices.import_skypilot(catalog, "aws", as_of="2026-11-01")
     out = pricing.write_price_csv(table, tmp_path / "imported.csv")
     loaded = pricing.load_prices([out], shipped=False, today=TODAY)
     # Flagged once, where every price file is read, with the reason the numbers give.

@@ -7,20 +7,17 @@ import math
 import pytest
 
 from tpubench.errors import UserError
-from tpubench.hardware.roofline import (
-    ModelShape,
-    bytes_per_element,
+from tpubench.hardware.counts import (
     decode_bytes_breakdown,
     decode_bytes_per_step,
     decode_flops_per_step,
-    efficiency_for_run,
     expected_distinct_experts,
     flops_per_token,
     kv_cache_bytes,
-    mbu,
-    mfu,
     prefill_flops,
 )
+from tpubench.hardware.model_shape import ModelShape, bytes_per_element
+from tpubench.hardware.roofline import efficiency_for_run, mbu, mfu
 
 # Tiny Qwen3-MoE: hidden 8, 1 layer, 2 heads / 1 kv head, head_dim 4, 4 experts top-2,
 # moe_intermediate 6, vocab 10, untied.
@@ -278,8 +275,8 @@ def test_per_chip_decode_bytes_by_hand():
 
 
 def test_interconnect_bytes_tensor_parallel_by_hand():
-    from tpubench.hardware.roofline import (decode_interconnect_bytes_per_step, interconnect_bytes_per_forward,
-                                   ring_all_gather_send_bytes, ring_all_reduce_send_bytes)
+    from tpubench.hardware.counts import (decode_interconnect_bytes_per_step, interconnect_bytes_per_forward,
+                                          ring_all_gather_send_bytes, ring_all_reduce_send_bytes)
 
     assert ring_all_reduce_send_bytes(100, 4) == 150      # 2 * 3/4 * 100
     assert ring_all_gather_send_bytes(100, 4) == 75       # 3/4 * 100
@@ -303,7 +300,7 @@ def test_interconnect_bytes_tensor_parallel_by_hand():
 
 
 def test_interconnect_bytes_gemma4_dense_mlp_beside_experts():
-    from tpubench.hardware.roofline import decode_interconnect_bytes_per_step
+    from tpubench.hardware.counts import decode_interconnect_bytes_per_step
 
     # Gemma 4 runs a dense MLP and the MoE block in every layer: 3 all-reduces per layer
     # (o_proj, dense down, experts) + the embedding's = 1 + 4*3 = 13. fp32, batch 1, 2 chips:
@@ -318,7 +315,7 @@ def test_interconnect_bytes_gemma4_dense_mlp_beside_experts():
 
 
 def test_interconnect_bytes_expert_parallel_all_to_all_by_hand():
-    from tpubench.hardware.roofline import interconnect_bytes_per_forward
+    from tpubench.hardware.counts import interconnect_bytes_per_forward
 
     moe = ModelShape.from_config("qwen3_moe", TINY_MOE)
     # Batch 4, fp32, 2 chips, all_to_all: all-reduces embedding + o_proj = 2 -> 256; per MoE layer

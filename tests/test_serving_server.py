@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tpubench.errors import UserError
+from tpubench.serving import presets
 from tpubench.serving import server as srv
 from tpubench.serving import server_chips
 from tpubench.serving.server import RunningServer, free_port, open_server
@@ -163,7 +164,7 @@ def test_transformers_serve_end_to_end(tmp_path):
                 (server.model, False, None, None)
             assert running.alive() and running.log_tail() == ""
         assert "Uvicorn running on" in server.log_tail()
-        assert server.command[-2:] == ["--cb-max-memory-percent", srv.CPU_KV_CACHE_SHARE] or \
+        assert server.command[-2:] == ["--cb-max-memory-percent", presets.CPU_KV_CACHE_SHARE] or \
             server_chips.torch_sees_accelerator()
     elapsed = time.monotonic() - t0
     assert _gone(pid), "the server outlived its context"
@@ -292,13 +293,13 @@ def test_sigterm_to_tpubench_stops_the_server(tmp_path):
 # ----------------------------------------------------------------------------- small parts
 
 def test_extra_body_per_stack():
-    assert RunningServer("http://h:1", "m", "vllm", exact_output_fields=srv.PRESETS["vllm"].exact_output_fields
+    assert RunningServer("http://h:1", "m", "vllm", exact_output_fields=presets.PRESETS["vllm"].exact_output_fields
                          ).extra_body(9) == {"ignore_eos": True, "min_tokens": 9}
-    assert srv.PRESETS["sglang"].exact_output_fields == ("ignore_eos", "min_tokens")
+    assert presets.PRESETS["sglang"].exact_output_fields == ("ignore_eos", "min_tokens")
     assert RunningServer("http://h:1", "m", "transformers serve").extra_body(9) == {}
-    assert srv._guess_stack(["/x/bin/vllm", "serve", "m"]).name == "vllm"
-    assert srv._guess_stack(["python3", "-m", "sglang.launch_server"]).name == "sglang"
-    assert srv._guess_stack(["sleep", "1"]) is None
+    assert presets.guess_stack(["/x/bin/vllm", "serve", "m"]).name == "vllm"
+    assert presets.guess_stack(["python3", "-m", "sglang.launch_server"]).name == "sglang"
+    assert presets.guess_stack(["sleep", "1"]) is None
 
 
 def test_free_port_is_free():

@@ -155,7 +155,9 @@ def test_compile_mode_compiles_once_and_matches_eager(tmp_path, monkeypatch, cap
 
 
 def test_train_flops_and_mfu_by_hand():
-    from tpubench.hardware.roofline import ModelShape, train_flops_per_token, train_mfu
+    from tpubench.hardware.counts import train_flops_per_token
+    from tpubench.hardware.model_shape import ModelShape
+    from tpubench.hardware.roofline import train_mfu
 
     # Dense: per layer q 64x64, k and v 64x32 each, o 64x64 (12,288) + MLP 3 x 64 x 128 (24,576)
     # = 36,864; 2 layers + lm_head 64 x 256 (16,384) = 90,112 = N (embeddings left out).

@@ -283,7 +283,8 @@ def pricing_import(
     include_cpu: bool = typer.Option(False, "--include-cpu", help="Also import CPU-only VMs (priced per vCPU)."),
 ):
     """Turn a SkyPilot catalog into tpubench price rows (host + GPU summed, spot = lowest zone)."""
-    from tpubench.money.pricing import import_skypilot, write_price_csv
+    from tpubench.money.pricing import write_price_csv
+    from tpubench.money.sky_prices import import_skypilot
 
     rows = import_skypilot(vms_csv, cloud, include_cpu=include_cpu)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -107,7 +107,7 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     prices take part only where no unflagged one exists (all with `include_flagged`), marked. An
     invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
     neither is a cost made of them."""
-    from tpubench.money.cost import PRICE_NOTES, price_results
+    from tpubench.money.cost import PRICE_NOTES, is_training, price_results
     from tpubench.money.pricing import load_prices
     from tpubench.output.frames import load_results
 
@@ -131,7 +131,7 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     priced = priced[~invalid]
     if priced.empty:
         return
-    training = (priced["scenario_kind"] == "train") if "scenario_kind" in priced else priced["file"].isna()
+    training = is_training(priced)   # by its columns, as the reports tell them apart
     sources = []
     if training.any() and "train_usd_per_mtok" in priced:
         sources.append(_train_cost_table(console, priced[training]))

@@ -147,7 +147,7 @@ def expected_hours(points: list[RunPoint], setup_s: float, history_s: dict[str, 
 def _fit_warnings(points: list[RunPoint], target: Target, source: str) -> list[str]:
     """The weights alone against a chip's memory: a point that cannot fit fails there after
     provisioning, so say it here (and refuse a target where no point fits)."""
-    from tpubench.hardware.roofline import ModelShape, bytes_per_element
+    from tpubench.hardware.model_shape import ModelShape, bytes_per_element
 
     memory = chip_memory_bytes(target.accelerator)
     if memory is None or target.device == "cpu":

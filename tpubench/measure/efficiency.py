@@ -5,7 +5,7 @@ GEMM and memory-bandwidth probe of this host stands in (recorded in the result's
 
 A point on N chips (tensor or expert parallel, docs/multi-chip.md) is judged per chip: MFU and MBU compare
 one chip's share with one chip's peaks, and the bytes each chip sends per decode step set a time
-floor against the chip's interconnect (roofline.py has the formulas). The ranks of a CPU world
+floor against the chip's interconnect (hardware/counts.py has the formulas). The ranks of a CPU world
 share one host, so each rank's peak is the host probe's divided by N, and there is no
 interconnect figure (the floor stays None).
 """
@@ -94,11 +94,13 @@ def roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bo
 
 def train_roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bool]:
     """(metrics to add, exceeds_peak) of a training point (docs/definitions.md#training): model FLOPs per token by
-    roofline.train_flops_per_token (6N + 12LHQT), the FLOP/s the world achieved at its mean step
+    counts.train_flops_per_token (6N + 12LHQT), the FLOP/s the world achieved at its mean step
     time (`train_tokens_per_s`), and `mfu` per chip against one chip's peak (a host-wide CPU peak
     split between a world's ranks). Empty when the family has no roofline."""
     from tpubench.models.torch_models import full_config
-    from tpubench.hardware.roofline import ModelShape, train_flops_per_token, train_mfu
+    from tpubench.hardware.counts import train_flops_per_token
+    from tpubench.hardware.model_shape import ModelShape
+    from tpubench.hardware.roofline import train_mfu
 
     rate = metrics.get("train_tokens_per_s")
     if not rate or not math.isfinite(rate):

@@ -6,7 +6,7 @@ import functools
 import json
 
 from tpubench.errors import UserError
-from tpubench.hardware.roofline import bytes_per_element
+from tpubench.hardware.model_shape import bytes_per_element
 
 
 
@@ -60,7 +60,8 @@ def estimate_bytes(point) -> int:
     A rough upper estimate, used only to refuse runs that cannot fit before spending minutes
     building them.
     """
-    from tpubench.hardware.roofline import ModelShape, kv_cache_bytes
+    from tpubench.hardware.counts import kv_cache_bytes
+    from tpubench.hardware.model_shape import ModelShape
 
     shape = ModelShape.from_config(point.family, full_config(point))
     b, length = point.batch_size, point.input_length + point.output_length

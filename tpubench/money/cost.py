@@ -82,7 +82,7 @@ from datetime import date
 import numpy as np
 import pandas as pd
 
-from tpubench.money import pricing
+from tpubench.money import accelerator_map, pricing
 from tpubench.errors import UserError
 from tpubench.spec.point import DEFAULT_KIND
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
@@ -572,7 +572,7 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
 
     `priced` has one row per result x matching price row x plan with the columns of
     `PRICED_COLUMNS`. A result matches the price rows of its accelerator (runtime name mapped by
-    `pricing.normalize_accelerator`); with `what_if_instance` every result is instead priced as if
+    `hardware.accelerators.normalize_accelerator`); with `what_if_instance` every result is instead priced as if
     its per-chip speed were had on that instance (`what_if` is True on those rows). Price rows are
     those of `choose_prices`: a flagged row (`price_flagged`, with `price_flag_reason`) only where no
     unflagged one prices the accelerator and plan, unless `include_flagged`. Invalid runs are
@@ -598,7 +598,7 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
                           "server.hardware (accelerator, chips) to price it")
     ok = ok.drop(index=no_chips.index)
     ok = ok.drop(columns=[c for c in SPLIT_COLUMNS if c in ok]).join(serve_split(ok))
-    ok["priced_accelerator"] = pricing.map_accelerators(ok["accelerator"], ok["device"], all_accelerators)
+    ok["priced_accelerator"] = accelerator_map.map_accelerators(ok["accelerator"], ok["device"], all_accelerators)
     chosen, price_notes = choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged,
                                         accelerators=None if what_if_instance else ok["priced_accelerator"])
     price_side = chosen.rename(columns={"accelerator": "priced_accelerator", "source": "price_source",

@@ -40,7 +40,7 @@ class SweepContext:
 
     backend: Any                  # the Backend that measures (torch or jax), with its device
     source: str                   # the workload file, for error messages
-    peaks: dict                   # roofline peaks per dtype (efficiency.peaks_for)
+    peaks: dict                   # roofline peaks per dtype (measure.efficiency.peaks_for)
     reporter: Any                 # run.runner.Reporter: progress phases
     collective_timeout_s: float   # multi-chip worlds (workload `parallel`)
     user_world: bool              # running under a torchrun the user started

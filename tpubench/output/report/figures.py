@@ -240,7 +240,7 @@ MAX_WORKLOADS = 4
 
 
 def _canonical_accelerators(results: pd.DataFrame, known: Sequence[str]) -> pd.Series:
-    from tpubench.money.pricing import map_accelerators
+    from tpubench.money.accelerator_map import map_accelerators
 
     canonical = map_accelerators(results["accelerator"], results["device"], known)
     return canonical.where(canonical.notna(), results["accelerator"].astype(str))

@@ -254,11 +254,11 @@ def summarize_samples(samples: dict[str, list[float]]) -> dict[str, float]:
 
 class GenerateRun:
     """Offline generation on a model tpubench builds: on one chip, or on a world of chips for a
-    sharded layout (parallel.py)."""
+    sharded layout (measure/world.py)."""
 
 
     def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None):
-        """One rank's part of a point in a world of chips (parallel.worker_main calls it on every
+        """One rank's part of a point in a world of chips (measure.world.worker_main calls it on every
         rank): its shard of the saved weights, measured; returns the RunResult on every rank
         (rank 0's is written). `world_start_s`: how long this rank took from the launch to
         joining the process group."""

@@ -3,7 +3,7 @@
 One chip: the model is built once per model identity (from the seed, on the host) and its
 initial weights are put back before each later point that shares it, so every point trains from
 the same start. Several chips (`parallel: {data: N}`, optionally `fsdp: true`): a world of N
-ranks started by the same launcher as multi-chip generate (parallel.run_point_in_world); each rank
+ranks started by the same launcher as multi-chip generate (measure.world.run_point_in_world); each rank
 builds the same model from the seed on the host, moves it to its chip, wraps it in DDP or FSDP2
 (`fully_shard` per decoder layer, then the whole model) and trains on its slice of the same
 global batch; rank 0's result is kept. training.py has the step, the measurement and the memory
@@ -90,7 +90,7 @@ class TrainRun:
 
     # ------------------------------------------------------------------ one rank of a world
     def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None):
-        """This rank's part of a point (parallel.worker_main calls it on every rank): the same
+        """This rank's part of a point (measure.world.worker_main calls it on every rank): the same
         model from the seed, on this rank's chip, wrapped for data parallelism, measured."""
         world = WorldSync()
         precision = resolve_precision(point)
@@ -152,7 +152,7 @@ def _free_device_memory(device: str) -> None:
 
 
 def train_world_environment(be, point, env: dict) -> dict:
-    """A multi-chip environment (parallel.world_environment) with the data-parallel layout."""
+    """A multi-chip environment (measure.world.world_environment) with the data-parallel layout."""
     out = world_environment(be, point, env)
     fsdp = bool(point.params.get("fsdp"))
     out["parallel_layout"] = {"tensor": 1, "expert": 1, "data": point.data_parallel, "fsdp": fsdp}

@@ -38,7 +38,7 @@ GiB = 1 << 30
 
 # Where the hint for a point that cannot fit or ran out of memory looks for a layout that fits.
 _FSDP_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
-# Fraction of the free memory a point may plan to use (as fit.py).
+# Fraction of the free memory a point may plan to use (as scenarios/generate/fit.py).
 FIT_FRACTION = 0.9
 
 
@@ -99,7 +99,7 @@ def estimate_train_bytes(point, precision: Precision | None = None, *, host_copy
     the untouched initial weights a single-chip sweep keeps to restore between points (CPU only).
     """
     from tpubench.models.torch_models import full_config, parameter_count
-    from tpubench.hardware.roofline import ModelShape, bytes_per_element
+    from tpubench.hardware.model_shape import ModelShape, bytes_per_element
 
     precision = precision or resolve_precision(point)
     params = parameter_count(point)
