@@ -34,3 +34,17 @@ def clock(monkeypatch):
     from fakes import install_clock
 
     return install_clock(monkeypatch)
+
+
+WHOLLY_SLOW = "\npytestmark = pytest.mark.slow"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The fast tier (`-m "not slow"`) does not even import a module whose every test is slow
+    (`pytestmark = pytest.mark.slow` at its top level): importing one may load torch, JAX and
+    transformers, seconds the inner loop would spend for tests it then deselects."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if (config.getoption("markexpr") or "").replace(" ", "") != 'notslow':
+        return None
+    return True if WHOLLY_SLOW in collection_path.read_text(encoding="utf-8") else None
