@@ -12,8 +12,8 @@ import argparse
 import statistics
 import time
 
-from tpubench.scenarios.registry import point_label
 from _common import session_for, small_point
+from tpubench.scenarios.registry import point_label
 
 
 def bare_decode_steps(session, steps: int) -> list[float]:

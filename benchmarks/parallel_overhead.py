@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from tpubench.scenarios.registry import point_label
 from _common import small_point
+from tpubench.scenarios.registry import point_label
 from harness_overhead import paired_rounds
 
 

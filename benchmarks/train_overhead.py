@@ -17,9 +17,9 @@ import statistics
 import time
 from dataclasses import replace
 
-from tpubench.scenarios.registry import point_label
 from _common import ROOT, small_point
 from _sweep import run_variant
+from tpubench.scenarios.registry import point_label
 
 
 def bare_steps(model, optimizer, batch, steps: int, fence, autocast) -> list[float]:

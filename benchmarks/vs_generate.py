@@ -13,8 +13,8 @@ import argparse
 import statistics
 import time
 
-from tpubench.scenarios.registry import point_label
 from _common import session_for, small_point
+from tpubench.scenarios.registry import point_label
 
 
 def generate_decode_rate(model, ids, new_tokens: int) -> float:

@@ -29,3 +29,10 @@ def test_help_of_every_command(path, monkeypatch, capsys):
     assert code == 0, err
     assert "internal error" not in out + err
     assert "Usage" in out
+
+
+@pytest.mark.parametrize("args, says", [(("budget", "results", "--tokens", "1"), "No such option: --tokens"),
+                                        (("nonsense",), "No such command 'nonsense'")])
+def test_a_misspelt_command_or_option_is_a_usage_error_not_an_internal_one(args, says, monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 2 and says in err and "internal error" not in err + out

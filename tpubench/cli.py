@@ -62,6 +62,11 @@ def run(
     fsdp: Optional[bool] = typer.Option(None, "--fsdp/--no-fsdp",
                                         help="Training: shard parameters over the data-parallel ranks (FSDP2)."),
     include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
+    energy: bool = typer.Option(True, "--energy/--no-energy",
+                                help="Measure energy over each point's timed loop where the device reports it."),
+    chip_power_w: Optional[float] = typer.Option(None, "--chip-power-w", min=0.0,
+                                                 help="Where nothing measures power: model each chip at this many "
+                                                      "watts (labelled modelled)."),
 ):
     """Measure every point of a workload's sweep and write one result file per point.
 
@@ -75,7 +80,7 @@ def run(
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
                              resume=resume, retry_failed=retry_failed, reporter=reporter,
                              tensor_parallel=tensor_parallel, expert_parallel=expert_parallel, server_url=server_url,
-                             data_parallel=data_parallel, fsdp=fsdp,
+                             data_parallel=data_parallel, fsdp=fsdp, energy=energy, chip_power_w=chip_power_w,
                              **({"max_points": max_points} if max_points else {}))
     if os.environ.get("RANK", "0") != "0":
         return   # under torchrun, rank 0 reports for the world
@@ -476,20 +481,31 @@ def collect(
         raise typer.Exit(1)
 
 
-def main() -> None:
-    import click
+def _click_exceptions():
+    """The module of the click exceptions typer raises: click's own, or the copy of click that
+    typer ships since 0.2x (catching `click.ClickException` would then miss a misspelt option)."""
+    import importlib
 
+    base = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return importlib.import_module(base.__module__)
+
+
+def main() -> None:
+    click_errors = _click_exceptions()
+    # typer's own Abort and Exit, and click's where typer still uses click's.
+    aborts = (KeyboardInterrupt, typer.Abort, getattr(click_errors, "Abort", typer.Abort))
+    exits = (typer.Exit, getattr(click_errors, "Exit", typer.Exit))
     try:
         code = app(standalone_mode=False)  # click returns typer.Exit's code instead of raising it
     except UserError as exc:
         _console(stderr=True).print(f"[red]error:[/red] {escape(exc.one_line())}", soft_wrap=True)
         sys.exit(getattr(exc, "exit_code", 2))
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except aborts:
         _console(stderr=True).print("interrupted: every finished point is already on disk (use --resume)")
         sys.exit(130)
-    except click.exceptions.Exit as exc:
+    except exits as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
+    except click_errors.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:  # a bug in tpubench, not bad input: one line unless asked for more

@@ -72,6 +72,11 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     row["process_group_backend"] = env.get("process_group_backend")
     for key, value in result.metrics.items():
         row[key] = math.nan if value is None else value
+    if result.energy:   # how the energy metrics above were made (docs/measurement.md#energy)
+        row["energy_method"] = result.energy.get("method")
+        row["energy_source"] = result.energy.get("detail")
+        row["energy_valid"] = bool(result.energy.get("valid"))
+        row["energy_reasons"] = "; ".join(result.energy.get("reasons") or [])
     return row
 
 

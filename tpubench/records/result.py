@@ -53,6 +53,8 @@ class RunResult(BaseModel):
     numerics: dict[str, Any] = Field(default_factory=dict)
     validity: Validity = Field(default_factory=Validity)
     warnings: list[str] = Field(default_factory=list)
+    # Energy over the timed window (measure/energy.py), {} where none was measured.
+    energy: dict[str, Any] = Field(default_factory=dict)
 
 
 def now_iso() -> str:

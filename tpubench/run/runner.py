@@ -7,6 +7,7 @@ on disk before the next one starts, so Ctrl-C or a kill loses nothing that was m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
 from dataclasses import dataclass
@@ -14,7 +15,9 @@ from pathlib import Path
 from typing import Protocol
 
 from tpubench.backends import ACCELERATOR_DEVICES, get_backend, require_available
+from tpubench.hardware.energy_sources import find_source
 from tpubench.measure.efficiency import peaks_for
+from tpubench.measure.energy import EnergyPlan
 from tpubench.hardware.environment import environment_key, host_environment
 from tpubench.errors import UserError
 from tpubench.records.result import RunResult, now_iso, read_results, store_result
@@ -81,7 +84,8 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
               retry_failed: bool = False, reporter: Reporter | None = None,
               max_points: int = MAX_POINTS, tensor_parallel: int | None = None,
               expert_parallel: int | None = None, server_url: str | None = None,
-              data_parallel: int | None = None, fsdp: bool | None = None) -> list[PointOutcome]:
+              data_parallel: int | None = None, fsdp: bool | None = None, energy: bool = True,
+              chip_power_w: float | None = None) -> list[PointOutcome]:
     reporter = reporter or SilentReporter()
     workload = load_workload(workload_path)
     for name in scale_names(workload):   # an absurd sweep is refused before touching any device
@@ -106,8 +110,14 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
 
     scenario = measurement_of(workload.scenario.kind)
     ctx = SweepContext(backend=be, source=str(workload_path), peaks={}, reporter=reporter,
-                       collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world)
+                       collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
+                       energy=_energy_plan(be, energy, chip_power_w))
+    if energy and ctx.energy.source is None:
+        reporter.note(f"energy: not measured ({ctx.energy.why_not})")
     env, ctx.peaks = _environment(be, points)
+    source = ctx.energy.source
+    env["energy_source"] = ({"name": source.name, "method": source.method, "detail": source.detail}
+                            if source is not None else {"name": None, "why_not": ctx.energy.why_not})
     env_key = environment_key(be.name, be.device, env)
     cannot_run, notes = scenario.check(ctx, points)
     done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
@@ -116,7 +126,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
 
     reporter.sweep_started(points)
     outcomes: list[PointOutcome] = []
-    with scenario.open(ctx, points) as measure:
+    with contextlib.closing(ctx.energy), scenario.open(ctx, points) as measure:
         for index, point in enumerate(points):
             if point.key() in done:
                 outcome = PointOutcome(point, skipped=True)
@@ -146,6 +156,16 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
             outcomes.append(outcome)
             reporter.point_finished(index, outcome)
     return outcomes
+
+
+def _energy_plan(be, wanted: bool, chip_power_w: float | None) -> EnergyPlan:
+    """The sweep's energy source (docs/measurement.md#energy): the device's sensor, else the user's
+    per-chip figure (modelled), else none and why."""
+    if not wanted:
+        return EnergyPlan(None, "--no-energy")
+    device = be.device if be.name == "torch" else {"gpu": "cuda"}.get(be.platform(), be.platform())
+    source, why = find_source(device, chips=1, chip_power_w=chip_power_w)
+    return EnergyPlan(source, why)
 
 
 def _failed(base: dict, exc: Exception) -> RunResult:

@@ -44,6 +44,7 @@ class SweepContext:
     reporter: Any                 # run.runner.Reporter: progress phases
     collective_timeout_s: float   # multi-chip worlds (workload `parallel`)
     user_world: bool              # running under a torchrun the user started
+    energy: Any = None            # measure.energy.EnergyPlan: the sweep's energy source, or why there is none
 
 
 class Measurement(Protocol):

@@ -27,6 +27,13 @@ def scenario_of(kind) -> Scenario:
     return SCENARIOS[kind]
 
 
+def describing(kind):
+    """The scenario that describes a result row of `kind`: its own, or for a kind this version does
+    not know (a file from a newer tpubench) the default kind's, whose labels use the common fields
+    only; such a file is still read, priced and reported."""
+    return SCENARIOS.get(kind if isinstance(kind, str) and kind else DEFAULT_KIND) or SCENARIOS[DEFAULT_KIND]
+
+
 def point_label(point: RunPoint) -> str:
     """A run point in a few words (progress bar, run table, messages)."""
     return scenario_of(point.scenario_kind).label(point)
@@ -34,12 +41,12 @@ def point_label(point: RunPoint) -> str:
 
 def pair_label(point: Mapping) -> str:
     """A result's point dict in words for a comparison."""
-    return scenario_of(point.get("scenario_kind")).pair_label(point)
+    return describing(point.get("scenario_kind")).pair_label(point)
 
 
 def row_label(row: Mapping) -> str:
     """A priced result row in a few words."""
-    return scenario_of(row.get("scenario_kind")).row_label(row)
+    return describing(row.get("scenario_kind")).row_label(row)
 
 
 def measurement_of(kind: str):

@@ -58,3 +58,18 @@ def measured(table: Table, outcomes: list, label):
 
 def valid_cell(r) -> str:
     return "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
+
+
+def energy_columns(outcomes: list, metric: str, header: str) -> tuple[str, ...]:
+    """The energy column, for a table where some point has `metric` (none has without a source)."""
+    shown = any(o.result is not None and o.result.status == "ok" and o.result.metrics.get(metric) is not None
+                for o in outcomes)
+    return (header,) if shown else ()
+
+
+def energy_cells(columns: tuple[str, ...], r, metric: str) -> list[str]:
+    """The energy cell of a row when the table has the column: joules, marked when modelled."""
+    if not columns:
+        return []
+    text = number(r.metrics.get(metric), ".3g")
+    return [text + (" (modelled)" if r.energy.get("method") == "modelled" and text != MISSING else "")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 
 # A point without a kind (results that predate scenarios) is an offline generate run.
@@ -80,3 +81,11 @@ def layout_words(point: dict) -> list[str]:
     """'tp2', 'ep4', 'dp2': the parallel layout of a point dict, where it spans chips."""
     return [f"{tag}{point[key]}" for tag, key in (("tp", "tensor_parallel"), ("ep", "expert_parallel"),
                                                   ("dp", "data_parallel")) if (point.get(key) or 1) > 1]
+
+
+def lengths_words(row) -> str:
+    """'in1024 out128' of a result row ('~' for a length drawn per request)."""
+    def length(v):
+        return "~" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{int(v)}"
+
+    return f"in{length(row['input_length'])} out{length(row['output_length'])}"

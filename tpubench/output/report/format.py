@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 # The reports' unit formatters, used here and as `format.sig`, `format.usd`, ... by the renderers.
-from tpubench.scenarios.registry import scenario_of
+from tpubench.scenarios.registry import SCENARIOS, describing
 from tpubench.units import finite, ms, number, pct, share, sig, usd, usd_whole, with_ci  # noqa: F401
 
 PLAN_LABELS = {"on_demand": "on-demand", "spot": "spot", "commit_1y": "1-year commit",
@@ -107,7 +107,8 @@ def kind_label(row) -> str:
     """How reports name a row's kind of stack: its scenario's report_kind ('offline' for a batch
     tpubench ran itself, 'serve' for a server under load)."""
     kind = row.get("scenario_kind")
-    return scenario_of(kind if _present(kind) else None).report_kind
+    known = SCENARIOS.get(kind) if _present(kind) else describing(None)
+    return known.report_kind if known else str(kind)
 
 
 def software_label(row) -> str:

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from tpubench.measure.energy import WindowEnergy, energy_metrics
 from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
 from tpubench.measure.world import (Checkpoints, WorldSync, plain_peaks, require_world_size, run_point_in_world,
                                world_environment)
@@ -108,15 +109,17 @@ class GenerateMeasurement:
     # first call or warm-up (a warning: stacks often report an op once, the first time it falls back).
     fallback_ops_timed: list[str] = field(default_factory=list)
     fallback_ops_untimed: list[str] = field(default_factory=list)
+    energy: WindowEnergy | None = None   # over the timed loop, where the sweep has an energy source
 
 
 def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None] = lambda *a: None,
-                     world=None) -> GenerateMeasurement:
+                     world=None, energy=None) -> GenerateMeasurement:
     """First call (compile) apart, then warm-up, then the timed loop; raw samples kept.
 
     In a multi-process world (`world`: parallel.WorldSync) every rank must run the same number of
     iterations without talking inside the timed loop, so the count is agreed before it, from the
-    warm-up's pace; afterwards each iteration's stamps become its slowest rank's.
+    warm-up's pace; afterwards each iteration's stamps become its slowest rank's. With an `energy`
+    meter (measure.energy.EnergyMeter) the timed loop is its window.
     """
     m = point.measurement
     b, i, o = point.batch_size, point.input_length, point.output_length
@@ -150,7 +153,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     start = time.perf_counter()
     n = 0
     timed_watch = fallback_watch(session)
-    with timed_watch:
+    with timed_watch, (energy.window() if energy is not None else contextlib.nullcontext()):
         while True:
             it, _ = run_iteration(session, o)
             n += 1
@@ -209,7 +212,8 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     warmup_samples = {"e2e_s": [s[-1] for s in warm], "ttft_s": [s[0] for s in warm]}
     return GenerateMeasurement(samples, warmup_samples, timing, compile_info, numerics, generated, b * o,
                                session.peak_memory_bytes(), n, list(timed_watch.ops),
-                               [op for op in untimed_watch.ops if op not in timed_watch.ops])
+                               [op for op in untimed_watch.ops if op not in timed_watch.ops],
+                               energy.result if energy is not None else None)
 
 
 def fingerprint(session, first: Iteration, first_logits) -> dict:
@@ -288,7 +292,8 @@ class GenerateRun:
                     single.release()   # one model in memory at a time
                     return self._sharded(ctx, point, base, peaks, checkpoints)
                 built, load_s, reused = single.get(point)
-                result = measure_point(ctx.backend, built, point, base, load_s, ctx.reporter, peaks)
+                result = measure_point(ctx.backend, built, point, base, load_s, ctx.reporter, peaks,
+                                       energy=ctx.energy.meter() if ctx.energy is not None else None)
                 result.model_reused = reused
                 return result
 
@@ -328,7 +333,7 @@ class _SingleChipModel:
 
 
 def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter,
-                  peaks: dict | None, world=None) -> RunResult:
+                  peaks: dict | None, world=None, energy=None) -> RunResult:
     """Measure one point on a built model into a RunResult; in a world (parallel.WorldSync), on
     every rank."""
     from tpubench.measure.efficiency import roofline_metrics
@@ -340,7 +345,7 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
     # The precision this point's session set, as the frameworks report it back.
     base = {**base, "environment": {**base["environment"], **getattr(session, "matmul_precision", {})}}
     with session:
-        m = measure_generate(session, point, on_phase=reporter.phase, world=world)
+        m = measure_generate(session, point, on_phase=reporter.phase, world=world, energy=energy)
         on_device = session.on_requested_device()
     m.compile["cpu_fallback_ops_timed"] = m.fallback_ops_timed
     m.compile["cpu_fallback_ops_untimed"] = m.fallback_ops_untimed
@@ -353,6 +358,8 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
         "generated_tokens": m.generated_tokens,
         "peak_memory_bytes": m.peak_memory_bytes,
         "output_tokens_per_s_ci95_rel": _rel_half(metrics),
+        # Every token the timed loop processed: each iteration's prompts and generated tokens.
+        **energy_metrics(m.energy, m.measure_iterations * point.batch_size * (point.input_length + point.output_length)),
     })
     roofline, exceeds_peak = roofline_metrics(point, metrics, peaks)
     metrics.update(roofline)
@@ -370,7 +377,7 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
     return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile,
                      samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
                      metrics=metrics, numerics=m.numerics, validity={"valid": valid, "reasons": reasons},
-                     warnings=warns)
+                     warnings=warns, energy=m.energy.as_dict() if m.energy is not None else {})
 
 
 def _merge_ranks(m, on_device: bool, world) -> bool:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import math
 
-from tpubench.spec.point import RunPoint, layout_words, shape_words
+from tpubench.spec.point import RunPoint, layout_words, lengths_words, shape_words
 from tpubench.spec.sections import ScaleSpec, ScenarioOverride, as_list
 
 
@@ -62,11 +61,3 @@ def pair_label(point: dict) -> str:
 
 def row_label(row) -> str:
     return f"b{row['batch_size']} {lengths_words(row)} {row['device']}"
-
-
-def lengths_words(row) -> str:
-    """'in1024 out128' of a result row ('~' for a length drawn per request)."""
-    def length(v):
-        return "~" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{int(v)}"
-
-    return f"in{length(row['input_length'])} out{length(row['output_length'])}"

@@ -5,9 +5,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from tpubench.scenarios.generate.sweep import lengths_words
 from tpubench.scenarios.serve.schema import length_axis, load_axis, load_label
-from tpubench.spec.point import RunPoint, layout_words, shape_words
+from tpubench.spec.point import RunPoint, layout_words, lengths_words, shape_words
 from tpubench.spec.sections import FULL_SCALE
 
 

@@ -22,6 +22,7 @@ from tpubench.scenarios.train import steps as train_steps  # looked up at call t
 from tpubench.backends.torch import TorchDevice, set_matmul_precision
 from tpubench.errors import UserError
 from tpubench.scenarios.train.sweep import label
+from tpubench.measure.energy import energy_metrics
 from tpubench.measure.timing import merge_rank_compiles
 from tpubench.measure.world import WorldSync, plain_peaks, require_world_size, run_point_in_world, world_environment
 from tpubench.records.result import RunResult, now_iso
@@ -77,7 +78,7 @@ class TrainRun:
                 if point.world_size > 1 or ctx.user_world:
                     single.release()   # one model in memory at a time
                     return self._in_a_world(ctx, point, base, peaks)
-                return single.measure(point, base, peaks)
+                return single.measure(point, base, peaks, ctx.energy.meter() if ctx.energy is not None else None)
 
             yield measure
         finally:
@@ -193,11 +194,11 @@ class _SingleChipTrainModel:
         self.key = key
         return self.model, time.perf_counter() - t, False, 0.0
 
-    def measure(self, point, base: dict, peaks) -> RunResult:
+    def measure(self, point, base: dict, peaks, energy=None) -> RunResult:
         precision = resolve_precision(point)
         try:
             model, load_s, reused, restore_s = self.get(point, precision)
-            result = measure_train_point(self.be, model, point, base, load_s, self.reporter, peaks)
+            result = measure_train_point(self.be, model, point, base, load_s, self.reporter, peaks, energy=energy)
         except Exception as exc:
             if is_out_of_memory(exc):
                 if self.initial is None:
@@ -219,7 +220,7 @@ class _SingleChipTrainModel:
 
 
 def measure_train_point(be, model, point, base: dict, load_s: float, reporter, peaks: dict | None,
-                        world=None) -> RunResult:
+                        world=None, energy=None) -> RunResult:
     """Train one point on a built model (in a world: on every rank, wrapped for data parallelism)
     and turn the measurement into a RunResult."""
     import torch
@@ -258,7 +259,8 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     optimizer = make_optimizer(model.parameters(), point.params.get("optimizer") or {})
     step = TrainStep(module, call, optimizer, batch, precision, device.type, sync)
     try:
-        m = measure_training(step, point, be.device, mode=point.execution_mode, on_phase=reporter.phase, world=world)
+        m = measure_training(step, point, be.device, mode=point.execution_mode, on_phase=reporter.phase, world=world,
+                             energy=energy)
         # How balanced routing was: one forward of this rank's first micro-batch with the weights
         # the timed steps left, on the model itself (eager, no DDP: hooks on the routers).
         counts = routing_counts(model, batch[0], step._autocast)
@@ -295,6 +297,7 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     roofline, exceeds_peak = train_roofline_metrics(point, metrics, peaks)
     metrics.update(roofline)
     metrics.update(routing_summary(counts))
+    metrics.update(energy_metrics(m.energy, tokens * m.iterations, "train_token"))
 
     done = tokens * m.iterations
     _, reasons = assess(iterations=m.iterations, measure_s=m.measure_s, measurement=point.measurement,
@@ -333,7 +336,7 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
                      samples={"step_s": m.step_s, "train_tokens_per_s": rates, "loss": _finite_prefix(m.losses),
                               "warmup_step_s": m.warmup_step_s},
                      metrics=metrics, numerics={}, validity={"valid": not reasons, "reasons": reasons},
-                     warnings=warns, training=training)
+                     warnings=warns, training=training, energy=m.energy.as_dict() if m.energy is not None else {})
 
 
 def _finite_prefix(values: list[float]) -> list[float]:

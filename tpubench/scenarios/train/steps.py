@@ -343,17 +343,20 @@ class TrainMeasurement:
     # Ops that ran on the CPU instead of the device, as generate's (scenarios/generate.py).
     fallback_ops_timed: list[str] = field(default_factory=list)
     fallback_ops_untimed: list[str] = field(default_factory=list)
+    energy: object = None   # measure.energy.WindowEnergy over the timed steps, where measured
 
 
 def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager",
-                     on_phase: Callable[[str, int, int], None] = lambda *a: None, world=None) -> TrainMeasurement:
+                     on_phase: Callable[[str, int, int], None] = lambda *a: None, world=None,
+                     energy=None) -> TrainMeasurement:
     """First step (compile) apart, then warm-up, then the timed steps; raw samples kept.
 
     In a world (parallel.WorldSync) every rank runs the same number of steps without talking
     inside the timed loop (beyond the step's own gradient sync): the count is agreed before it,
     from the warm-up's pace, and afterwards each step's time is the slowest rank's. `device` is the
     torch device's name: its fence, compile counters, memory and fallback watch are the backend's
-    (backends.torch.TorchDevice), the same as generate's session uses.
+    (backends.torch.TorchDevice), the same as generate's session uses. With an `energy` meter
+    (measure.energy.EnergyMeter) the timed steps are its window.
     """
     m = point.measurement
     tokens = tokens_per_step(point)
@@ -391,7 +394,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
     start = time.perf_counter()
     n = 0
     timed_watch = dev.watch_fallbacks()
-    with timed_watch:
+    with timed_watch, (energy.window() if energy is not None else contextlib.nullcontext()):
         while True:
             seconds, loss = run_step(step, now)
             n += 1
@@ -427,7 +430,8 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
                             warmup_s=warmup_s, measure_s=measure_s, compile=compile_info,
                             peak_memory_bytes=dev.peak_memory_bytes(), iterations=n,
                             fallback_ops_timed=list(timed_watch.ops),
-                            fallback_ops_untimed=[op for op in untimed_watch.ops if op not in timed_watch.ops])
+                            fallback_ops_untimed=[op for op in untimed_watch.ops if op not in timed_watch.ops],
+                            energy=energy.result if energy is not None else None)
 
 
 def _losses_to_host(losses: list) -> list[float]:

@@ -1,0 +1,228 @@
+"""Energy over a point's timed window: the integration and window rules on synthetic readings with
+hand-computed energy, the sources (RAPL on a fake powercap tree, NVML through a fake library, the
+model), and this machine's missing source."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tpubench.hardware.energy_sources import MODELLED, ModelledSource, NvmlSource, RaplSource, Reading, find_source
+from tpubench.measure.energy import (COUNTER, DEVICES, GAP, UNBRACKETED, EnergyMeter, WindowProblem, counter_delta,
+                                     integrate_power, window_energy)
+
+
+def test_trapezoid_with_both_edges_interpolated():
+    # Power rising 10 W/s from 100 W at t=0, read at t=1, 3, 5, 7: the window [2, 6] holds
+    # 120 W -> 160 W, a mean of 140 W, whatever the readings' grid.
+    times, watts = [1, 3, 5, 7], [110, 130, 150, 170]
+    assert integrate_power(times, watts, 2, 6) == pytest.approx(4 * 140)
+    # Constant power: energy is power x time whatever the sample grid.
+    assert integrate_power([0, 0.3, 1.1, 2], [50, 50, 50, 50], 0.5, 1.5) == pytest.approx(50.0)
+
+
+def test_counter_interpolated_at_both_edges():
+    # A counter rising 10 J/s: the window [1.5, 3.25] gains 17.5 J.
+    assert counter_delta([0, 1, 2, 3, 4], [0, 10, 20, 30, 40], 1.5, 3.25) == pytest.approx(17.5)
+
+
+def test_a_gap_or_an_open_window_is_refused_with_its_code():
+    with pytest.raises(WindowProblem) as gap:
+        integrate_power([0, 1, 5, 6], [1, 1, 1, 1], 0.5, 5.5)
+    assert gap.value.code == GAP
+    with pytest.raises(WindowProblem) as open_end:
+        integrate_power([0, 1, 2], [1, 1, 1], 0.5, 2.5)
+    assert open_end.value.code == UNBRACKETED
+
+
+class _Source:
+    name, method, detail = "fake", "measured", "fake"
+
+    def __init__(self, devices):
+        self.devices = devices
+
+
+def test_counter_and_power_agree_within_five_percent_or_the_figure_is_invalid():
+    source = _Source(1)
+    agree = [Reading(t, watts=(100.0,), joules=(100.0 * t,)) for t in (0, 1, 2, 3)]
+    good = window_energy(agree, 0.5, 2.5, source, idle_power_w=[40.0])
+    assert good.valid and good.energy_j == pytest.approx(200.0)
+    assert good.energy_above_idle_j == pytest.approx(200.0 - 40.0 * 2.0)
+    disagree = [Reading(t, watts=(100.0,), joules=(110.0 * t,)) for t in (0, 1, 2, 3)]
+    bad = window_energy(disagree, 0.5, 2.5, source)
+    assert not bad.valid and bad.reasons == [COUNTER]
+
+
+def test_a_reading_missing_a_device_invalidates_the_figure():
+    readings = [Reading(0.0, watts=(1.0, 1.0)), Reading(1.0, watts=(1.0,)), Reading(2.0, watts=(1.0, 1.0))]
+    energy = window_energy(readings, 0.5, 1.5, _Source(2))
+    assert not energy.valid and energy.reasons == [DEVICES] and energy.energy_j is None
+
+
+def test_two_devices_add_up():
+    readings = [Reading(t, watts=(100.0, 300.0)) for t in (0, 1, 2)]
+    energy = window_energy(readings, 0.0, 2.0, _Source(2))
+    assert energy.per_device_j == pytest.approx([200.0, 600.0]) and energy.energy_j == pytest.approx(800.0)
+
+
+def _powercap(root, packages):
+    for k, (uj, top) in enumerate(packages):
+        zone = root / f"intel-rapl:{k}"
+        zone.mkdir(parents=True)
+        (zone / "name").write_text(f"package-{k}\n")
+        (zone / "energy_uj").write_text(str(uj))
+        (zone / "max_energy_range_uj").write_text(str(top))
+    return root
+
+
+def test_rapl_reads_packages_and_survives_a_wrap(tmp_path):
+    root = _powercap(tmp_path / "powercap", [(999_000_000, 1_000_000_000)])
+    (root / "intel-rapl:0:0").mkdir()
+    (root / "intel-rapl:0:0" / "name").write_text("dram\n")
+    (root / "intel-rapl:0:0" / "energy_uj").write_text("5000000")
+    (root / "intel-rapl:0:0" / "max_energy_range_uj").write_text("1000000000")
+    (root / "intel-rapl:0:1").mkdir()
+    (root / "intel-rapl:0:1" / "name").write_text("core\n")   # inside the package figure: not read
+    source, why = find_source("cpu", powercap_root=root)
+    assert isinstance(source, RaplSource) and source.devices == 2 and why == ""
+    first = source.read()
+    (root / "intel-rapl:0" / "energy_uj").write_text("1000000")         # wrapped: +2 J
+    (root / "intel-rapl:0:0" / "energy_uj").write_text("5500000")       # +0.5 J
+    second = source.read()
+    assert [b - a for a, b in zip(first.joules, second.joules)] == pytest.approx([2.0, 0.5])
+
+
+def test_no_powercap_is_a_reason_not_an_error(tmp_path):
+    source, why = find_source("cpu", powercap_root=tmp_path / "absent")
+    assert source is None and "no RAPL powercap" in why
+    modelled, _ = find_source("cpu", chips=2, chip_power_w=150.0, chip_power_source="vendor sheet",
+                              powercap_root=tmp_path / "absent")
+    assert isinstance(modelled, ModelledSource) and modelled.method == MODELLED
+    assert modelled.read().watts == (150.0, 150.0) and "vendor sheet" in modelled.detail
+
+
+class _FakeNvml:
+    """pynvml's calls tpubench makes: two GPUs at 250 W and 350 W, energy counters in mJ."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return (250_000, 350_000)[h]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return int((250_000, 350_000)[h] * (time.perf_counter() - self.t0))
+
+
+def test_nvml_counter_and_power_over_a_real_window():
+    source, why = find_source("cuda", chips=2, nvml=_FakeNvml(), env={})
+    assert isinstance(source, NvmlSource) and source.devices == 2 and "counter" in source.detail
+    meter = EnergyMeter(source, interval_s=0.02, idle_s=0.1)
+    with meter.window():
+        time.sleep(0.3)
+    e = meter.result
+    assert e.valid, e.notes
+    assert e.energy_j == pytest.approx(600.0 * e.window_s, rel=0.05)
+    assert e.idle_power_w == pytest.approx([250.0, 350.0], rel=0.05)
+
+
+def test_cuda_visible_devices_picks_the_gpus_read():
+    source, _ = find_source("cuda", chips=1, nvml=_FakeNvml(), env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert source.detail.endswith("GPU 1") and source.read().watts == (350.0,)
+
+
+def test_this_machine_without_a_source_says_why():
+    source, why = find_source("tpu")
+    assert source is None and why
+
+
+@pytest.mark.slow
+def test_a_real_generate_point_carries_its_window_energy(tiny_workload, tmp_path, monkeypatch):
+    """A tiny model measured with a fake NVML library behind the energy source: the result's energy
+    is the sources' power over exactly the timed loop, and J per token is that over its tokens."""
+    from tpubench.hardware import energy_sources
+    from tpubench.output.frames import load_results
+    from tpubench.run import runner
+
+    real = energy_sources.find_source
+    monkeypatch.setattr(runner, "find_source", lambda device, **kw: real("cuda", **{**kw, "nvml": _FakeNvml(), "env": {}}))
+    (outcome,) = runner.run_sweep(tiny_workload, scale="small", out_dir=tmp_path / "r")
+    r = outcome.result
+    assert r.status == "ok" and r.energy["valid"], r.energy
+    assert r.environment["energy_source"]["name"] == "nvml"
+    # One GPU of the fake (the point's chip) at 250 W over the timed loop.
+    assert r.energy["devices"] == 1 and r.energy["window_s"] == pytest.approx(r.timing["measure_s"], rel=0.05, abs=0.01)
+    assert r.metrics["energy_j"] == pytest.approx(250.0 * r.energy["window_s"], rel=0.05)
+    tokens = r.metrics["iterations"] * 1 * (8 + 4)
+    assert r.metrics["joules_per_token"] == pytest.approx(r.metrics["energy_j"] / tokens)
+    row = load_results(tmp_path / "r").iloc[0]
+    assert row["energy_method"] == "measured" and "NVML" in row["energy_source"] and row["energy_valid"]
+
+
+@pytest.mark.slow
+def test_without_a_source_a_point_runs_and_says_why_once(tiny_workload, tmp_path, monkeypatch):
+    from tpubench.run import runner
+
+    notes = []
+
+    class Notes(runner.SilentReporter):
+        def note(self, message):
+            notes.append(message)
+
+    monkeypatch.setattr(runner, "find_source", lambda device, **kw: (None, "no sensor here"))
+    outcomes = runner.run_sweep(tiny_workload, out_dir=tmp_path / "r", reporter=Notes())
+    assert all(o.result.status == "ok" and o.result.energy == {} for o in outcomes)
+    assert notes.count("energy: not measured (no sensor here)") == 1
+    assert outcomes[0].result.environment["energy_source"] == {"name": None, "why_not": "no sensor here"}
+
+
+@pytest.mark.slow
+def test_a_real_training_point_carries_its_window_energy(tmp_path, monkeypatch):
+    """The modelled source (a user's per-chip figure) through a real training point."""
+    from tpubench.run import runner
+
+    workload = tmp_path / "train.yaml"
+    workload.write_text((Path(__file__).parent / "fixtures" / "tiny_moe.yaml").read_text().replace(
+        "scenario:\n  batch_size: [1, 2]\n  input_length: 8\n  output_length: 4",
+        "scenario:\n  kind: train\n  batch_size: 1\n  sequence_length: 8"))
+    monkeypatch.setattr(runner, "find_source", lambda device, **kw: find_source(
+        "cpu", **{**kw, "powercap_root": tmp_path / "absent"}))
+    (outcome,) = runner.run_sweep(workload, scale="small", out_dir=tmp_path / "r", chip_power_w=80.0)
+    r = outcome.result
+    assert r.status == "ok" and r.energy["method"] == MODELLED and r.energy["valid"], (r.error, r.energy)
+    assert r.metrics["energy_j"] == pytest.approx(80.0 * r.energy["window_s"], rel=1e-6)
+    tokens = r.metrics["iterations"] * 1 * 8
+    assert r.metrics["joules_per_train_token"] == pytest.approx(r.metrics["energy_j"] / tokens)
+
+
+@pytest.mark.slow
+def test_the_run_table_shows_modelled_joules_and_the_missing_source(tiny_workload, tmp_path, monkeypatch, capsys):
+    from helpers_cli import run_cli
+    from tpubench.run import runner
+
+    monkeypatch.setattr(runner, "find_source", lambda device, **kw: find_source(
+        "cpu", **{**kw, "powercap_root": tmp_path / "absent"}))
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, _ = run_cli(monkeypatch, capsys, "run", str(tiny_workload), "--scale", "small", "--no-price",
+                           "--out", str(tmp_path / "a"), "--chip-power-w", "50")
+    assert code == 0 and "J/token" in out and "(modelled)" in out
+    code, out, _ = run_cli(monkeypatch, capsys, "run", str(tiny_workload), "--scale", "small", "--no-price",
+                           "--out", str(tmp_path / "b"))
+    assert code == 0 and "energy: not measured (no RAPL powercap" in out and "J/token" not in out

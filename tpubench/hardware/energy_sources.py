@@ -1,0 +1,187 @@
+"""Where a point's energy comes from: one small interface over the sources a host may have, each
+saying whether it measures or models and what it reads (docs/measurement.md#energy).
+
+- NVML (NVIDIA GPUs, `nvidia-ml-py`): the total-energy counter (millijoules since the driver
+  loaded), the most exact reading there is, and the instantaneous power for the curve.
+- Linux RAPL powercap (CPU packages and their DRAM, `/sys/class/powercap/intel-rapl:*`): energy
+  counters in microjoules that wrap at `max_energy_range_uj`.
+- A model, labelled `modelled` wherever it appears: a per-chip power figure with its source (the
+  user's `--chip-power-w`), times the chip's duty cycle where a reader for it is given (a TPU VM
+  reports duty cycle, not power), else the figure itself.
+
+A host without any of them has no source: that is a note on the sweep, never an error. Readings
+are stamped with time.perf_counter, the clock the timed loops use.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+MEASURED = "measured"
+MODELLED = "modelled"
+POWERCAP_ROOT = Path("/sys/class/powercap")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of every device of a source at time `t` (perf_counter seconds): instantaneous
+    power in watts and/or a cumulative energy counter in joules (from an arbitrary origin)."""
+
+    t: float
+    watts: tuple[float, ...] | None = None
+    joules: tuple[float, ...] | None = None
+
+
+class EnergySource(Protocol):
+    name: str        # "nvml", "rapl", "model"
+    method: str      # MEASURED or MODELLED
+    detail: str      # what it reads, for the result ("NVML total energy, GPUs 0,1")
+    devices: int     # how many devices each reading covers
+
+    def read(self) -> Reading: ...
+
+    def close(self) -> None: ...
+
+
+class NvmlSource:
+    """NVIDIA GPUs through NVML: power in milliwatts, total energy in millijoules."""
+
+    name, method = "nvml", MEASURED
+
+    def __init__(self, nvml, indices: Sequence[int]):
+        self._nvml = nvml
+        self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
+        self.devices = len(self._handles)
+        self._counter = all(self._energy_of(h) is not None for h in self._handles)
+        what = "total-energy counter and power" if self._counter else "power"
+        self.detail = f"NVML {what}, GPU {','.join(map(str, indices))}"
+
+    def _energy_of(self, handle):
+        try:
+            return self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3
+        except self._nvml.NVMLError:
+            return None   # older GPUs have no energy counter: power samples only
+
+    def read(self) -> Reading:
+        t = time.perf_counter()
+        watts = tuple(self._nvml.nvmlDeviceGetPowerUsage(h) / 1e3 for h in self._handles)
+        joules = tuple(self._energy_of(h) for h in self._handles) if self._counter else None
+        return Reading(t, watts=watts, joules=joules)
+
+    def close(self) -> None:
+        self._nvml.nvmlShutdown()
+
+
+class RaplSource:
+    """CPU packages (and their DRAM subzones) through the powercap interface: counters only."""
+
+    name, method = "rapl", MEASURED
+
+    def __init__(self, zones: Sequence[Path]):
+        self._zones = list(zones)
+        self._ranges = [int((z / "max_energy_range_uj").read_text()) for z in self._zones]
+        self._last = [self._raw(z) for z in self._zones]
+        self._total = [0] * len(self._zones)
+        self.devices = len(self._zones)
+        self.detail = "RAPL powercap " + ", ".join((z / "name").read_text().strip() + f" ({z.name})" for z in self._zones)
+
+    @staticmethod
+    def _raw(zone: Path) -> int:
+        return int((zone / "energy_uj").read_text())
+
+    def read(self) -> Reading:
+        t = time.perf_counter()
+        for k, zone in enumerate(self._zones):
+            raw = self._raw(zone)
+            # The counter wraps at max_energy_range_uj; read often enough that it wraps at most once.
+            self._total[k] += raw - self._last[k] if raw >= self._last[k] else raw + self._ranges[k] - self._last[k]
+            self._last[k] = raw
+        return Reading(t, joules=tuple(uj / 1e6 for uj in self._total))
+
+    def close(self) -> None:
+        pass
+
+
+class ModelledSource:
+    """A per-chip power figure (watts, with its source) times each chip's duty cycle where a
+    reader for it is given (`duty()` -> one fraction per chip), else the figure itself."""
+
+    name, method = "model", MODELLED
+
+    def __init__(self, chip_power_w: float, chips: int, source: str,
+                 duty: Callable[[], Sequence[float]] | None = None):
+        self._power, self._duty = chip_power_w, duty
+        self.devices = chips
+        self.detail = (f"modelled: {chip_power_w:g} W per chip ({source})"
+                       + (" x duty cycle" if duty is not None else ", busy for the whole window"))
+
+    def read(self) -> Reading:
+        t = time.perf_counter()
+        duty = self._duty() if self._duty is not None else [1.0] * self.devices
+        return Reading(t, watts=tuple(self._power * d for d in duty))
+
+    def close(self) -> None:
+        pass
+
+
+def rapl_zones(root: Path = POWERCAP_ROOT) -> list[Path]:
+    """The package zones (intel-rapl:N) and their DRAM subzones (intel-rapl:N:M named 'dram')
+    whose counters this process can read."""
+    zones = []
+    for zone in sorted(root.glob("intel-rapl:*")):
+        name = (zone / "name").read_text().strip() if (zone / "name").is_file() else ""
+        top = zone.name.count(":") == 1
+        if (top and name.startswith("package")) or (not top and name == "dram"):
+            if os.access(zone / "energy_uj", os.R_OK):
+                zones.append(zone)
+    return zones
+
+
+def _nvml_indices(env) -> list[int] | None:
+    """The GPUs a CUDA point may use: CUDA_VISIBLE_DEVICES where it lists indices, else all."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    try:
+        return [int(v) for v in visible.split(",") if v.strip()]
+    except ValueError:
+        return None   # UUIDs: NVML indices cannot be told from them here; read all GPUs
+
+
+def find_source(device: str, *, chips: int = 1, chip_power_w: float | None = None,
+                chip_power_source: str = "--chip-power-w", env=os.environ,
+                powercap_root: Path = POWERCAP_ROOT, nvml=None) -> tuple[EnergySource | None, str]:
+    """The source for a point on `device` (a torch device name or 'cpu'), or None and why there
+    is none. A user's per-chip figure (`chip_power_w`) is used, labelled modelled, only where
+    nothing measures."""
+    reasons = []
+    if device == "cuda":
+        try:
+            if nvml is None:
+                import pynvml as nvml   # nvidia-ml-py
+            nvml.nvmlInit()
+            indices = _nvml_indices(env)
+            if indices is None:
+                indices = list(range(nvml.nvmlDeviceGetCount()))
+            return NvmlSource(nvml, indices[:chips] if chips else indices), ""
+        except ImportError:
+            reasons.append("NVML not installed (pip install nvidia-ml-py)")
+        except Exception as exc:   # the library is present but the driver is not answering
+            reasons.append(f"NVML unavailable ({type(exc).__name__}: {exc})")
+    elif device == "cpu":
+        if not powercap_root.is_dir():
+            reasons.append(f"no RAPL powercap ({powercap_root} does not exist on this host)")
+        else:
+            zones = rapl_zones(powercap_root)
+            if zones:
+                return RaplSource(zones), ""
+            reasons.append(f"no readable RAPL package counter under {powercap_root}")
+    else:
+        reasons.append(f"this version reads no power sensor for {device}")
+    if chip_power_w is not None:
+        return ModelledSource(chip_power_w, chips, chip_power_source), ""
+    return None, "; ".join(reasons)
