@@ -12,6 +12,7 @@ import pytest
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
 from tpubench.money import budget, pricing
+from tpubench.scenarios.generate import cost as generate_cost
 from tpubench.errors import UserError
 
 TODAY = date(2026, 12, 2)
@@ -34,12 +35,12 @@ def test_mix_rate_matches_tokens_per_e2e_when_the_mix_is_the_points():
     # B=10, I=1000, O=250 on 1 chip, TTFT 1 s, E2E 5 s.
     # c_in = 1*1/(10*1000) = 1e-4 chip-s/token, c_out = 4*1/(10*250) = 1.6e-3 chip-s/token.
     # Output share 0.2 (= 250/1250): 1 / (0.8e-4 + 0.2*1.6e-3) = 1 / 4e-4 = 2500 = 10*1250/5.
-    rate = budget.mix_tokens_per_s_per_chip(1.0, 5.0, 1, 10, 1000, 250, 0.2)
+    rate = generate_cost.mix_tokens_per_s_per_chip(1.0, 5.0, 1, 10, 1000, 250, 0.2)
     assert rate == pytest.approx(2500)
     # A decode-heavier mix: 1 / (0.5e-4 + 0.5*1.6e-3) = 1 / 8.5e-4 = 1176.47 tokens/s/chip.
-    assert budget.mix_tokens_per_s_per_chip(1.0, 5.0, 1, 10, 1000, 250, 0.5) == pytest.approx(1 / 8.5e-4)
+    assert generate_cost.mix_tokens_per_s_per_chip(1.0, 5.0, 1, 10, 1000, 250, 0.5) == pytest.approx(1 / 8.5e-4)
     # A single output token has no measured decode time: it cannot serve a mix with output.
-    assert np.isnan(budget.mix_tokens_per_s_per_chip(1.0, 1.0, 1, 10, 1000, 1, 0.5))
+    assert np.isnan(generate_cost.mix_tokens_per_s_per_chip(1.0, 1.0, 1, 10, 1000, 1, 0.5))
 
 
 @pytest.mark.parametrize("replicas,per_replica,per_instance,expected", [

@@ -10,7 +10,10 @@ import pytest
 
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
+from tpubench.measure import stats
 from tpubench.money import cost, pricing
+from tpubench.scenarios.generate import cost as generate_cost
+from tpubench.scenarios.serve import cost as serve_cost
 from tpubench.errors import UserError
 
 TODAY = date(2026, 12, 2)
@@ -41,7 +44,7 @@ def test_time_attributed_split_on_one_batch():
     # input   = 2 * 0.001 / (4*100) * 1e6 = 5      $/Mtok
     # output  = 5 * 0.001 / (4*50)  * 1e6 = 25     $/Mtok
     # blended = 7 * 0.001 / (4*150) * 1e6 = 11.667 $/Mtok
-    c = cost.time_attributed_costs(2.0, 7.0, 1, 4, 100, 50, 0.001)
+    c = generate_cost.time_attributed_costs(2.0, 7.0, 1, 4, 100, 50, 0.001)
     assert c.input_usd_per_mtok == pytest.approx(5)
     assert c.output_usd_per_mtok == pytest.approx(25)
     assert c.blended_usd_per_mtok == pytest.approx(7 / 600 * 1e3)
@@ -57,13 +60,13 @@ def test_inferencex_charges_the_whole_hour_to_output_tokens():
 
 def test_throughput_ci_becomes_a_cost_ci():
     # Cost 10 at 100 tok/s, throughput CI [90, 110]: cost CI [10*100/110, 10*100/90] = [9.09, 11.11].
-    low, high = cost.cost_ci_from_throughput_ci(10.0, 100.0, 90.0, 110.0)
+    low, high = stats.cost_ci_from_throughput_ci(10.0, 100.0, 90.0, 110.0)
     assert low == pytest.approx(9.090909)
     assert high == pytest.approx(11.111111)
     # A throughput CI reaching zero leaves the cost unbounded above.
-    assert cost.cost_ci_from_throughput_ci(10.0, 100.0, 0.0, 200.0) == (pytest.approx(5.0), math.inf)
+    assert stats.cost_ci_from_throughput_ci(10.0, 100.0, 0.0, 200.0) == (pytest.approx(5.0), math.inf)
     # A cost proportional to a time follows that time's bounds.
-    assert cost.cost_ci_from_time_ci(10.0, 2.0, 1.8, 2.2) == (pytest.approx(9.0), pytest.approx(11.0))
+    assert stats.cost_ci_from_time_ci(10.0, 2.0, 1.8, 2.2) == (pytest.approx(9.0), pytest.approx(11.0))
 
 
 def test_compare_costs_says_cheaper_dearer_or_tie():
@@ -295,10 +298,10 @@ def test_probe_fit_solves_two_points_exactly():
     # 4 chips busy over both windows: 1000 a + 100 b = 4 and 200 a + 300 b = 4.
     # Times 5 the second: 1000 a + 1500 b = 20, less the first: 1400 b = 16, b = 8/700;
     # a = (4 - 100 * 8/700) / 1000 = 2/700.
-    a, b = cost.fit_chip_seconds_per_token([4, 4], [1000, 200], [100, 300])
+    a, b = serve_cost.fit_chip_seconds_per_token([4, 4], [1000, 200], [100, 300])
     assert a == pytest.approx(2 / 700) and b == pytest.approx(8 / 700)
     # A third point on the same plane changes nothing: 600 * 2/700 + 200 * 8/700 = 4.
-    a3, b3 = cost.fit_chip_seconds_per_token([4, 4, 4], [1000, 200, 600], [100, 300, 200])
+    a3, b3 = serve_cost.fit_chip_seconds_per_token([4, 4, 4], [1000, 200, 600], [100, 300, 200])
     assert (a3, b3) == (pytest.approx(2 / 700), pytest.approx(8 / 700))
 
 
@@ -306,26 +309,26 @@ def test_probe_fit_never_prices_a_token_below_zero():
     # a + b = 2 and 2a + 3b = 3.9 solve to a = 2.1, b = -0.1. Non-negative: b = 0 and
     # a = sum(x y) / sum(x x) = (1*2 + 2*3.9) / (1 + 4) = 1.96 (residuals -0.04, +0.02), better
     # than a = 0, b = (2 + 11.7) / 10 = 1.37 (residuals -0.63, +0.21).
-    a, b = cost.fit_chip_seconds_per_token([2, 3.9], [1, 2], [1, 3])
+    a, b = serve_cost.fit_chip_seconds_per_token([2, 3.9], [1, 2], [1, 3])
     assert a == pytest.approx(1.96) and b == 0.0
 
 
 def test_probe_split_fits_only_defensible_probes():
-    fit = cost.probe_split([4, 4], [1000, 200], [100, 300])
+    fit = serve_cost.probe_split([4, 4], [1000, 200], [100, 300])
     assert fit.method == "probe fit over 2 points"
     assert fit.input == pytest.approx(2 / 700) and fit.output == pytest.approx(8 / 700)
     assert "rms misfit 0.0%" in fit.note
-    one = cost.probe_split([4], [1000], [100])
+    one = serve_cost.probe_split([4], [1000], [100])
     assert one.method == "blended only" and math.isnan(one.input) and "one point" in one.note
     # Output shares 100/1100 = 0.09 and 120/1120 = 0.11: too close to tell input from output.
-    close = cost.probe_split([4, 4], [1000, 1000], [100, 120])
+    close = serve_cost.probe_split([4, 4], [1000, 1000], [100, 120])
     assert close.method == "blended only" and "0.09-0.11" in close.note
     # Shares 0.25 and 0.75, but 3a + b = 3.1 and a + 3b = 0.9 solve to b = -0.05: non-negative, b = 0
     # and a = (3*3.1 + 1*0.9) / (9 + 1) = 1.02. No chip time on output tokens is no split.
-    assert cost.fit_chip_seconds_per_token([3.1, 0.9], [3, 1], [1, 3]) == (pytest.approx(1.02), 0.0)
-    bound = cost.probe_split([3.1, 0.9], [3, 1], [1, 3])
+    assert serve_cost.fit_chip_seconds_per_token([3.1, 0.9], [3, 1], [1, 3]) == (pytest.approx(1.02), 0.0)
+    bound = serve_cost.probe_split([3.1, 0.9], [3, 1], [1, 3])
     assert bound.method == "blended only" and "no chip time on output" in bound.note
     # Three points no plane through the origin comes near (the third serves 100 + 40 tokens/s on
     # the same 4 chips): no split rather than a fitted guess.
-    far = cost.probe_split([4, 4, 4], [1000, 200, 100], [100, 300, 40])
+    far = serve_cost.probe_split([4, 4, 4], [1000, 200, 100], [100, 300, 40])
     assert far.method == "blended only" and "misses its 3 points by 47% rms" in far.note

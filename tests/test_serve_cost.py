@@ -12,10 +12,12 @@ import pytest
 
 from helpers_synthetic import make_result, make_serve_result, write_results, write_serve_results
 from helpers_synthetic import results_frame as frame
+from tpubench.measure import per_token
 from tpubench.money import budget, cost, pricing
 from tpubench.output.report import build_report, render, render_budget
 from tpubench.output.report.figures import report_figures
 from tpubench.output.frames import load_results
+from tpubench.scenarios.generate import cost as generate_cost
 
 TODAY = date(2026, 12, 2)
 H100 = "NVIDIA H100 80GB HBM3"
@@ -95,7 +97,7 @@ def test_generate_row_prices_exactly_as_before(prices):
     assert row["output_usd_per_mtok"] == pytest.approx(5 * USD_PER_CHIP_S / 200 * 1e6)
     assert row["blended_usd_per_mtok"] == pytest.approx(7 * USD_PER_CHIP_S / 600 * 1e6)
     # The same numbers as the pure function of the offline formulas, CIs from TTFT/TPOT/E2E (+-2%).
-    ref = cost.time_attributed_costs(2.0, 7.0, 1, 4, 100, 50, USD_PER_CHIP_S)
+    ref = generate_cost.time_attributed_costs(2.0, 7.0, 1, 4, 100, 50, USD_PER_CHIP_S)
     assert row["input_usd_per_mtok"] == pytest.approx(ref.input_usd_per_mtok, rel=1e-12)
     assert row["output_usd_per_mtok"] == pytest.approx(ref.output_usd_per_mtok, rel=1e-12)
     assert row["blended_usd_per_mtok"] == pytest.approx(ref.blended_usd_per_mtok, rel=1e-12)
@@ -156,11 +158,11 @@ def plan(results, prices, **kwargs):
 
 
 def test_budget_mix_rate_from_a_servers_chip_seconds():
-    assert budget.mix_rate(0.008, 0.04 / 3.75, 0.75) == pytest.approx(100)
+    assert per_token.mix_rate(0.008, 0.04 / 3.75, 0.75) == pytest.approx(100)
     assert budget.blended_rate(0.01) == pytest.approx(100)
-    assert budget.mix_rate(0.0025, 0.0075, 0.75) == pytest.approx(160)
+    assert per_token.mix_rate(0.0025, 0.0075, 0.75) == pytest.approx(160)
     # The offline entry point is the same arithmetic from TTFT and E2E.
-    assert budget.mix_tokens_per_s_per_chip(0.5, 5.0, 4, 8, 100, 300, 0.75) == pytest.approx(160)
+    assert generate_cost.mix_tokens_per_s_per_chip(0.5, 5.0, 4, 8, 100, 300, 0.75) == pytest.approx(160)
 
 
 def test_budget_picks_the_faster_point_and_says_its_kind(both_kinds, prices):

@@ -1,7 +1,9 @@
 """Summary statistics, confidence intervals and outlier detection: pure functions over samples.
 
 Everything here takes plain sequences of floats (seconds, tokens/s, ...) and returns plain
-dicts or floats, so it is tested on hand-computed cases and shared by every backend.
+dicts or floats, so it is tested on hand-computed cases and shared by every backend. The CI of a
+cost carried from the CI of a time or a throughput (`cost_ci_from_*`) also takes numpy/pandas
+arrays: the scenarios' cost bases and money use it over whole result tables.
 """
 
 from __future__ import annotations
@@ -124,3 +126,22 @@ def verdict(ratio: float, half_width: float, higher_is_better: bool = True,
         return "tie within noise"
     better = (lo > 1.0) == higher_is_better
     return words[0] if better else words[1]
+
+
+def cost_ci_from_time_ci(cost, time_mean, time_low, time_high):
+    """(low, high) of a cost proportional to a time whose 95% CI is [time_low, time_high]."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.divide(cost, time_mean)
+        return np.multiply(scale, time_low), np.multiply(scale, time_high)
+
+
+def cost_ci_from_throughput_ci(cost, throughput_mean, throughput_low, throughput_high):
+    """(low, high) of a cost proportional to 1/throughput: the low cost bound comes from the high
+    throughput bound; a throughput CI reaching zero leaves the cost unbounded above."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = np.multiply(cost, throughput_mean)
+        low = np.divide(scaled, throughput_high)
+        high = np.where(np.asarray(throughput_low) > 0, np.divide(scaled, throughput_low), np.inf)
+    if np.ndim(high) == 0:
+        return float(low), float(high)
+    return low, high

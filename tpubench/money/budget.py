@@ -14,11 +14,11 @@ Sizing basis (`sizing_basis` on every option; the budget's notes say which):
   `output_share` is not used; each option shows the mix it was measured at (`point_output_share`).
   CI: from c_all's CI (the low rate from the high c_all).
 - "split" (`split=True`, `tpubench budget --split`): the traffic's own mix, from the input/output
-  split below. A server point has one only where `cost.serve_split` fitted it from probe points
-  (`split_method`); the others are left out, with a note.
+  split below. A server point has one only where its cost basis (tpubench/scenarios/serve/cost.py)
+  fitted it from probe points (`split_method`); the others are left out, with a note.
 
 With the split, a measured point spends c_in chip-seconds per input token and c_out per output
-token: the chip-seconds-per-token figures of `cost.chip_seconds_per_token` (a server's probe fit)
+token: the chip-seconds-per-token figures of `cost.chip_seconds` (a server's probe fit)
 or, for an offline batch (batch B, lengths I and O, `chips` chips per replica), computed as
 
     c_in  = TTFT * chips / (B * I)              chip-seconds per input token  (prefill)
@@ -72,7 +72,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from tpubench.measure.per_token import mix_rate
 from tpubench.money import cost
+from tpubench.records.columns import numeric_column
+from tpubench.scenarios import SPLIT_BLENDED_ONLY
 from tpubench.errors import UserError
 
 HOURS_PER_MONTH = 730.0
@@ -150,16 +153,6 @@ def instances_needed(replicas, chips_per_replica, chips_per_instance) -> np.ndar
     return np.where(fits, packed, spanning)
 
 
-def mix_rate(input_chip_s_per_token, output_chip_s_per_token, output_share: float):
-    """Tokens/s per chip for a traffic mix from a point's chip-seconds per token (module
-    docstring); NaN when the mix has output tokens and the point no output figure."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_token = cost.mix_chip_seconds_per_token(np.asarray(input_chip_s_per_token, dtype=float),
-                                                    np.asarray(output_chip_s_per_token, dtype=float),
-                                                    output_share)
-        return 1.0 / per_token
-
-
 def blended_rate(blended_chip_s_per_token):
     """Tokens/s per chip of a point serving its own measured mix: 1 / blended chip-s per token."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -168,22 +161,11 @@ def blended_rate(blended_chip_s_per_token):
 
 def point_output_share(df: pd.DataFrame) -> pd.Series:
     """Output tokens / all tokens of each measured point: a server's token rates, else the lengths."""
-    col = functools.partial(cost.numeric_column, df)
+    col = functools.partial(numeric_column, df)
     # Only a server records its input token rate; an offline batch's mix is its lengths.
     from_rates = col("output_tokens_per_s") / (col("input_tokens_per_s") + col("output_tokens_per_s"))
     from_lengths = col("output_length") / (col("input_length") + col("output_length"))
     return from_rates.where(from_rates.notna(), from_lengths)
-
-
-def mix_tokens_per_s_per_chip(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
-                              output_share: float):
-    """Tokens/s per chip for a traffic mix of an offline batch (see the module docstring); NaN when
-    the point cannot serve the mix (no decode time measured for output tokens)."""
-    c = cost.generate_chip_seconds_per_token(np.asarray(ttft_s, dtype=float), np.asarray(e2e_s, dtype=float),
-                                             np.asarray(chips, dtype=float), np.asarray(batch_size, dtype=float),
-                                             np.asarray(input_length, dtype=float),
-                                             np.asarray(output_length, dtype=float))
-    return mix_rate(c.input, c.output, output_share)
 
 
 def _slo_ratio(df: pd.DataFrame, slo: Slo) -> pd.Series:
@@ -304,7 +286,7 @@ def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -
             rate * candidates[f"output_tokens_per_s_per_chip_{bound}"] / per_chip)
     note = (f"sized on the input/output split at the traffic's {traffic.output_share:.0%} output: offline "
             "points time-attributed, server points by their probe fit (split_method)")
-    unsplit = candidates["split_method"].eq(cost.SPLIT_BLENDED_ONLY) & ~np.isfinite(rate)
+    unsplit = candidates["split_method"].eq(SPLIT_BLENDED_ONLY) & ~np.isfinite(rate)
     if unsplit.any():
         note += (f"; {candidates.loc[unsplit, 'file'].nunique()} server point(s) without an input/output split "
                  "left out (blended only: their split_note says why; drop --split to size on blended tokens)")

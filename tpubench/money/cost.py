@@ -1,47 +1,20 @@
 """Cost per token: pure functions over measured times, throughputs and prices.
 
-Every time-attributed figure derives from three chip-seconds-per-token figures of a result row,
-each with its 95% CI (`chip_seconds_per_token`), read from the columns the row provides
-(docs/definitions.md#cost: by column, never by scenario kind):
+Every result row is charged chip-seconds per unit of its output, each with its 95% CI, by the cost
+basis of its scenario kind (`chip_seconds`): the function its package names
+(`Scenario.cost_basis`, e.g. tpubench/scenarios/serve/cost.py, whose docstring gives the formula),
+called once with all the rows of that kind, so that a basis may fit over several points. Rows
+without a kind are the default kind's (spec.point.DEFAULT_KIND), and so is a kind this version does
+not know (`scenarios.registry.describing`). The bases write standard columns, NaN where a kind has
+none: `{input,output,blended}_chip_s_per_token` (per input token, per output token, per token of
+either kind) with `split_method` / `split_note` saying how input and output were told apart, and
+`train_chip_s_per_token` (per training token), each with `_ci95_low` / `_ci95_high`
+(docs/definitions.md#cost). Priced at p USD per chip-second, every `X_chip_s_per_token` becomes
 
-- a row with `blended_s_per_token` (seconds of the whole server per token over the measured
-  window, as scenario `serve` writes it, with `_ci95_low` / `_ci95_high`) spends
+    $/Mtok X = c_X * p * 1e6      (`X_usd_per_mtok`, CI from c_X's bounds)
 
-    c_all = blended_s_per_token * chips   (CI: the column's bounds times chips)
-
-  and its input/output split comes from what the engine spends, never from request time (under
-  continuous batching a request's time before its first token is not the chip's time on its
-  prompt). `serve_split` fits it when several points of the same server and load (same workload,
-  stack, hardware, chips, layout, concurrency or rate, endpoint) were measured at input/output
-  mixes at least `MIN_PROBE_MIX_SPREAD` apart in output share: the window's chip-seconds per
-  second, `chips`, is fitted over those points by non-negative least squares as
-
-    chips = c_in * input_tokens_per_s + c_out * output_tokens_per_s     (`fit_chip_seconds_per_token`)
-
-  and every point of the group gets that c_in and c_out (`split_method` "probe fit over N points",
-  `split_note` the fit's rms misfit; CIs: the widest relative CI of the group's blended figures).
-  Otherwise, or when the fit is not defensible (one coefficient at zero, misfit over
-  `MAX_PROBE_FIT_RMS`, an invalid point), c_in and c_out are NaN: `split_method` "blended only",
-  `split_note` the reason. The result's own `input_s_per_token` / `output_s_per_token` (the window
-  split by sum TTFT / sum E2E) are not used.
-
-- any other row (an offline batch of B sequences, input length I, output length O, as scenario
-  `generate` writes it) spends, from its mean TTFT and E2E:
-
-    c_in  = TTFT * chips         / (B * I)          prefill chip-seconds per input token
-    c_out = (E2E - TTFT) * chips / (B * O)          decode chip-seconds per output token (O > 1)
-    c_all = E2E * chips          / (B * (I + O))    all chip-seconds per token
-
-  with CIs from the TTFT, TPOT (decode time is TPOT * (O - 1)) and E2E CIs. A single output token
-  is produced by prefill: there is no decode time to attribute, so c_out is NaN for O = 1.
-
-Each figure is taken from the server columns where the row has `blended_s_per_token` and from
-the TTFT/E2E formula otherwise (`split_method` "time-attributed": prefill and decode chip time
-are really apart in an offline batch). Priced at p USD per chip-second (docs/definitions.md#cost):
-
-    $/Mtok input = c_in * p * 1e6      $/Mtok output = c_out * p * 1e6      $/Mtok blended = c_all * p * 1e6
-
-That split is ours ("time-attributed"). Published tables such as InferenceX charge the whole hour
+Those per-token figures are ours (an offline batch's split by prefill and decode time, a server's
+by a fit over probe points). Published tables such as InferenceX charge the whole hour
 to output tokens: $/Mtok = price per chip-hour * 1e6 / (3600 * output tokens/s per chip), where
 output tokens/s per chip = `output_tokens_per_s` / chips (every kind writes that column: the batch's
 decode-inclusive rate, or the server's rate over its window). Both are reported, labelled.
@@ -53,30 +26,24 @@ is the world size (on a CPU, the vCPUs of all ranks; for a server, the chips it 
 throughput per chip is the measured throughput / chips and, at equal measured throughput, its
 $/Mtok is `chips` times a single chip's. The layout (`tensor_parallel`, `expert_parallel`,
 `world_size`; 1 for results that predate it) travels with every priced row, as do the scenario
-kind (`scenario_kind`, "generate" for results that predate it) and the serving stack and load
+kind (`scenario_kind`, the default kind for results that predate it) and the serving stack and load
 (`server_name`, `server_version`, `concurrency`, `request_rate`; empty for offline runs).
 
-Training (scenario `train`, docs/definitions.md#training) is priced from its own columns: a row with
-`train_s_per_token` (seconds of the whole world per training token, with `_ci95_low` /
-`_ci95_high`) spends
-
-    c_train = train_s_per_token * chips          chip-seconds per training token
-    $/M training tokens = c_train * p * 1e6      (`train_usd_per_mtok`, CI from the column's bounds)
-
-and its training tokens/s per chip is `train_tokens_per_s` / chips (CI from that column's bounds).
-Those `train_*` columns are NaN for rows without training figures, and the inference $/Mtok columns
-are NaN for rows without inference figures (a training row has no TTFT, E2E or output tokens), so
-neither is ever read as the other; `is_training` tells the rows apart by column.
+Training (docs/definitions.md#training) is priced per million training tokens
+(`train_usd_per_mtok`, from `train_chip_s_per_token`), and its training tokens/s per chip is
+`train_tokens_per_s` / chips (CI from that column's bounds). Those `train_*` columns are NaN for rows
+without training figures, and the inference $/Mtok columns are NaN for rows without inference
+figures (a training row has no TTFT, E2E or output tokens), so neither is ever read as the other;
+`is_training` tells the rows apart by column.
 
 Uncertainty: a cost proportional to a time takes that time's 95% CI; a cost proportional to
 1/throughput takes its bounds from the opposite throughput bounds (the low cost bound comes from
-the high throughput bound). The functions accept floats or numpy/pandas arrays alike.
+the high throughput bound; measure/stats.py). The functions accept floats or numpy/pandas arrays alike.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import date
 
 import numpy as np
@@ -84,85 +51,18 @@ import pandas as pd
 
 from tpubench.money import accelerator_map, pricing
 from tpubench.errors import UserError
+from tpubench.measure.per_token import TOKENS_PER_MTOK, usd_per_mtok_from_chip_seconds
+from tpubench.measure.stats import cost_ci_from_throughput_ci, ratio_with_uncertainty, verdict
+from tpubench.records.columns import numeric_column
+from tpubench.scenarios import registry
 from tpubench.spec.point import DEFAULT_KIND
-from tpubench.measure.stats import ratio_with_uncertainty, verdict
 
 SECONDS_PER_HOUR = 3600.0
-TOKENS_PER_MTOK = 1e6
 
 
 def usd_per_chip_second(usd_per_instance_hour, chips_per_instance):
     """Instance $/h spread over its chips and the seconds of an hour."""
     return usd_per_instance_hour / chips_per_instance / SECONDS_PER_HOUR
-
-
-def usd_per_mtok(chip_seconds, usd_per_chip_s, tokens):
-    """USD per million tokens for `tokens` that took `chip_seconds` at `usd_per_chip_s`."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.divide(np.multiply(chip_seconds, usd_per_chip_s) * TOKENS_PER_MTOK, tokens)
-
-
-@dataclass(frozen=True)
-class TokenCosts:
-    input_usd_per_mtok: float
-    output_usd_per_mtok: float
-    blended_usd_per_mtok: float
-
-
-@dataclass(frozen=True)
-class ChipSecondsPerToken:
-    """Chip-seconds spent per input token, per output token and per token of either kind."""
-
-    input: float
-    output: float
-    blended: float
-
-
-def _nan_unless(mask, values):
-    """`values` where `mask`, NaN elsewhere; a pandas Series keeps its index, a scalar stays one."""
-    if isinstance(values, pd.Series):
-        return values.where(mask)
-    out = np.where(mask, values, np.nan)
-    return float(out) if np.ndim(out) == 0 else out
-
-
-def generate_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length,
-                                    output_length) -> ChipSecondsPerToken:
-    """An offline batch: prefill chip-seconds over input tokens, decode chip-seconds over output
-    tokens (NaN for a single output token: prefill made it), all chip-seconds over all tokens."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        input_tokens = np.multiply(batch_size, input_length)
-        output_tokens = np.multiply(batch_size, output_length)
-        decode = np.divide(np.multiply(np.subtract(e2e_s, ttft_s), chips), output_tokens)
-        return ChipSecondsPerToken(
-            input=np.divide(np.multiply(ttft_s, chips), input_tokens),
-            output=_nan_unless(np.asarray(output_length, dtype=float) > 1, decode),
-            blended=np.divide(np.multiply(e2e_s, chips), input_tokens + output_tokens),
-        )
-
-
-def usd_per_mtok_from_chip_seconds(chip_s_per_token, usd_per_chip_s):
-    """USD per million tokens at `chip_s_per_token` chip-seconds each."""
-    return usd_per_mtok(chip_s_per_token, usd_per_chip_s, 1)
-
-
-def time_attributed_costs(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
-                          usd_per_chip_s) -> TokenCosts:
-    """An offline batch priced: prefill chip-seconds over input tokens, decode chip-seconds over
-    output tokens, and all chip-seconds over all tokens."""
-    c = generate_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length, output_length)
-    return TokenCosts(
-        input_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.input, usd_per_chip_s),
-        output_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.output, usd_per_chip_s),
-        blended_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.blended, usd_per_chip_s),
-    )
-
-
-def mix_chip_seconds_per_token(input_chip_s, output_chip_s, output_share: float):
-    """Chip-seconds per token of a traffic mix with `output_share` output tokens (the output
-    figure is not needed, and may be NaN, when the mix has no output)."""
-    return np.multiply(1 - output_share, input_chip_s) + (
-        np.multiply(output_share, output_chip_s) if output_share else 0.0)
 
 
 def inferencex_usd_per_mtok(output_tokens_per_s, chips, usd_per_chip_hour):
@@ -176,25 +76,6 @@ def tokens_per_usd(usd_per_mtok_value):
     """Tokens one dollar buys at a given $/Mtok."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.divide(TOKENS_PER_MTOK, usd_per_mtok_value)
-
-
-def cost_ci_from_time_ci(cost, time_mean, time_low, time_high):
-    """(low, high) of a cost proportional to a time whose 95% CI is [time_low, time_high]."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.divide(cost, time_mean)
-        return np.multiply(scale, time_low), np.multiply(scale, time_high)
-
-
-def cost_ci_from_throughput_ci(cost, throughput_mean, throughput_low, throughput_high):
-    """(low, high) of a cost proportional to 1/throughput: the low cost bound comes from the high
-    throughput bound; a throughput CI reaching zero leaves the cost unbounded above."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scaled = np.multiply(cost, throughput_mean)
-        low = np.divide(scaled, throughput_high)
-        high = np.where(np.asarray(throughput_low) > 0, np.divide(scaled, throughput_low), np.inf)
-    if np.ndim(high) == 0:
-        return float(low), float(high)
-    return low, high
 
 
 # Costs closer than this are a tie even when their intervals collapse (whole-instance rounding
@@ -213,122 +94,6 @@ def compare_costs(a: float, a_half: float, b: float, b_half: float) -> str:
 def half_width(low, high):
     """Half the width of a (possibly asymmetric) interval; NaN bounds give NaN."""
     return np.subtract(high, low) / 2
-
-
-# ----------------------------------------------------------------------------- serving input/output split
-
-SPLIT_TIME_ATTRIBUTED = "time-attributed"
-SPLIT_BLENDED_ONLY = "blended only"
-# Output shares (output tokens / all tokens) of a probe's points must span at least this much:
-# closer mixes leave the two per-token costs at the mercy of the noise.
-MIN_PROBE_MIX_SPREAD = 0.2
-# A fit that misses its points by more than this (rms, relative to the chips) is no model of them.
-MAX_PROBE_FIT_RMS = 0.2
-# What makes serve points "the same server and load" (the columns a result has of these).
-PROBE_GROUP_COLUMNS = [
-    "workload", "scale", "family", "dtype", "server_name", "server_version", "served_model", "endpoint",
-    "accelerator", "device", "chips", "tensor_parallel", "expert_parallel", "world_size", "host",
-    "instance", "concurrency", "request_rate",
-]
-SPLIT_COLUMNS = ["split_method", "split_note"] + [
-    f"probe_{kind}_chip_s_per_token{bound}" for kind in ("input", "output")
-    for bound in ("", "_ci95_low", "_ci95_high")]
-
-
-def probe_method(points: int) -> str:
-    return f"probe fit over {points} points"
-
-
-def fit_chip_seconds_per_token(chip_seconds, input_tokens, output_tokens) -> tuple[float, float]:
-    """(a, b) >= 0 minimising sum (a * input_tokens + b * output_tokens - chip_seconds)^2: chip-seconds
-    per input token and per output token. Two unknowns, so the non-negative least squares is solved
-    exactly: the unconstrained solution when both are >= 0, else the better one-variable fit."""
-    y, x, z = (np.asarray(v, dtype=float) for v in (chip_seconds, input_tokens, output_tokens))
-    sxx, szz, sxz, sxy, szy = x @ x, z @ z, x @ z, x @ y, z @ y
-    det = sxx * szz - sxz * sxz
-    if det > 1e-12 * sxx * szz:
-        a, b = (sxy * szz - szy * sxz) / det, (szy * sxx - sxy * sxz) / det
-        if a >= 0 and b >= 0:
-            return float(a), float(b)
-    candidates = [(max(sxy / sxx, 0.0) if sxx > 0 else 0.0, 0.0), (0.0, max(szy / szz, 0.0) if szz > 0 else 0.0)]
-    return min(candidates, key=lambda ab: float(np.sum((ab[0] * x + ab[1] * z - y) ** 2)))
-
-
-@dataclass(frozen=True)
-class ProbeSplit:
-    """Chip-seconds per input and output token of one server and load (NaN without a split)."""
-
-    input: float
-    output: float
-    method: str
-    note: str
-
-
-def probe_split(chips, input_tokens_per_s, output_tokens_per_s) -> ProbeSplit:
-    """The input/output split of points measured at one server and load (module docstring): fitted
-    when their mixes differ enough and the fit is defensible, else NaN with the reason."""
-    y, r_in, r_out = (np.asarray(v, dtype=float) for v in (chips, input_tokens_per_s, output_tokens_per_s))
-    # A point without both token rates (a result that predates them) cannot be a probe.
-    usable = np.isfinite(y) & np.isfinite(r_in) & np.isfinite(r_out) & (r_in >= 0) & (r_out >= 0) & (r_in + r_out > 0)
-    y, r_in, r_out = y[usable], r_in[usable], r_out[usable]
-    n = y.size
-    if n < 2:
-        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
-                          "one point at this server and load: no input-heavy and output-heavy probe points")
-    share = r_out / (r_in + r_out)
-    spread = float(share.max() - share.min())
-    if spread < MIN_PROBE_MIX_SPREAD:
-        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
-                          f"the {n} points at this server and load have output shares {share.min():.2f}-"
-                          f"{share.max():.2f}; a probe needs mixes at least {MIN_PROBE_MIX_SPREAD:g} apart")
-    a, b = fit_chip_seconds_per_token(y, r_in, r_out)
-    if a <= 0 or b <= 0:
-        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
-                          f"the fit over {n} points puts no chip time on {'input' if a <= 0 else 'output'} tokens")
-    rms = float(np.sqrt(np.mean((a * r_in + b * r_out - y) ** 2)) / np.mean(y))
-    if rms > MAX_PROBE_FIT_RMS:
-        return ProbeSplit(math.nan, math.nan, SPLIT_BLENDED_ONLY,
-                          f"the linear fit misses its {n} points by {rms:.0%} rms (over {MAX_PROBE_FIT_RMS:.0%})")
-    return ProbeSplit(a, b, probe_method(n), f"rms misfit {rms:.1%}; output shares {share.min():.2f}-{share.max():.2f}")
-
-
-def _has_server_figures(df: pd.DataFrame) -> pd.Series:
-    """Rows whose cost comes from a server's window (a `blended_s_per_token` figure)."""
-    return numeric_column(df, "blended_s_per_token").notna()
-
-
-def serve_split(results: pd.DataFrame) -> pd.DataFrame:
-    """`SPLIT_COLUMNS` for every row of `results` (one row per result): server rows get their
-    group's probe fit (valid points only) or "blended only" with the reason; offline inference rows
-    "time-attributed"; training rows nothing."""
-    out = pd.DataFrame({"split_method": "", "split_note": ""}, index=results.index, dtype=object)
-    for col in SPLIT_COLUMNS[2:]:
-        out[col] = math.nan
-    server = _has_server_figures(results)
-    out.loc[~server & ~is_training(results), "split_method"] = SPLIT_TIME_ATTRIBUTED
-    if not server.any():
-        return out
-    rows = results[server]
-    valid = rows["valid"].astype(bool) if "valid" in rows else pd.Series(True, index=rows.index)
-    if "status" in rows:
-        valid &= rows["status"].eq("ok")
-    out.loc[rows.index[~valid], ["split_method", "split_note"]] = [
-        SPLIT_BLENDED_ONLY, "invalid point: left out of any probe fit"]
-    keys = [c for c in PROBE_GROUP_COLUMNS if c in rows]
-    fitted = rows[valid]
-    groups = fitted.groupby(keys, dropna=False, sort=False) if keys else [((), fitted)]
-    for _, group in groups:
-        split = probe_split(numeric_column(group, "chips"), numeric_column(group, "input_tokens_per_s"),
-                            numeric_column(group, "output_tokens_per_s"))
-        out.loc[group.index, ["split_method", "split_note"]] = [split.method, split.note]
-        blended = numeric_column(group, "blended_s_per_token")
-        low = float((numeric_column(group, "blended_s_per_token_ci95_low") / blended).min())
-        high = float((numeric_column(group, "blended_s_per_token_ci95_high") / blended).max())
-        for kind, value in (("input", split.input), ("output", split.output)):
-            out.loc[group.index, f"probe_{kind}_chip_s_per_token"] = value
-            out.loc[group.index, f"probe_{kind}_chip_s_per_token_ci95_low"] = value * low
-            out.loc[group.index, f"probe_{kind}_chip_s_per_token_ci95_high"] = value * high
-    return out
 
 
 # ----------------------------------------------------------------------------- pricing results
@@ -377,13 +142,6 @@ UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", 
                     "priced_accelerator", "reason", "scenario_kind", "server_name", "server_version"]
 
 
-def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:
-    """A column as floats, NaN where the results predate it."""
-    if name in df:
-        return pd.to_numeric(df[name], errors="coerce")
-    return pd.Series(math.nan, index=df.index, dtype=float)
-
-
 def _ensure(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     for col in columns:
         if col not in df:
@@ -402,51 +160,35 @@ def _with_layout(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _kinds(df: pd.DataFrame) -> pd.Series:
+    """Each row's scenario kind: results that predate it are of the default kind (spec.point.DEFAULT_KIND)."""
+    kinds = df["scenario_kind"] if "scenario_kind" in df else pd.Series(None, index=df.index, dtype=object)
+    return kinds.where(kinds.notna() & kinds.astype(str).ne(""), DEFAULT_KIND)
+
+
 def _with_kind(df: pd.DataFrame) -> pd.DataFrame:
     """`scenario_kind` on every row: results that predate it are of the default kind (spec.point.DEFAULT_KIND)."""
-    kinds = df["scenario_kind"] if "scenario_kind" in df else pd.Series(None, index=df.index, dtype=object)
-    df["scenario_kind"] = kinds.where(kinds.notna() & kinds.astype(str).ne(""), DEFAULT_KIND)
+    df["scenario_kind"] = _kinds(df)
     return df
 
 
-def chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
-    """The three chip-seconds-per-token figures of every row, with their 95% CIs (columns
-    `{input,output,blended}_chip_s_per_token[_ci95_low|_ci95_high]`): for a server row, blended
-    from `blended_s_per_token` times chips and input/output from `serve_split`'s `probe_*` columns
-    (NaN when the row has none); for any other row, from its TTFT and E2E (module docstring)."""
-    chips = numeric_column(df, "chips")
-    ttft, e2e = numeric_column(df, "ttft_mean_s"), numeric_column(df, "e2e_mean_s")
-    computed = generate_chip_seconds_per_token(ttft, e2e, chips, numeric_column(df, "batch_size"),
-                                               numeric_column(df, "input_length"), numeric_column(df, "output_length"))
-    # The measured time each generate figure is proportional to, for its CI.
-    drivers = {"input": ("ttft_mean_s", "ttft_ci95_low_s", "ttft_ci95_high_s"),
-               "output": ("tpot_mean_s", "tpot_ci95_low_s", "tpot_ci95_high_s"),
-               "blended": ("e2e_mean_s", "e2e_ci95_low_s", "e2e_ci95_high_s")}
-    out = pd.DataFrame(index=df.index)
-    server = _has_server_figures(df)
-    for kind, (mean, low, high) in drivers.items():
-        value = pd.Series(getattr(computed, kind), index=df.index, dtype=float)
-        value_low, value_high = cost_ci_from_time_ci(value, numeric_column(df, mean), numeric_column(df, low), numeric_column(df, high))
-        name = f"{kind}_chip_s_per_token"
-        if kind == "blended":
-            # The server's whole window over all its tokens.
-            given = {bound: numeric_column(df, f"blended_s_per_token{bound}") * chips
-                     for bound in ("", "_ci95_low", "_ci95_high")}
-        else:
-            # The split serve_split derived (NaN where it found none): never the request-time split.
-            given = {bound: numeric_column(df, f"probe_{name}{bound}") for bound in ("", "_ci95_low", "_ci95_high")}
-        out[name] = given[""].where(server, value)
-        out[f"{name}_ci95_low"] = given["_ci95_low"].where(server, value_low)
-        out[f"{name}_ci95_high"] = given["_ci95_high"].where(server, value_high)
+# What a cost basis writes (module docstring): chip-seconds per unit with CIs, and the split.
+CHIP_SECONDS_COLUMNS = [c for c in COST_COLUMNS + TRAIN_COST_COLUMNS if "_chip_s_per_token" in c]
+SPLIT_LABEL_COLUMNS = ["split_method", "split_note"]
+BASIS_COLUMNS = CHIP_SECONDS_COLUMNS + SPLIT_LABEL_COLUMNS
+
+
+def chip_seconds(df: pd.DataFrame) -> pd.DataFrame:
+    """`BASIS_COLUMNS` of every row of `df` (one row per result, `chips` set), on its index: each
+    kind's rows charged by its scenario's cost basis (module docstring), all rows of a kind at once;
+    NaN, and an empty split, where a kind has no such figure."""
+    # A kind this version does not know is charged by the scenario that describes it.
+    kinds = _kinds(df).map(lambda kind: registry.describing(kind).kind)
+    parts = [registry.cost_basis_of(kind)(rows) for kind, rows in df.groupby(kinds, sort=False)]
+    out = pd.concat(parts) if parts else pd.DataFrame(index=df.index)
+    out = out.reindex(index=df.index, columns=list(dict.fromkeys(BASIS_COLUMNS + list(out.columns))))
+    out[SPLIT_LABEL_COLUMNS] = out[SPLIT_LABEL_COLUMNS].astype(object).fillna("")
     return out
-
-
-def train_chip_seconds_per_token(df: pd.DataFrame) -> pd.DataFrame:
-    """Chip-seconds per training token with its 95% CI (`train_chip_s_per_token[_ci95_low|_ci95_high]`):
-    the row's `train_s_per_token` columns times chips; NaN for rows without them."""
-    chips = numeric_column(df, "chips")
-    return pd.DataFrame({f"train_chip_s_per_token{bound}": numeric_column(df, f"train_s_per_token{bound}") * chips
-                         for bound in ("", "_ci95_low", "_ci95_high")}, index=df.index)
 
 
 def is_training(df: pd.DataFrame) -> pd.Series:
@@ -455,15 +197,9 @@ def is_training(df: pd.DataFrame) -> pd.Series:
 
 
 def add_train_costs(df: pd.DataFrame) -> pd.DataFrame:
-    """$ per million training tokens (with CIs) and training throughput per chip, for rows with
-    training figures (module docstring); NaN on every other row."""
+    """Training throughput per chip for rows with training figures (module docstring); NaN on every
+    other row. Their $ per million training tokens is priced with every other figure (add_costs)."""
     chips = numeric_column(df, "chips")
-    per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"].astype(float), 1)
-    chip_s = train_chip_seconds_per_token(df)
-    for bound in ("", "_ci95_low", "_ci95_high"):
-        df[f"train_chip_s_per_token{bound}"] = chip_s[f"train_chip_s_per_token{bound}"]
-        df[f"train_usd_per_mtok{bound}"] = usd_per_mtok_from_chip_seconds(
-            chip_s[f"train_chip_s_per_token{bound}"], per_chip_s)
     tput = numeric_column(df, "train_tokens_per_s")
     df["train_tokens_per_s"] = tput
     df["train_tokens_per_s_per_chip"] = tput / chips
@@ -476,18 +212,16 @@ def add_train_costs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
-    """Per-chip performance and every $/Mtok column (with CIs) for rows of results joined to prices."""
+    """Per-chip performance and every $/Mtok column (with CIs) for rows of results joined to prices,
+    which carry their chip-seconds already (`chip_seconds`, in price_results)."""
     df = priced
     chips = numeric_column(df, "chips")
-    per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"], 1)
+    per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"].astype(float), 1)
 
-    chip_s = chip_seconds_per_token(df)
-    for column in chip_s:
-        df[column] = chip_s[column]
-    for kind in ("input", "output", "blended"):
-        for bound in ("", "_ci95_low", "_ci95_high"):
-            df[f"{kind}_usd_per_mtok{bound}"] = usd_per_mtok_from_chip_seconds(
-                chip_s[f"{kind}_chip_s_per_token{bound}"], per_chip_s)
+    # Every chip-seconds-per-token figure priced: X_chip_s_per_token -> X_usd_per_mtok.
+    for column in CHIP_SECONDS_COLUMNS:
+        df[column.replace("_chip_s_per_token", "_usd_per_mtok")] = usd_per_mtok_from_chip_seconds(
+            numeric_column(df, column), per_chip_s)
 
     tput = numeric_column(df, "output_tokens_per_s")
     tput_low, tput_high = numeric_column(df, "output_tokens_per_s_ci95_low"), numeric_column(df, "output_tokens_per_s_ci95_high")
@@ -577,8 +311,9 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     those of `choose_prices`: a flagged row (`price_flagged`, with `price_flag_reason`) only where no
     unflagged one prices the accelerator and plan, unless `include_flagged`. Invalid runs are
     priced and keep `valid=False` so reports can mark them; failed runs are never priced and appear
-    in `unpriced` with the reason, as do results whose accelerator has no price. Server rows get
-    their input/output split from `serve_split` over all the results given. `priced.attrs[PRICE_NOTES]`
+    in `unpriced` with the reason, as do results whose accelerator has no price. Each result's
+    chip-seconds come from its kind's cost basis over all the results given of that kind (a server's
+    input/output split is fitted over its probe points). `priced.attrs[PRICE_NOTES]`
     says which flagged prices were set aside for the accelerators these results ran on.
     """
     all_accelerators = set(prices["accelerator"])
@@ -597,7 +332,9 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     no_chips["reason"] = ("the chips it ran on are unknown (the result's warnings say why); declare "
                           "server.hardware (accelerator, chips) to price it")
     ok = ok.drop(index=no_chips.index)
-    ok = ok.drop(columns=[c for c in SPLIT_COLUMNS if c in ok]).join(serve_split(ok))
+    # Each result's chip-seconds, from its kind's cost basis over all the results of that kind.
+    basis = chip_seconds(ok)
+    ok = ok.drop(columns=[c for c in basis if c in ok]).join(basis)
     ok["priced_accelerator"] = accelerator_map.map_accelerators(ok["accelerator"], ok["device"], all_accelerators)
     chosen, price_notes = choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged,
                                         accelerators=None if what_if_instance else ok["priced_accelerator"])

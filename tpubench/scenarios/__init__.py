@@ -7,8 +7,9 @@ its run table, and, in the module named by `measurement`, how a point is measure
 (workload loading, the runner, the console, cost, reports, compare, launch) asks the registry for
 the scenario of a point or row and calls the Protocol; it never names a kind.
 
-The description (everything but `measurement`) imports no framework: the cost and report layers
-use it. The measurement module is imported only when points run.
+The description (everything but `measurement` and `cost_basis`) imports no framework: the cost
+and report layers use it. The measurement module is imported only when points run; the cost basis
+module (pandas) only when results are priced.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from tpubench.spec.point import RunPoint
 
 # Measures one point; `base` holds the identity fields of its RunResult (point, environment, ...).
 MeasurePoint = Callable[[RunPoint, dict], RunResult]
+
+# The `split_method` of a priced row whose cost basis has a blended figure only (no input/output
+# split, `split_note` says why): a budget sized on the split leaves such points out.
+SPLIT_BLENDED_ONLY = "blended only"
 
 
 class FieldProblem(ValueError):
@@ -72,6 +77,10 @@ class Scenario(Protocol):
                                   # is required, and roofline peaks and weight-size checks apply
     layout: tuple[str, ...]       # the `parallel` fields it takes ("tensor", "expert", "data", "fsdp")
     measurement: str              # the module that measures its points (Measurement)
+    cost_basis: str               # "module:function" of its cost basis: chip_seconds(rows) -> the
+                                  # chip-seconds per unit of output of every result row of its kind
+                                  # (`<figure>_chip_s_per_<unit>[_ci95_low|_ci95_high]`, and its split
+                                  # columns), on the rows' index (docs/extending/scenario.md#cost)
     launch_extras: tuple[str, ...]  # pip extras a launched machine needs for it, beyond its device's
     report_kind: str              # how reports name its stack's kind ('offline', 'serve', ...)
     warn_once: bool               # its warnings are about the whole sweep (a server's): shown once

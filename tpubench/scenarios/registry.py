@@ -54,3 +54,11 @@ def measurement_of(kind: str):
     never by describing a scenario, so that cost and report code never loads a framework."""
     module, name = scenario_of(kind).measurement.split(":")
     return getattr(importlib.import_module(module), name)()
+
+
+def cost_basis_of(kind):
+    """The function that charges result rows of `kind` their chip-seconds (Scenario.cost_basis): the
+    default kind's for a kind this version does not know (`describing`). Imported here, when results
+    are priced, and never by describing a scenario, so that validating a workload never loads pandas."""
+    module, name = describing(kind).cost_basis.split(":")
+    return getattr(importlib.import_module(module), name)

@@ -50,8 +50,8 @@ def flagged_price_notes(priced: pd.DataFrame) -> list[str]:
 
 
 def split_label(row) -> str:
-    """How a row's input and output $/Mtok were split (cost.serve_split), with the reason when
-    there is no split."""
+    """How a row's input and output $/Mtok were split (its scenario's cost basis, cost.chip_seconds),
+    with the reason when there is no split."""
     method = row.get("split_method")
     if not _present(method):
         return "–"

@@ -14,6 +14,7 @@ class Generate:
     builds_model = True
     layout = ("tensor", "expert")
     measurement = "tpubench.scenarios.generate.measure:GenerateRun"
+    cost_basis = "tpubench.scenarios.generate.cost:chip_seconds"
     launch_extras = ()
     report_kind = "offline"
     warn_once = False

@@ -17,6 +17,7 @@ class Serve:
     builds_model = False      # the server's; a `model` block, if any, is what a launched server builds
     layout = ()               # a served model is sharded by its server (its own launch flags)
     measurement = "tpubench.scenarios.serve.measure:ServeRun"
+    cost_basis = "tpubench.scenarios.serve.cost:chip_seconds"
     launch_extras = ("serve",)   # the streaming client and `transformers serve`
     report_kind = "serve"
     warn_once = True          # a server's caveats hold for every load point

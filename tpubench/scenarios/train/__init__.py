@@ -16,6 +16,7 @@ class Train:
     builds_model = True
     layout = ("data", "fsdp")
     measurement = "tpubench.scenarios.train.measure:TrainRun"
+    cost_basis = "tpubench.scenarios.train.cost:chip_seconds"
     launch_extras = ()
     report_kind = "train"
     warn_once = False

@@ -1,0 +1,42 @@
+"""Arithmetic per token shared by the scenarios' cost bases and by money: USD per million tokens
+from chip-seconds, and the chip-seconds and rate of a traffic mix of input and output tokens.
+
+It sits below the scenarios because a scenario's own priced entry points (an offline batch's
+`time_attributed_costs`, its traffic-mix rate) use it and a scenario never imports money; money
+uses the same functions, so both price a chip-second alike. The functions accept floats or
+numpy/pandas arrays alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TOKENS_PER_MTOK = 1e6
+
+
+def usd_per_mtok(chip_seconds, usd_per_chip_s, tokens):
+    """USD per million tokens for `tokens` that took `chip_seconds` at `usd_per_chip_s`."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(np.multiply(chip_seconds, usd_per_chip_s) * TOKENS_PER_MTOK, tokens)
+
+
+def usd_per_mtok_from_chip_seconds(chip_s_per_token, usd_per_chip_s):
+    """USD per million tokens at `chip_s_per_token` chip-seconds each."""
+    return usd_per_mtok(chip_s_per_token, usd_per_chip_s, 1)
+
+
+def mix_chip_seconds_per_token(input_chip_s, output_chip_s, output_share: float):
+    """Chip-seconds per token of a traffic mix with `output_share` output tokens (the output
+    figure is not needed, and may be NaN, when the mix has no output)."""
+    return np.multiply(1 - output_share, input_chip_s) + (
+        np.multiply(output_share, output_chip_s) if output_share else 0.0)
+
+
+def mix_rate(input_chip_s_per_token, output_chip_s_per_token, output_share: float):
+    """Tokens/s per chip for a traffic mix from a point's chip-seconds per token (money/budget.py's
+    docstring); NaN when the mix has output tokens and the point no output figure."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_token = mix_chip_seconds_per_token(np.asarray(input_chip_s_per_token, dtype=float),
+                                               np.asarray(output_chip_s_per_token, dtype=float),
+                                               output_share)
+        return 1.0 / per_token
