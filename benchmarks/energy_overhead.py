@@ -1,10 +1,11 @@
 """The energy sampler's own cost: a generate point's iteration time with energy sampling on (a fake
 source read at 10 Hz and at 100 Hz, each read as costly as a sysfs counter read) against off.
 
-The three modes run interleaved in one process (off, 10 Hz, 100 Hz, off, ...), so machine noise
-hits them alike; each round compares medians. Target: under 1% at the median.
+The three modes run interleaved in one process, a few iterations each per round and in a rotated
+order every round (off, 10 Hz, 100 Hz; then 10 Hz, 100 Hz, off; ...), so machine noise and drift
+hit them alike; each round compares medians. Target: under 1% at the median over rounds.
 
-    python benchmarks/energy_overhead.py [--rounds 12] [--iterations 8]
+    python benchmarks/energy_overhead.py [--rounds 30] [--iterations 2]
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def iterations(session, steps: int, count: int, meter) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
     args = parser.parse_args()
     point = small_point(batch=args.batch)
@@ -64,9 +65,11 @@ def main() -> None:
         with session:
             for meter in meters.values():   # warm-up every mode
                 iterations(session, point.output_length, 2, meter)
-            for _ in range(args.rounds):
-                round_median = {name: statistics.median(iterations(session, point.output_length, args.iterations, m))
-                                for name, m in meters.items()}
+            names = list(meters)
+            for k in range(args.rounds):
+                order = names[k % len(names):] + names[:k % len(names)]
+                round_median = {name: statistics.median(iterations(session, point.output_length, args.iterations,
+                                                                   meters[name])) for name in order}
                 for name, value in round_median.items():
                     medians[name].append(value)
                 for name in ratios:

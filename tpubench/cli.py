@@ -199,10 +199,17 @@ def budget(
                                     "input/output split, instead of blended tokens at the point's own mix; server "
                                     "points without a probe-fitted split are left out."),
     include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
+    power_price: Optional[float] = typer.Option(None, "--power-price",
+                                                help="USD per kWh: each option's monthly energy cost."),
+    pue: float = typer.Option(1.0, "--pue", help="Power usage effectiveness of the data centre (>= 1)."),
+    owned: bool = typer.Option(False, "--owned", help="The prices are of owned capacity: add the energy cost "
+                                                      "to the monthly cost (a cloud's price includes it)."),
+    grid_gco2_per_kwh: Optional[float] = typer.Option(None, "--grid-gco2-per-kwh",
+                                                      help="Grid carbon intensity to use instead of the region's."),
 ):
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
     With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget."""
-    from tpubench.money.budget import plan_budget, plan_training
+    from tpubench.money.budget import Power, plan_budget, plan_training
     from tpubench.output.report import render_budget
     from tpubench.output.report.data import older_runs_note
     from tpubench.output.frames import load_results
@@ -230,7 +237,8 @@ def budget(
                          slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
                          slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
                          plans=plan or None, current=current, cloud=cloud, region=region,
-                         scenarios=scenario or None, split=split, include_flagged=include_flagged)
+                         scenarios=scenario or None, split=split, include_flagged=include_flagged,
+                         power=Power(power_price, pue, owned, grid_gco2_per_kwh))
     _emit(render_budget(result, fmt), out)
 
 

@@ -74,6 +74,7 @@ import pandas as pd
 
 from tpubench.measure.per_token import mix_rate
 from tpubench.money import cost
+from tpubench.money.carbon import JOULES_PER_KWH
 from tpubench.records.columns import numeric_column
 from tpubench.scenarios import SPLIT_BLENDED_ONLY
 from tpubench.errors import UserError
@@ -118,6 +119,54 @@ class Slo:
         for value, flag in ((self.ttft_p99_s, "--slo-ttft-ms"), (self.tpot_p99_s, "--slo-tpot-ms")):
             if value is not None and not value > 0:
                 raise UserError(f"an SLO must be a positive time, got {value}", field=flag)
+
+
+@dataclass(frozen=True)
+class Power:
+    """What energy costs a fleet (docs/definitions.md#budget-energy): a power price, the data
+    centre's PUE, and whether the prices are of owned capacity (energy then adds to the monthly
+    cost; a cloud's rental price already includes it, so there it is only shown)."""
+
+    usd_per_kwh: float | None = None
+    pue: float = 1.0
+    owned: bool = False
+    grid_gco2_per_kwh: float | None = None
+
+    def __post_init__(self):
+        if self.usd_per_kwh is not None and not (math.isfinite(self.usd_per_kwh) and self.usd_per_kwh >= 0):
+            raise UserError(f"a power price is USD per kWh >= 0, got {self.usd_per_kwh}", field="--power-price")
+        if not (math.isfinite(self.pue) and self.pue >= 1):
+            raise UserError(f"a PUE is >= 1 (facility power over IT power), got {self.pue}", field="--pue")
+        if self.owned and self.usd_per_kwh is None:
+            raise UserError("owned capacity needs a power price to add", field="--power-price")
+
+
+DAYS_PER_MONTH = HOURS_PER_MONTH / 24
+
+
+def monthly_energy(tokens_per_day, joules_per_token, pue: float):
+    """kWh a month for the traffic at its joules per token, facility overhead (PUE) included."""
+    return np.multiply(tokens_per_day * DAYS_PER_MONTH * pue, joules_per_token) / JOULES_PER_KWH
+
+
+def _with_energy(options: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
+    """Monthly energy, its cost and its carbon for each option: the traffic's tokens at the chosen
+    point's joules per token on the sizing basis (joules per chip-second over tokens/s per chip)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_chip_s = numeric_column(options, "blended_j_per_token") / numeric_column(options, "blended_chip_s_per_token")
+        options["traffic_j_per_token"] = per_chip_s / numeric_column(options, "tokens_per_s_per_chip")
+    options["monthly_kwh"] = monthly_energy(traffic.tokens_per_day, options["traffic_j_per_token"], power.pue)
+    if power.grid_gco2_per_kwh is not None:
+        options["grid_gco2e_per_kwh"], options["grid_source"] = power.grid_gco2_per_kwh, "user: --grid-gco2-per-kwh"
+    options["monthly_kg_co2e"] = options["monthly_kwh"] * numeric_column(options, "grid_gco2e_per_kwh") / 1000
+    options["monthly_energy_usd"] = (options["monthly_kwh"] * power.usd_per_kwh if power.usd_per_kwh is not None
+                                     else np.nan)
+    options["energy_in_monthly_usd"] = power.owned
+    if power.owned:
+        energy = options["monthly_energy_usd"].fillna(0.0)
+        for bound in ("", "_ci95_low", "_ci95_high"):
+            options["monthly_usd" + bound] = options["monthly_usd" + bound] + energy
+    return options
 
 
 SIZING_BLENDED = "blended"
@@ -213,7 +262,7 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
                 slo_tpot_s: float | None = None, plans=None, current: str | None = None,
                 cloud=None, region=None, today: date | None = None,
                 scenarios: Sequence[str] | str | None = None, split: bool = False,
-                include_flagged: bool = False) -> BudgetResult:
+                include_flagged: bool = False, power: Power | None = None) -> BudgetResult:
     """Size a fleet on every priced platform and plan for the traffic and SLOs (module docstring).
 
     `results` is `load_results(...)`; `prices` is `pricing.load_prices(...)`. `current` names the
@@ -221,12 +270,15 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     carries the monthly saving (positive) or loss (negative) of switching to it, per plan.
     `scenarios` keeps only results of those scenario kinds (e.g. ["serve"]; all kinds when None).
     `split` sizes on the traffic's input/output mix instead of blended tokens (module docstring);
-    `include_flagged` lets flagged prices compete (cost.choose_prices).
+    `include_flagged` lets flagged prices compete (cost.choose_prices). `power` adds each option's
+    monthly energy, carbon and energy cost (`_with_energy`), in the monthly cost for owned capacity.
     """
     traffic = Traffic(float(tokens_per_day), float(output_share), float(peak_factor))
+    power = power or Power()
     slo = Slo(slo_ttft_s, slo_tpot_s)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
-                                          today=today, include_flagged=include_flagged)
+                                          today=today, include_flagged=include_flagged,
+                                          grid_gco2_per_kwh=power.grid_gco2_per_kwh)
     notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
     if scenarios is not None:
         priced, note = _only_scenarios(priced, scenarios)
@@ -251,7 +303,7 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     group = PLATFORM_COLUMNS + ["plan"]
     best = (meets.sort_values(["tokens_per_s_per_chip", "blended_usd_per_mtok"], ascending=[False, True])
             .drop_duplicates(group, keep="first").copy())
-    options = _size_fleet(best, traffic)
+    options = _size_fleet(best, traffic, power)
     infeasible = _closest_points(candidates, meets, slo)
 
     if current:
@@ -311,7 +363,7 @@ def _wider_than_tpu_slice(df: pd.DataFrame) -> pd.Series:
     return tpu & (df["chips"].astype(float) > df["chips_per_instance"].astype(float))
 
 
-def _size_fleet(best: pd.DataFrame, traffic: Traffic) -> pd.DataFrame:
+def _size_fleet(best: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
     peak = traffic.peak_tokens_per_s
     chips = best["chips"].astype(float)
     out = best
@@ -328,6 +380,7 @@ def _size_fleet(best: pd.DataFrame, traffic: Traffic) -> pd.DataFrame:
             out["rented_chips"] = (instances * out["chips_per_instance"]).astype(int)
             out["fleet_utilisation"] = peak / (out["tokens_per_s_per_chip"] * out["rented_chips"])
     out["replica_spans_instances"] = out["chips"] > out["chips_per_instance"]
+    out = _with_energy(out, traffic, power)
     out = out.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
     # dropna=False: a result without a scale (a server's workload, say) is ranked too.
     out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"], dropna=False).cumcount() + 1
@@ -347,7 +400,8 @@ OPTION_COLUMNS = [
     "transformers_version", "jax_version",
     "file", "price_source", "price_as_of", "price_age_days", "blended_usd_per_mtok",
     "input_chip_s_per_token", "output_chip_s_per_token", "sizing_basis", "point_output_share", "split_method",
-    "split_note", "price_flagged", "price_flag_reason",
+    "split_note", "price_flagged", "price_flag_reason", "traffic_j_per_token", "monthly_kwh", "monthly_kg_co2e",
+    "monthly_energy_usd", "energy_in_monthly_usd", "energy_method", "grid_gco2e_per_kwh", "grid_source",
 ]
 
 

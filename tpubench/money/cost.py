@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from tpubench.money import accelerator_map, pricing
+from tpubench.money.energy import ENERGY_COLUMNS, add_energy
 from tpubench.errors import UserError
 from tpubench.measure.per_token import TOKENS_PER_MTOK, usd_per_mtok_from_chip_seconds
 from tpubench.measure.stats import cost_ci_from_throughput_ci, ratio_with_uncertainty, verdict
@@ -137,7 +138,7 @@ PERFORMANCE_COLUMNS = [
     "input_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "failure_rate",
 ]
 PRICED_COLUMNS = (IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
-                  + TRAIN_PERFORMANCE_COLUMNS + TRAIN_COST_COLUMNS)
+                  + TRAIN_PERFORMANCE_COLUMNS + TRAIN_COST_COLUMNS + ENERGY_COLUMNS)
 UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", "accelerator", "chips",
                     "priced_accelerator", "reason", "scenario_kind", "server_name", "server_version"]
 
@@ -301,7 +302,8 @@ def choose_prices(prices: pd.DataFrame, plans=None, cloud=None, region=None, ins
 
 def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None, region=None,
                   instance=None, what_if_instance: str | None = None,
-                  today: date | None = None, include_flagged: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  today: date | None = None, include_flagged: bool = False,
+                  grid_gco2_per_kwh: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Join results to prices: (priced, unpriced).
 
     `priced` has one row per result x matching price row x plan with the columns of
@@ -314,7 +316,9 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     in `unpriced` with the reason, as do results whose accelerator has no price. Each result's
     chip-seconds come from its kind's cost basis over all the results given of that kind (a server's
     input/output split is fitted over its probe points). `priced.attrs[PRICE_NOTES]`
-    says which flagged prices were set aside for the accelerators these results ran on.
+    says which flagged prices were set aside for the accelerators these results ran on. Rows measured
+    with energy get joules and carbon per token (money/energy.py; the grid intensity of their price
+    row's region, or `grid_gco2_per_kwh`).
     """
     all_accelerators = set(prices["accelerator"])
     results = _with_kind(_with_layout(_ensure(df.copy(), ["status", "error", "accelerator", "device", "chips",
@@ -363,6 +367,7 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     today = today or pricing.today_utc()
     ages = {d: pricing.price_age_days(d, today) for d in set(priced["price_as_of"])}
     priced["price_age_days"] = priced["price_as_of"].map(ages)
-    priced = add_costs(_ensure(priced, IDENTITY_COLUMNS))[PRICED_COLUMNS].reset_index(drop=True)
+    priced = add_energy(add_costs(_ensure(priced, IDENTITY_COLUMNS)), user_gco2_per_kwh=grid_gco2_per_kwh)
+    priced = priced[PRICED_COLUMNS].reset_index(drop=True)
     priced.attrs[PRICE_NOTES] = price_notes
     return priced, unpriced

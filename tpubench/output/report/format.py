@@ -301,3 +301,46 @@ def rent_label(row) -> str:
     text = f"{number(row['instances'])} × {row['instance_type']} ({replicas} replica{'s' * (replicas != 1)} of " \
            f"{number(row['chips'])} chip{'s' * (float(row['chips']) != 1)}"
     return text + f", {float(row['utilisation']):.0%} of {number(row['rented_chips'])} used)"
+
+
+def energy_month_label(row) -> str:
+    """'1,230 kWh · $123 in the monthly cost' (or 'apart': a cloud's price includes energy),
+    marked when the joules are modelled."""
+    kwh = row.get("monthly_kwh")
+    if not finite(kwh):
+        return "–"
+    text = f"{sig(kwh)} kWh"
+    if finite(row.get("monthly_energy_usd")):
+        where = "in the monthly cost" if bool(row.get("energy_in_monthly_usd")) else "apart"
+        text += f" · {usd_whole(row['monthly_energy_usd'])} {where}"
+    return text + (" (modelled)" if row.get("energy_method") == "modelled" else "")
+
+
+def carbon_month_label(row) -> str:
+    """'412 kg' of CO2e a month, or why there is no figure."""
+    kg = row.get("monthly_kg_co2e")
+    if finite(kg):
+        return f"{sig(kg)} kg"
+    return "unknown grid" if finite(row.get("monthly_kwh")) else "–"
+
+
+ENERGY_HEADER = "Energy per token"
+
+
+def energy_cell(row, figure: str = "blended") -> str:
+    """'0.152 J · 5.56 gCO2e/Mtok' for a run measured with energy, marked when modelled."""
+    joules = row.get(f"{figure}_j_per_token")
+    if not finite(joules):
+        return "–"
+    carbon = row.get(f"{figure}_gco2e_per_mtok")
+    text = f"{sig(joules)} J · " + (f"{sig(carbon)} gCO2e/Mtok" if finite(carbon) else "grid unknown")
+    return text + (" (modelled)" if row.get("energy_method") == "modelled" else "")
+
+
+def with_energy_column(runs, figure: str, headers: list[str], cells):
+    """A run table's headers and cell maker, with the energy column added when any run has energy
+    (docs/measurement.md#energy): a report of runs without energy looks as it always did."""
+    column = f"{figure}_j_per_token"
+    if column not in runs or not runs[column].notna().any():
+        return headers, cells
+    return headers + [ENERGY_HEADER], lambda row: cells(row) + [energy_cell(row, figure)]

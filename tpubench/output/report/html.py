@@ -89,8 +89,9 @@ def _training(data: ReportData, max_rows: int, figures: bool) -> list[str]:
     runs = result_rows(data, training=True)
     shown = runs.head(max_rows)
     headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.TRAINING_RUN_HEADERS]
+    headers, cells = f.with_energy_column(runs, "train", headers, f.training_run_cells)
     body.append(f"<h2>Training runs ({len(runs)})</h2>")
-    body.append(_table(headers, [f.training_run_cells(r) for _, r in shown.iterrows()], _NUMERIC_TRAINING_RUNS,
+    body.append(_table(headers, [cells(r) for _, r in shown.iterrows()], _NUMERIC_TRAINING_RUNS,
                        ["" if bool(v) else "invalid" for v in shown["valid"]], {10: lambda v: "validity"}))
     if len(runs) > max_rows:
         body.append(f'<p class="note">… {len(runs) - max_rows} more run(s): use --format csv for all rows.</p>')
@@ -128,8 +129,9 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
     if len(runs):
         shown = runs.head(max_rows)
         headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.RUN_HEADERS]
+        headers, cells = f.with_energy_column(runs, "blended", headers, f.run_cells)
         body.append(f"<h2>Runs ({len(runs)})</h2>")
-        body.append(_table(headers, [f.run_cells(r) for _, r in shown.iterrows()], _NUMERIC_RUNS,
+        body.append(_table(headers, [cells(r) for _, r in shown.iterrows()], _NUMERIC_RUNS,
                            ["" if bool(v) else "invalid" for v in shown["valid"]],
                            {9: lambda v: "validity"}))
         if len(runs) > max_rows:

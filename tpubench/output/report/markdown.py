@@ -49,13 +49,15 @@ def _training(data: ReportData, max_rows: int) -> list[str]:
         out.append("")
     out += [f"- {note}" for note in f.TRAINING_NOTES] + [""]
     out += _runs_section(data, "Training runs", result_rows(data, training=True), f.TRAINING_RUN_HEADERS,
-                         f.training_run_cells, max_rows)
+                         f.training_run_cells, max_rows, energy_figure="train")
     return out
 
 
-def _runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int) -> list[str]:
+def _runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int,
+                  energy_figure: str = "blended") -> list[str]:
     """One row per run, at most max_rows of them (the CSV has all)."""
     headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in header_templates]
+    headers, cells = f.with_energy_column(runs, energy_figure, headers, cells)
     out = [f"## {title} ({len(runs)})", "", table(headers, [cells(r) for _, r in runs.head(max_rows).iterrows()])]
     if len(runs) > max_rows:
         out.append(f"\n… {len(runs) - max_rows} more run(s): use --format csv for all rows.")
@@ -115,9 +117,12 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
     options = result.options
     if len(options):
         compare = "saving_vs_current_usd_per_month" in options
+        energy = bool(options["monthly_kwh"].notna().any()) if "monthly_kwh" in options else False
         headers = ["Workload", "#", "Platform", "Plan", "Monthly", "Instances (chips)",
                    "Tokens/s/chip (split)" if split else "Tokens/s/chip (blended)",
                    "Point", "TTFT/TPOT p99 ms", "Hardware", "Software", "Price as of"]
+        if energy:
+            headers += ["Energy/month", "CO2e/month"]
         if compare:
             headers += [f"vs {result.current}"]
         rows = []
@@ -129,6 +134,8 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
                                                           f" at {f.share(r.get('point_output_share'))} output"),
                      f.point_label(r), f"{f.ms(r['ttft_p99_s'])} / {f.ms(r['tpot_p99_s'])}",
                      f.hardware_label(r), f.software_label(r), str(r["price_as_of"])]
+            if energy:
+                cells += [f.energy_month_label(r), f.carbon_month_label(r)]
             if compare:
                 cells.append("current" if r.get("is_current") else
                              f"{f.usd_whole(r['saving_vs_current_usd_per_month'])}/month "

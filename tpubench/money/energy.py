@@ -1,0 +1,62 @@
+"""Energy and carbon per token of priced rows: pure functions (docs/definitions.md#energy-per-token).
+
+A result measured with energy (docs/measurement.md#energy) carries `energy_j` over its timed window
+of `energy_window_s` seconds on `chips` chips: its chips drew on average
+
+    J per chip-second = energy_j / (energy_window_s * chips)
+
+and each token is charged energy as it is charged money, through its chip-seconds (the scenario's
+cost basis): for every `X_chip_s_per_token` column,
+
+    X_j_per_token = X_chip_s_per_token * J per chip-second
+
+(input, output and blended tokens of inference, training tokens of training). Then
+
+    tokens per kWh            = 3.6e6 / blended J per token
+    gCO2e per million tokens  = J per token * 1e6 / 3.6e6 * grid gCO2e per kWh   (money/carbon.py)
+
+with the grid intensity of the price row's cloud region (or the user's `--grid-gco2-per-kwh`),
+and `energy_method` (measured or modelled) carried beside every figure. Rows without energy have
+NaN in these columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tpubench.money import carbon
+from tpubench.records.columns import numeric_column
+
+ENERGY_FIGURES = ["input", "output", "blended", "train"]
+ENERGY_COLUMNS = ([f"{name}_j_per_token" for name in ENERGY_FIGURES]
+                  + ["tokens_per_kwh", "energy_method", "grid_gco2e_per_kwh", "grid_source",
+                     "blended_gco2e_per_mtok", "train_gco2e_per_mtok"])
+
+
+def joules_per_chip_second(energy_j, window_s, chips):
+    """Mean joules per chip-second over a measured window."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(energy_j, np.multiply(window_s, chips))
+
+
+def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
+               user_gco2_per_kwh: float | None = None) -> pd.DataFrame:
+    """`ENERGY_COLUMNS` for priced rows that carry their chip-seconds per token (cost.chip_seconds)
+    and a cloud and region (their price row's)."""
+    per_chip_s = joules_per_chip_second(numeric_column(df, "energy_j"), numeric_column(df, "energy_window_s"),
+                                        numeric_column(df, "chips"))
+    for name in ENERGY_FIGURES:
+        df[f"{name}_j_per_token"] = numeric_column(df, f"{name}_chip_s_per_token") * per_chip_s
+    df["tokens_per_kwh"] = carbon.tokens_per_kwh(df["blended_j_per_token"])
+    if "energy_method" not in df:
+        df["energy_method"] = None
+    grid = carbon.load_grid_carbon() if grid is None else grid
+    places = {(c, r): carbon.grid_intensity(grid, c, r, user_gco2_per_kwh)
+              for c, r in set(zip(df.get("cloud", pd.Series(dtype=object)), df.get("region", pd.Series(dtype=object))))}
+    keys = list(zip(df["cloud"], df["region"])) if len(df) else []
+    df["grid_gco2e_per_kwh"] = pd.Series([places[k][0] for k in keys], index=df.index, dtype=float)
+    df["grid_source"] = pd.Series([places[k][1] for k in keys], index=df.index, dtype=object)
+    for name in ("blended", "train"):
+        df[f"{name}_gco2e_per_mtok"] = carbon.gco2e_per_mtok(df[f"{name}_j_per_token"], df["grid_gco2e_per_kwh"])
+    return df
