@@ -226,3 +226,27 @@ def test_the_run_table_shows_modelled_joules_and_the_missing_source(tiny_workloa
     code, out, _ = run_cli(monkeypatch, capsys, "run", str(tiny_workload), "--scale", "small", "--no-price",
                            "--out", str(tmp_path / "b"))
     assert code == 0 and "energy: not measured (no RAPL powercap" in out and "J/token" not in out
+
+
+class _FakeTpuMonitoring:
+    """libtpu.sdk.tpumonitoring's calls: four chips' duty cycle in percent, as strings."""
+
+    def list_supported_metrics(self):
+        return ["duty_cycle_pct", "hbm_capacity_usage"]
+
+    def get_metric(self, name):
+        class Metric:
+            def data(self):
+                return ["50.0", "25.0", "100.0", "0.0"]
+        return Metric()
+
+
+def test_a_tpu_is_modelled_from_its_duty_cycle_or_says_why_not():
+    source, why = find_source("tpu", chips=2, tpumonitoring=_FakeTpuMonitoring())
+    assert source is None and "TPU VM reports no power" in why
+    source, _ = find_source("tpu", chips=2, chip_power_w=200.0, tpumonitoring=_FakeTpuMonitoring())
+    assert source.method == MODELLED and "duty cycle" in source.detail
+    assert source.read().watts == pytest.approx((100.0, 50.0))
+    # Without libtpu's monitoring library: the figure itself, for the whole window.
+    plain, _ = find_source("tpu", chips=1, chip_power_w=200.0, tpumonitoring=object())
+    assert plain.read().watts == (200.0,) and "busy for the whole window" in plain.detail

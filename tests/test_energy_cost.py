@@ -105,3 +105,40 @@ def test_reports_show_energy_beside_cost_only_where_measured(monkeypatch, capsys
     write_result(_measured_h100(seed=2), tmp_path / "plain")
     code, out, _ = run_cli(monkeypatch, capsys, "report", str(tmp_path / "plain"), "--format", "markdown")
     assert code == 0 and "Energy per token" in out and f"{2.0 / 9216 * 700:.3g} J" in out
+
+
+def test_report_takes_the_users_grid_intensity(monkeypatch, capsys, tmp_path):
+    from helpers_cli import run_cli
+    from helpers_synthetic import write_result
+
+    write_result(_measured_h100(seed=3), tmp_path)
+    code, out, _ = run_cli(monkeypatch, capsys, "report", str(tmp_path), "--format", "csv", "--grid-gco2-per-kwh", "360")
+    assert code == 0
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(out)))
+    j = float(rows[0]["blended_j_per_token"])
+    assert float(rows[0]["blended_gco2e_per_mtok"]) == pytest.approx(j * 1e6 / 3.6e6 * 360, rel=1e-6)
+    assert all(r["grid_source"].startswith("user") for r in rows)
+
+
+def _with_energy(r, joules_per_token, method):
+    r.metrics.update(joules_per_token=joules_per_token, joules_per_token_ci95_low=joules_per_token * 0.99,
+                     joules_per_token_ci95_high=joules_per_token * 1.01)
+    r.energy = {"method": method, "valid": True, "reasons": []}
+    return r
+
+
+def test_compare_weighs_energy_only_between_figures_made_alike():
+    from tpubench.output.compare import compare_results
+
+    a = _with_energy(make_result(device="cuda", seed=1), 0.20, "measured")
+    b = _with_energy(make_result(device="cuda", seed=1), 0.10, "measured")
+    (pair,), _ = compare_results([("a.json", a)], [("b.json", b)])
+    energy = next(m for m in pair.metrics if m.metric == "joules_per_token")
+    assert energy.ratio == pytest.approx(0.5) and energy.verdict == "less energy"
+    modelled = _with_energy(make_result(device="cuda", seed=1), 0.10, "modelled")
+    (pair,), _ = compare_results([("a.json", a)], [("m.json", modelled)])
+    energy = next(m for m in pair.metrics if m.metric == "joules_per_token")
+    assert math.isnan(energy.ratio) and energy.verdict == "not compared: A measured, B modelled"

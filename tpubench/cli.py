@@ -157,13 +157,16 @@ def report(
     all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
                                                             "(default: only the latest per point)."),
     include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
+    grid_gco2_per_kwh: Optional[float] = typer.Option(None, "--grid-gco2-per-kwh",
+                                                      help="Grid carbon intensity to use instead of the regions'."),
 ):
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
     from tpubench.output.report import build_report, render
 
     data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
                         region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
-                        keep="all" if all_runs else "latest", include_flagged=include_flagged)
+                        keep="all" if all_runs else "latest", include_flagged=include_flagged,
+                        grid_gco2_per_kwh=grid_gco2_per_kwh)
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)

@@ -91,8 +91,10 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
             for m in c.metrics:
                 timed = m.metric.endswith("_s") and not m.metric.endswith("_per_s")
                 fmt = (lambda v: f"{units.ms(v, spec=',.2f', missing=MISSING)} ms") if timed else \
+                    (lambda v: f"{units.sig(v)} J") if m.metric.startswith("joules_") else \
                     (lambda v: units.fixed(v, ",.1f", MISSING))
-                table.add_row(m.metric, fmt(m.a), fmt(m.b), f"{m.ratio:.3f} ± {m.half_width:.3f}", m.verdict)
+                ratio = f"{m.ratio:.3f} ± {m.half_width:.3f}" if units.finite(m.ratio) else MISSING
+                table.add_row(m.metric, fmt(m.a), fmt(m.b), ratio, m.verdict)
             console.print(table)
         n = c.numerics
         colour = {"agree": "green", "disagree": "red"}.get(n.verdict, "yellow")

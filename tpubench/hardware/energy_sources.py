@@ -117,7 +117,7 @@ class ModelledSource:
         self._power, self._duty = chip_power_w, duty
         self.devices = chips
         self.detail = (f"modelled: {chip_power_w:g} W per chip ({source})"
-                       + (" x duty cycle" if duty is not None else ", busy for the whole window"))
+                       + (" x duty cycle (libtpu duty_cycle_pct)" if duty is not None else ", busy for the whole window"))
 
     def read(self) -> Reading:
         t = time.perf_counter()
@@ -141,6 +141,24 @@ def rapl_zones(root: Path = POWERCAP_ROOT) -> list[Path]:
     return zones
 
 
+def tpu_duty_reader(chips: int, tpumonitoring=None) -> Callable[[], list[float]] | None:
+    """Each TPU chip's duty cycle (0..1) from libtpu's monitoring library (`duty_cycle_pct`: one
+    percentage per chip of this host, as strings), or None where libtpu does not offer it."""
+    try:
+        if tpumonitoring is None:
+            from libtpu.sdk import tpumonitoring
+        if "duty_cycle_pct" not in tpumonitoring.list_supported_metrics():
+            return None
+    except Exception:   # no libtpu, or one without the monitoring SDK
+        return None
+
+    def duty() -> list[float]:
+        values = [float(v) / 100 for v in tpumonitoring.get_metric("duty_cycle_pct").data()]
+        return values[:chips]
+
+    return duty
+
+
 def _nvml_indices(env) -> list[int] | None:
     """The GPUs a CUDA point may use: CUDA_VISIBLE_DEVICES where it lists indices, else all."""
     visible = env.get("CUDA_VISIBLE_DEVICES")
@@ -154,10 +172,10 @@ def _nvml_indices(env) -> list[int] | None:
 
 def find_source(device: str, *, chips: int = 1, chip_power_w: float | None = None,
                 chip_power_source: str = "--chip-power-w", env=os.environ,
-                powercap_root: Path = POWERCAP_ROOT, nvml=None) -> tuple[EnergySource | None, str]:
+                powercap_root: Path = POWERCAP_ROOT, nvml=None, tpumonitoring=None) -> tuple[EnergySource | None, str]:
     """The source for a point on `device` (a torch device name or 'cpu'), or None and why there
     is none. A user's per-chip figure (`chip_power_w`) is used, labelled modelled, only where
-    nothing measures."""
+    nothing measures; on a TPU it is scaled by each chip's duty cycle where libtpu reports it."""
     reasons = []
     if device == "cuda":
         try:
@@ -180,6 +198,12 @@ def find_source(device: str, *, chips: int = 1, chip_power_w: float | None = Non
             if zones:
                 return RaplSource(zones), ""
             reasons.append(f"no readable RAPL package counter under {powercap_root}")
+    elif device == "tpu":
+        reasons.append("a TPU VM reports no power (libtpu has duty cycle, not watts): give --chip-power-w "
+                       "to model it")
+        if chip_power_w is not None:
+            duty = tpu_duty_reader(chips, tpumonitoring)
+            return ModelledSource(chip_power_w, chips, chip_power_source, duty=duty), ""
     else:
         reasons.append(f"this version reads no power sensor for {device}")
     if chip_power_w is not None:

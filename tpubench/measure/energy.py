@@ -231,3 +231,14 @@ def energy_metrics(energy: WindowEnergy | None, tokens: float, token_name: str =
     if energy.energy_above_idle_j is not None:
         out["energy_above_idle_j"] = energy.energy_above_idle_j
     return out
+
+
+def with_energy_ci(metrics: dict, name: str, time: str) -> dict:
+    """`name`'s 95% CI from the CI of the time each unit takes (`time`: e2e or step): energy per
+    token is mean power times time per token, and the window gives one power figure, so the
+    interval is the time's; the power's own variation is not in it (docs/measurement.md#energy)."""
+    value, mean = metrics.get(name), metrics.get(f"{time}_mean_s")
+    low, high = metrics.get(f"{time}_ci95_low_s"), metrics.get(f"{time}_ci95_high_s")
+    if None in (value, mean, low, high) or not mean:
+        return {}
+    return {f"{name}_ci95_low": value * low / mean, f"{name}_ci95_high": value * high / mean}

@@ -37,7 +37,11 @@ METRICS = (
     # training (scenario train)
     ("train_tokens_per_s", True),
     ("step_mean_s", False),
+    # energy over the timed window (docs/measurement.md#energy), where both sides measured it alike
+    ("joules_per_token", False),
+    ("joules_per_train_token", False),
 )
+ENERGY_WORDS = ("less energy", "more energy")
 # Throughputs grow with the chips a point runs on; latencies do not.
 THROUGHPUTS = tuple(name for name, _ in METRICS if name.endswith("_per_s"))
 PER_CHIP = "_per_chip"
@@ -105,7 +109,9 @@ def compare_metrics(a_metrics: dict, b_metrics: dict, metrics=METRICS) -> list[M
         if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) or a == 0:
             continue
         ratio, half = ratio_with_uncertainty(b, _ci_half(b_metrics, name), a, _ci_half(a_metrics, name))
-        out.append(MetricComparison(name, a, b, ratio, half, verdict(ratio, half, higher_is_better=higher_better)))
+        words = ENERGY_WORDS if name.startswith("joules_") else ("faster", "slower")
+        out.append(MetricComparison(name, a, b, ratio, half,
+                                    verdict(ratio, half, higher_is_better=higher_better, words=words)))
     return out
 
 
@@ -257,7 +263,18 @@ def compare_pair(a, b) -> PairComparison:
                                   PER_CHIP_METRICS)
         basis = "per chip"
         label += f" (per chip: {ca:g} vs {cb:g} chips)"
-    return PairComparison(label, str(fa), str(fb), metrics, compare_numerics(ra, rb), basis)
+    return PairComparison(label, str(fa), str(fb), _energy_alike(metrics, ra, rb), compare_numerics(ra, rb), basis)
+
+
+def _energy_alike(metrics: list[MetricComparison], ra, rb) -> list[MetricComparison]:
+    """A measured energy figure is never compared with a modelled one as if alike: such a pair's
+    energy rows stay, with no ratio and a verdict that says why."""
+    methods = [(r.energy or {}).get("method") for r in (ra, rb)]
+    if methods[0] == methods[1]:
+        return metrics
+    why = f"not compared: A {methods[0] or 'unmeasured'}, B {methods[1] or 'unmeasured'}"
+    return [dataclasses.replace(m, ratio=math.nan, half_width=math.nan, verdict=why)
+            if m.metric.startswith("joules_") else m for m in metrics]
 
 
 def slower_than(comparisons: list[PairComparison], pct: float) -> list[PairComparison]:

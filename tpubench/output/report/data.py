@@ -123,7 +123,8 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                  plans: Sequence[str] | None = None, discount_pct: float | None = None, cloud=None,
                  region=None, instance=None, what_if_instance: str | None = None,
                  today: date | None = None, warn: Callable[[str], None] | None = None,
-                 keep: str = "latest", include_flagged: bool = False) -> ReportData:
+                 keep: str = "latest", include_flagged: bool = False,
+                 grid_gco2_per_kwh: float | None = None) -> ReportData:
     """Load results (paths or a DataFrame from `load_results`), price them and summarise.
 
     `keep` is load_results': "latest" counts a point measured several times once (its most recent
@@ -131,6 +132,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     runs were left out (df.attrs["older_runs_left_out"]) a warning says how many. Flagged prices
     take part only where no unflagged row prices the accelerator and plan, unless `include_flagged`
     (cost.choose_prices); the warnings say which were set aside and which flagged ones were used.
+    `grid_gco2_per_kwh` replaces the regions' grid intensity in the carbon figures.
     """
     today = today or pricing.today_utc()
     from tpubench.output.frames import check_keep, load_results
@@ -146,7 +148,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
         prices = pricing.apply_discount(prices, discount_pct)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
                                           instance=instance, what_if_instance=what_if_instance, today=today,
-                                          include_flagged=include_flagged)
+                                          include_flagged=include_flagged, grid_gco2_per_kwh=grid_gco2_per_kwh)
     price_notes = priced.attrs.get(cost.PRICE_NOTES, [])
     used_plans = pricing.plan_names(priced) if len(priced) else list(plans or pricing.plan_names(prices))
     primary = "on_demand" if "on_demand" in used_plans else (used_plans[0] if used_plans else None)

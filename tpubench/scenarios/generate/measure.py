@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.measure.energy import WindowEnergy, energy_metrics
+from tpubench.measure.energy import WindowEnergy, energy_metrics, with_energy_ci
 from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
 from tpubench.measure.world import (Checkpoints, WorldSync, plain_peaks, require_world_size, run_point_in_world,
                                world_environment)
@@ -361,6 +361,7 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
         # Every token the timed loop processed: each iteration's prompts and generated tokens.
         **energy_metrics(m.energy, m.measure_iterations * point.batch_size * (point.input_length + point.output_length)),
     })
+    metrics.update(with_energy_ci(metrics, "joules_per_token", "e2e"))
     roofline, exceeds_peak = roofline_metrics(point, metrics, peaks)
     metrics.update(roofline)
     valid, reasons = assess(iterations=m.measure_iterations, measure_s=m.timing["measure_s"],

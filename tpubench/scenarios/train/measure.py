@@ -22,7 +22,7 @@ from tpubench.scenarios.train import steps as train_steps  # looked up at call t
 from tpubench.backends.torch import TorchDevice, set_matmul_precision
 from tpubench.errors import UserError
 from tpubench.scenarios.train.sweep import label
-from tpubench.measure.energy import energy_metrics
+from tpubench.measure.energy import energy_metrics, with_energy_ci
 from tpubench.measure.timing import merge_rank_compiles
 from tpubench.measure.world import WorldSync, plain_peaks, require_world_size, run_point_in_world, world_environment
 from tpubench.records.result import RunResult, now_iso
@@ -298,6 +298,7 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     metrics.update(roofline)
     metrics.update(routing_summary(counts))
     metrics.update(energy_metrics(m.energy, tokens * m.iterations, "train_token"))
+    metrics.update(with_energy_ci(metrics, "joules_per_train_token", "step"))
 
     done = tokens * m.iterations
     _, reasons = assess(iterations=m.iterations, measure_s=m.measure_s, measurement=point.measurement,
