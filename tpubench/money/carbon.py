@@ -13,7 +13,6 @@ The arithmetic is pure and takes floats or numpy/pandas arrays alike, as `money.
 
 from __future__ import annotations
 
-import csv
 import math
 from datetime import date
 from pathlib import Path
@@ -22,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from tpubench.errors import UserError
-from tpubench.money.pricing import DATA_DIR, did_you_mean, today_utc
+from tpubench.money.pricing import DATA_DIR, today_utc
+from tpubench.money.table_files import did_you_mean, read_rows
 
 SHIPPED_GRID_CARBON = DATA_DIR / "grid_carbon.csv"
 
@@ -38,35 +38,6 @@ TOKENS_PER_MTOK = 1e6
 
 
 # ----------------------------------------------------------------------------- reading the table
-
-
-def _read_rows(path: Path) -> tuple[int, list[str], list[tuple[int, list[str]]]]:
-    """Header line number, header, and (line number, cells) for every non-blank row."""
-    if not path.is_file():
-        raise UserError("no such grid carbon file", where=str(path))
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read grid carbon file: {exc}", where=str(path)) from None
-    reader = csv.reader(text.splitlines(keepends=True))
-    header: list[str] | None = None
-    header_line = 0
-    rows: list[tuple[int, list[str]]] = []
-    try:
-        for cells in reader:
-            if not any(c.strip() for c in cells):
-                continue
-            # reader.line_num is the line where this record ends: where a user looks for it.
-            if header is None:
-                header, header_line = [c.strip() for c in cells], reader.line_num
-            else:
-                rows.append((reader.line_num, cells))
-    except csv.Error as exc:
-        raise UserError(f"CSV syntax error: {exc}", where=f"{path}:{reader.line_num}") from None
-    if header is None:
-        raise UserError("the grid carbon file is empty; expected a header row with " + ", ".join(COLUMNS),
-                        where=str(path))
-    return header_line, header, rows
 
 
 def _check_header(path: Path, header_line: int, header: list[str]) -> None:
@@ -118,7 +89,7 @@ def load_grid_carbon(path: str | Path | None = None, *, today: date | None = Non
     """
     path = Path(path) if path is not None else SHIPPED_GRID_CARBON
     today = today or today_utc()
-    header_line, header, rows = _read_rows(path)
+    header_line, header, rows = read_rows(path, "grid carbon file", COLUMNS)
     _check_header(path, header_line, header)
     records = []
     seen_keys: dict[tuple[str, str], int] = {}

@@ -14,19 +14,18 @@ that the shipped table already has.
 
 from __future__ import annotations
 
-import csv
-import difflib
 import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import pandas as pd
 
 from tpubench.records.csv_safety import neutralize_frame
 from tpubench.errors import UserError
+from tpubench.money.table_files import did_you_mean, read_rows
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 SHIPPED_PRICES = DATA_DIR / "prices.csv"
@@ -101,40 +100,6 @@ class _Price:
     as_of: str
     origin: str
     flag_reason: str = ""      # why the price is suspect; "" when it is not flagged
-
-
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _read_rows(path: Path) -> tuple[int, list[str], list[tuple[int, list[str]]]]:
-    """Header line number, header, and (line number, cells) for every non-blank row."""
-    if not path.is_file():
-        raise UserError("no such price file", where=str(path))
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read price file: {exc}", where=str(path)) from None
-    reader = csv.reader(text.splitlines(keepends=True))
-    header: list[str] | None = None
-    header_line = 0
-    rows: list[tuple[int, list[str]]] = []
-    try:
-        for cells in reader:
-            if not any(c.strip() for c in cells):
-                continue
-            # reader.line_num is the line where this record ends: where a user looks for it.
-            if header is None:
-                header, header_line = [c.strip() for c in cells], reader.line_num
-            else:
-                rows.append((reader.line_num, cells))
-    except csv.Error as exc:
-        raise UserError(f"CSV syntax error: {exc}", where=f"{path}:{reader.line_num}") from None
-    if header is None:
-        raise UserError("the price file is empty; expected a header row with " + ", ".join(COLUMNS),
-                        where=str(path))
-    return header_line, header, rows
 
 
 def _check_header(path: Path, header_line: int, header: list[str]) -> None:
@@ -238,7 +203,7 @@ def _flag_spot_above_on_demand(prices: dict) -> None:
 
 def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
     """Validate one price file and layer its rows over `instances` / `prices` (later wins per cell)."""
-    header_line, header, rows = _read_rows(path)
+    header_line, header, rows = read_rows(path, "price file", COLUMNS)
     _check_header(path, header_line, header)
     seen_keys: dict[tuple, int] = {}
     for line, cells in rows:
