@@ -22,10 +22,12 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow   # lint-imports in a subprocess builds the whole graph (seconds); the cycle test below stays fast
 def test_import_contracts_hold():
     # Through import-linter's own command, as a developer runs it; no cache, so the checkout stays clean.
     lint = ("import sys; from importlinter.cli import lint_imports_command; "

@@ -14,6 +14,7 @@ from tpubench.run.runner import run_sweep
 HAS_JAX = importlib.util.find_spec("jax") is not None
 
 
+@pytest.mark.slow   # asks torch and JAX for their devices (imports both)
 def test_every_device_is_listed_with_a_reason():
     rows = {(a.backend, a.device): a for a in all_availability()}
     assert rows[("torch", "cpu")].available

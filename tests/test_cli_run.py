@@ -108,6 +108,7 @@ def test_bad_inputs_exit_2_one_line(tmp_path, tiny_workload, monkeypatch, capsys
     assert code == 2 and "no such workload file" in err
 
 
+@pytest.mark.slow   # estimating a model's memory loads torch and transformers (seconds)
 def test_model_too_big_is_refused(tmp_path, tiny_workload, monkeypatch, capsys):
     huge = tmp_path / "huge.yaml"
     # Within every size bound, but two 8M x 131072 embedding tables are terabytes.
