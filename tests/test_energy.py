@@ -61,6 +61,15 @@ def test_a_reading_missing_a_device_invalidates_the_figure():
     assert not energy.valid and energy.reasons == [DEVICES] and energy.energy_j is None
 
 
+def test_an_invalid_figure_stays_out_of_the_metrics():
+    from tpubench.measure.energy import energy_metrics
+
+    disagree = [Reading(t, watts=(100.0,), joules=(200.0 * t,)) for t in (0, 1, 2, 3)]
+    energy = window_energy(disagree, 0.2, 2.2, _Source(1))
+    assert not energy.valid and energy.energy_j == pytest.approx(400.0)   # kept for diagnosis
+    assert energy_metrics(energy, tokens=1000) == {}
+
+
 def test_two_devices_add_up():
     readings = [Reading(t, watts=(100.0, 300.0)) for t in (0, 1, 2)]
     energy = window_energy(readings, 0.0, 2.0, _Source(2))
@@ -100,7 +109,10 @@ def test_no_powercap_is_a_reason_not_an_error(tmp_path):
     modelled, _ = find_source("cpu", chips=2, chip_power_w=150.0, chip_power_source="vendor sheet",
                               powercap_root=tmp_path / "absent")
     assert isinstance(modelled, ModelledSource) and modelled.method == MODELLED
-    assert modelled.read().watts == (150.0, 150.0) and "vendor sheet" in modelled.detail
+    # The figure is per chip: two chips draw twice it (one reading; a fraction of a chip, a fraction).
+    assert modelled.read().watts == (300.0,) and "vendor sheet" in modelled.detail
+    half, _ = find_source("neuron", chips=0.5, chip_power_w=150.0)
+    assert half.read().watts == (75.0,)
 
 
 class _FakeNvml:
@@ -146,6 +158,9 @@ def test_nvml_counter_and_power_over_a_real_window():
 def test_cuda_visible_devices_picks_the_gpus_read():
     source, _ = find_source("cuda", chips=1, nvml=_FakeNvml(), env={"CUDA_VISIBLE_DEVICES": "1"})
     assert source.detail.endswith("GPU 1") and source.read().watts == (350.0,)
+    # By UUID, NVML cannot be told which GPU the point has: not measured, rather than GPU 0's power.
+    source, why = find_source("cuda", chips=1, nvml=_FakeNvml(), env={"CUDA_VISIBLE_DEVICES": "GPU-8d1f"})
+    assert source is None and "by UUID" in why
 
 
 def test_this_machine_without_a_source_says_why():
@@ -162,7 +177,9 @@ def test_a_real_generate_point_carries_its_window_energy(tiny_workload, tmp_path
     from tpubench.run import runner
 
     real = energy_sources.find_source
-    monkeypatch.setattr(runner, "find_source", lambda device, **kw: real("cuda", **{**kw, "nvml": _FakeNvml(), "env": {}}))
+    # The fake's GPU 0 is the point's one chip (on this CPU host the point's chips are its vCPUs).
+    monkeypatch.setattr(runner, "find_source",
+                        lambda device, **kw: real("cuda", **{**kw, "chips": 1, "nvml": _FakeNvml(), "env": {}}))
     (outcome,) = runner.run_sweep(tiny_workload, scale="small", out_dir=tmp_path / "r")
     r = outcome.result
     assert r.status == "ok" and r.energy["valid"], r.energy
@@ -207,7 +224,8 @@ def test_a_real_training_point_carries_its_window_energy(tmp_path, monkeypatch):
     (outcome,) = runner.run_sweep(workload, scale="small", out_dir=tmp_path / "r", chip_power_w=80.0)
     r = outcome.result
     assert r.status == "ok" and r.energy["method"] == MODELLED and r.energy["valid"], (r.error, r.energy)
-    assert r.metrics["energy_j"] == pytest.approx(80.0 * r.energy["window_s"], rel=1e-6)
+    # 80 W for each of the point's chips (on a CPU, the vCPUs it may run on).
+    assert r.metrics["energy_j"] == pytest.approx(80.0 * r.environment["chips"] * r.energy["window_s"], rel=1e-6)
     tokens = r.metrics["iterations"] * 1 * 8
     assert r.metrics["joules_per_train_token"] == pytest.approx(r.metrics["energy_j"] / tokens)
 
@@ -250,3 +268,40 @@ def test_a_tpu_is_modelled_from_its_duty_cycle_or_says_why_not():
     # Without libtpu's monitoring library: the figure itself, for the whole window.
     plain, _ = find_source("tpu", chips=1, chip_power_w=200.0, tpumonitoring=object())
     assert plain.read().watts == (200.0,) and "busy for the whole window" in plain.detail
+
+
+def test_a_source_that_fails_to_read_leaves_the_point_alone():
+    class Flaky(_Source):
+        def __init__(self):
+            super().__init__(1)
+            self.calls = 0
+
+        def read(self):
+            self.calls += 1
+            if self.calls > 2:
+                raise OSError("driver went away")
+            return Reading(time.perf_counter(), watts=(10.0,))
+
+        def close(self):
+            pass
+
+    meter = EnergyMeter(Flaky(), interval_s=0.01, idle_s=0)
+    with meter.window():
+        time.sleep(0.1)
+    assert not meter.result.valid and meter.result.reasons == ["source_read_failed"]
+    assert "driver went away" in meter.result.notes[0] and meter.result.energy_j is None
+
+
+def test_the_sweep_plan_meters_only_models_run_here_and_refuses_a_silly_power():
+    from tpubench.errors import UserError
+    from tpubench.run.runner import _energy_plan
+
+    class Cpu:
+        name, device = "torch", "cpu"
+
+    serve = _energy_plan(Cpu(), True, 100.0, 2, builds_model=False)
+    assert serve.source is None and "server" in serve.why_not
+    modelled = _energy_plan(Cpu(), True, 100.0, 2, builds_model=True)
+    assert modelled.source is not None and modelled.source.read().watts == (200.0,) or modelled.source.name == "rapl"
+    with pytest.raises(UserError):
+        _energy_plan(Cpu(), True, 0.0, 2, builds_model=True)

@@ -142,3 +142,16 @@ def test_compare_weighs_energy_only_between_figures_made_alike():
     (pair,), _ = compare_results([("a.json", a)], [("m.json", modelled)])
     energy = next(m for m in pair.metrics if m.metric == "joules_per_token")
     assert math.isnan(energy.ratio) and energy.verdict == "not compared: A measured, B modelled"
+
+
+
+def test_owned_capacity_without_an_energy_figure_is_not_priced_below_measured_ones():
+    from tpubench.money.budget import Power, plan_budget
+
+    df = results_frame(_measured_h100(seed=1), make_result(seed=2, accelerator="TPU v6e", device="tpu"))
+    owned = plan_budget(df, pricing.load_prices(), tokens_per_day=1e9, output_share=0.1, plans=["on_demand"],
+                        power=Power(usd_per_kwh=0.10, owned=True))
+    costed = owned.options[owned.options["monthly_usd"].notna()]
+    assert len(costed) and costed["monthly_kwh"].notna().all()
+    assert owned.options["monthly_usd"].isna().any() and math.isnan(owned.options["monthly_usd"].iloc[-1])
+    assert any("no energy figure" in n for n in owned.notes)

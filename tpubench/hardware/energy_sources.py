@@ -107,22 +107,25 @@ class RaplSource:
 
 
 class ModelledSource:
-    """A per-chip power figure (watts, with its source) times each chip's duty cycle where a
-    reader for it is given (`duty()` -> one fraction per chip), else the figure itself."""
+    """A per-chip power figure (watts, with its source) for the point's `chips` (tpubench's chips:
+    a CPU point's vCPUs, a fraction of a Trainium chip for one logical core): one reading of the
+    figure times the chips, or, where a duty-cycle reader is given (`duty()` -> one fraction per
+    chip, a whole number of chips), one reading per chip of the figure times its duty cycle."""
 
     name, method = "model", MODELLED
 
-    def __init__(self, chip_power_w: float, chips: int, source: str,
+    def __init__(self, chip_power_w: float, chips: float, source: str,
                  duty: Callable[[], Sequence[float]] | None = None):
-        self._power, self._duty = chip_power_w, duty
-        self.devices = chips
-        self.detail = (f"modelled: {chip_power_w:g} W per chip ({source})"
+        self._power, self._chips, self._duty = chip_power_w, chips, duty
+        self.devices = max(1, round(chips)) if duty is not None else 1
+        self.detail = (f"modelled: {chip_power_w:g} W per chip x {chips:g} chip(s) ({source})"
                        + (" x duty cycle (libtpu duty_cycle_pct)" if duty is not None else ", busy for the whole window"))
 
     def read(self) -> Reading:
         t = time.perf_counter()
-        duty = self._duty() if self._duty is not None else [1.0] * self.devices
-        return Reading(t, watts=tuple(self._power * d for d in duty))
+        if self._duty is None:
+            return Reading(t, watts=(self._power * self._chips,))
+        return Reading(t, watts=tuple(self._power * d for d in self._duty()))
 
     def close(self) -> None:
         pass
@@ -159,18 +162,27 @@ def tpu_duty_reader(chips: int, tpumonitoring=None) -> Callable[[], list[float]]
     return duty
 
 
+class UnknownGpus(ValueError):
+    """NVML cannot be told which GPUs the point runs on."""
+
+
 def _nvml_indices(env) -> list[int] | None:
-    """The GPUs a CUDA point may use: CUDA_VISIBLE_DEVICES where it lists indices, else all."""
+    """The NVML indices of the GPUs a CUDA point may use: CUDA_VISIBLE_DEVICES where it lists
+    indices, else None (all of them, in order). NVML numbers GPUs in PCI bus order; CUDA does too
+    with CUDA_DEVICE_ORDER=PCI_BUS_ID, and otherwise fastest first, the same order on a host of
+    one GPU model, which is what a host that measures one chip type has."""
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return None
     try:
         return [int(v) for v in visible.split(",") if v.strip()]
     except ValueError:
-        return None   # UUIDs: NVML indices cannot be told from them here; read all GPUs
+        # UUIDs or MIG ids: reading GPU 0 instead could charge the point another GPU's power.
+        raise UnknownGpus(f"CUDA_VISIBLE_DEVICES={visible!r} names GPUs by UUID or MIG id; list them "
+                          "by index for energy to be read") from None
 
 
-def find_source(device: str, *, chips: int = 1, chip_power_w: float | None = None,
+def find_source(device: str, *, chips: float = 1, chip_power_w: float | None = None,
                 chip_power_source: str = "--chip-power-w", env=os.environ,
                 powercap_root: Path = POWERCAP_ROOT, nvml=None, tpumonitoring=None) -> tuple[EnergySource | None, str]:
     """The source for a point on `device` (a torch device name or 'cpu'), or None and why there
@@ -185,9 +197,16 @@ def find_source(device: str, *, chips: int = 1, chip_power_w: float | None = Non
             indices = _nvml_indices(env)
             if indices is None:
                 indices = list(range(nvml.nvmlDeviceGetCount()))
-            return NvmlSource(nvml, indices[:chips] if chips else indices), ""
+            try:
+                return NvmlSource(nvml, indices[:max(1, round(chips))]), ""
+            except Exception:
+                nvml.nvmlShutdown()   # the library was initialised for a source that failed
+                raise
         except ImportError:
             reasons.append("NVML not installed (pip install nvidia-ml-py)")
+        except UnknownGpus as exc:
+            nvml.nvmlShutdown()
+            reasons.append(str(exc))
         except Exception as exc:   # the library is present but the driver is not answering
             reasons.append(f"NVML unavailable ({type(exc).__name__}: {exc})")
     elif device == "cpu":
@@ -202,7 +221,7 @@ def find_source(device: str, *, chips: int = 1, chip_power_w: float | None = Non
         reasons.append("a TPU VM reports no power (libtpu has duty cycle, not watts): give --chip-power-w "
                        "to model it")
         if chip_power_w is not None:
-            duty = tpu_duty_reader(chips, tpumonitoring)
+            duty = tpu_duty_reader(max(1, round(chips)), tpumonitoring)
             return ModelledSource(chip_power_w, chips, chip_power_source, duty=duty), ""
     else:
         reasons.append(f"this version reads no power sensor for {device}")

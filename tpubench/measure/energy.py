@@ -38,6 +38,7 @@ UNBRACKETED = "window_not_bracketed"
 DEVICES = "device_count_mismatch"
 COUNTER = "counter_mismatch"
 NO_SOURCE = "no_source"
+READ_FAILED = "source_read_failed"
 
 
 class WindowProblem(ValueError):
@@ -126,6 +127,8 @@ def window_energy(readings: Sequence[Reading], t0: float, t1: float, source: Ene
                 energy = integrate_power(times, watts, t0, t1)
             else:
                 raise WindowProblem(UNBRACKETED, "no readings")
+            if not np.isfinite(energy):
+                raise WindowProblem(READ_FAILED, f"device {d}: a reading inside the window was missing")
             out.per_device_j.append(energy)
     except WindowProblem as problem:
         out.valid = False
@@ -140,27 +143,40 @@ def window_energy(readings: Sequence[Reading], t0: float, t1: float, source: Ene
 
 
 class Sampler:
-    """Reads a source every `interval_s` on a thread of its own; `readings` holds them all."""
+    """Reads a source every `interval_s` on a thread of its own; `readings` holds them all. A read
+    that fails stops the sampling and is kept in `error`: energy is never why a point fails."""
 
     def __init__(self, source: EnergySource, interval_s: float = DEFAULT_INTERVAL_S):
         self.source, self.interval_s = source, interval_s
         self.readings: list[Reading] = []
+        self.error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tpubench-energy", daemon=True)
 
+    def _read(self) -> bool:
+        try:
+            self.readings.append(self.source.read())
+            return True
+        except Exception as exc:   # a driver gone away, a counter that cannot be read
+            self.error = self.error or f"{type(exc).__name__}: {exc}"
+            return False
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.readings.append(self.source.read())
+            if not self._read():
+                return
 
     def __enter__(self) -> "Sampler":
-        self.readings.append(self.source.read())
-        self._thread.start()
+        if self._read():
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join()
-        self.readings.append(self.source.read())   # the reading after the window's end
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.error is None:
+            self._read()   # the reading after the window's end
 
 
 def idle_power(source: EnergySource, seconds: float = IDLE_S, interval_s: float = DEFAULT_INTERVAL_S) -> list[float] | None:
@@ -168,6 +184,8 @@ def idle_power(source: EnergySource, seconds: float = IDLE_S, interval_s: float 
     with Sampler(source, interval_s) as sampler:
         time.sleep(seconds)
     readings = sampler.readings
+    if sampler.error is not None:
+        return None
     try:
         energy = window_energy(readings, readings[0].t, readings[-1].t, source)
     except IndexError:
@@ -195,7 +213,11 @@ class EnergyMeter:
                 yield
             finally:
                 t1 = time.perf_counter()   # the sampler's __exit__ reads once more, after t1
-        self.result = window_energy(sampler.readings, t0, t1, self.source, self.idle)
+        if sampler.error is not None:
+            self.result = WindowEnergy(self.source.name, self.source.method, self.source.detail, self.source.devices,
+                                       window_s=t1 - t0, valid=False, reasons=[READ_FAILED], notes=[sampler.error])
+        else:
+            self.result = window_energy(sampler.readings, t0, t1, self.source, self.idle)
 
 
 class EnergyPlan:
@@ -223,8 +245,8 @@ class EnergyPlan:
 def energy_metrics(energy: WindowEnergy | None, tokens: float, token_name: str = "token") -> dict:
     """A result's energy metrics from its window: joules, the window, mean power, and joules per
     token of the window (`tokens` processed in it: input and output, or training tokens)."""
-    if energy is None or energy.energy_j is None:
-        return {}
+    if energy is None or energy.energy_j is None or not energy.valid:
+        return {}   # an invalid figure stays in the result's `energy`, with its reasons, and nowhere else
     out = {"energy_j": energy.energy_j, "energy_window_s": energy.window_s,
            "power_mean_w": energy.energy_j / energy.window_s if energy.window_s > 0 else None,
            f"joules_per_{token_name}": energy.energy_j / tokens if tokens else None}

@@ -163,9 +163,10 @@ def _with_energy(options: pd.DataFrame, traffic: Traffic, power: Power) -> pd.Da
                                      else np.nan)
     options["energy_in_monthly_usd"] = power.owned
     if power.owned:
-        energy = options["monthly_energy_usd"].fillna(0.0)
+        # An option without an energy figure has no owned-capacity cost: NaN, never a bare price
+        # that would undercut the measured options (plan_budget says how many).
         for bound in ("", "_ci95_low", "_ci95_high"):
-            options["monthly_usd" + bound] = options["monthly_usd" + bound] + energy
+            options["monthly_usd" + bound] = options["monthly_usd" + bound] + options["monthly_energy_usd"]
     return options
 
 
@@ -304,6 +305,9 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     best = (meets.sort_values(["tokens_per_s_per_chip", "blended_usd_per_mtok"], ascending=[False, True])
             .drop_duplicates(group, keep="first").copy())
     options = _size_fleet(best, traffic, power)
+    if power.owned and options["monthly_usd"].isna().any():
+        notes.append(f"{int(options['monthly_usd'].isna().sum())} option(s) have no energy figure (their points "
+                     "were measured without energy): no owned-capacity monthly cost, listed last")
     infeasible = _closest_points(candidates, meets, slo)
 
     if current:

@@ -7,7 +7,6 @@ on disk before the next one starts, so Ctrl-C or a kill loses nothing that was m
 
 from __future__ import annotations
 
-import contextlib
 import os
 import traceback
 from dataclasses import dataclass
@@ -109,62 +108,73 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
             reporter = SilentReporter()   # rank 0 speaks and writes for the world
 
     scenario = measurement_of(workload.scenario.kind)
-    ctx = SweepContext(backend=be, source=str(workload_path), peaks={}, reporter=reporter,
-                       collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
-                       energy=_energy_plan(be, energy, chip_power_w))
-    if energy and ctx.energy.source is None:
-        reporter.note(f"energy: not measured ({ctx.energy.why_not})")
-    env, ctx.peaks = _environment(be, points)
-    source = ctx.energy.source
-    env["energy_source"] = ({"name": source.name, "method": source.method, "detail": source.detail}
-                            if source is not None else {"name": None, "why_not": ctx.energy.why_not})
-    env_key = environment_key(be.name, be.device, env)
-    cannot_run, notes = scenario.check(ctx, points)
-    done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
-    # Under a user's torchrun every rank measures, rank 0 writes.
-    writes = not user_world or int(os.environ.get("RANK", "0")) == 0
+    env, peaks = _environment(be, points)
+    plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), scenario_of(workload.scenario.kind).builds_model)
+    try:   # whatever stops the sweep, the energy source (NVML) is closed
+        ctx = SweepContext(backend=be, source=str(workload_path), peaks=peaks, reporter=reporter,
+                           collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
+                           energy=plan)
+        if energy and plan.source is None:
+            reporter.note(f"energy: not measured ({plan.why_not})")
+        source = plan.source
+        env["energy_source"] = ({"name": source.name, "method": source.method, "detail": source.detail}
+                                if source is not None else {"name": None, "why_not": plan.why_not})
+        env_key = environment_key(be.name, be.device, env)
+        cannot_run, notes = scenario.check(ctx, points)
+        done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
+        # Under a user's torchrun every rank measures, rank 0 writes.
+        writes = not user_world or int(os.environ.get("RANK", "0")) == 0
 
-    reporter.sweep_started(points)
-    outcomes: list[PointOutcome] = []
-    with contextlib.closing(ctx.energy), scenario.open(ctx, points) as measure:
-        for index, point in enumerate(points):
-            if point.key() in done:
-                outcome = PointOutcome(point, skipped=True)
+        reporter.sweep_started(points)
+        outcomes: list[PointOutcome] = []
+        with scenario.open(ctx, points) as measure:
+            for index, point in enumerate(points):
+                if point.key() in done:
+                    outcome = PointOutcome(point, skipped=True)
+                    outcomes.append(outcome)
+                    reporter.point_finished(index, outcome)
+                    continue
+                reporter.point_started(index, point)
+                base = dict(workload_file=str(workload_path), point=point.to_dict(), point_key=point.key(),
+                            environment_key=env_key, backend=be.name, device=be.device, environment=env,
+                            started_at=now_iso())
+                try:
+                    if point.key() in cannot_run:
+                        raise MemoryError(cannot_run[point.key()])
+                    result = measure(point, base)
+                    if point.key() in notes:
+                        result.warnings.append(notes[point.key()])
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:  # a failed point is data, not a crash: record it and go on
+                    result = _failed(base, exc)
+                path = None
+                if writes:
+                    # Always written: texts a result cannot store are escaped, and a result that still
+                    # cannot be serialized is written failed with the reason (results.store_result).
+                    result, path = store_result(result, out_dir)
+                outcome = PointOutcome(point, result, path)
                 outcomes.append(outcome)
                 reporter.point_finished(index, outcome)
-                continue
-            reporter.point_started(index, point)
-            base = dict(workload_file=str(workload_path), point=point.to_dict(), point_key=point.key(),
-                        environment_key=env_key, backend=be.name, device=be.device, environment=env,
-                        started_at=now_iso())
-            try:
-                if point.key() in cannot_run:
-                    raise MemoryError(cannot_run[point.key()])
-                result = measure(point, base)
-                if point.key() in notes:
-                    result.warnings.append(notes[point.key()])
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:  # a failed point is data, not a crash: record it and go on
-                result = _failed(base, exc)
-            path = None
-            if writes:
-                # Always written: texts a result cannot store are escaped, and a result that still
-                # cannot be serialized is written failed with the reason (results.store_result).
-                result, path = store_result(result, out_dir)
-            outcome = PointOutcome(point, result, path)
-            outcomes.append(outcome)
-            reporter.point_finished(index, outcome)
-    return outcomes
+        return outcomes
+    finally:
+        plan.close()
 
 
-def _energy_plan(be, wanted: bool, chip_power_w: float | None) -> EnergyPlan:
+def _energy_plan(be, wanted: bool, chip_power_w: float | None, chips, builds_model: bool) -> EnergyPlan:
     """The sweep's energy source (docs/measurement.md#energy): the device's sensor, else the user's
-    per-chip figure (modelled), else none and why."""
+    per-chip figure for the point's `chips` (modelled), else none and why. Only points on a model
+    tpubench runs here are metered: a server's chips may be anywhere."""
+    if chip_power_w is not None and not chip_power_w > 0:
+        raise UserError(f"a chip's power is a positive number of watts, got {chip_power_w:g}", field="--chip-power-w")
     if not wanted:
         return EnergyPlan(None, "--no-energy")
+    if not builds_model:
+        return EnergyPlan(None, "this version meters points on a model tpubench runs, not a server's")
     device = be.device if be.name == "torch" else {"gpu": "cuda"}.get(be.platform(), be.platform())
-    source, why = find_source(device, chips=1, chip_power_w=chip_power_w)
+    if device == "xla" and os.environ.get("PJRT_DEVICE", "").upper() == "TPU":
+        device = "tpu"   # the legacy PyTorch/XLA path on a TPU: libtpu's duty cycle applies the same
+    source, why = find_source(device, chips=chips or 1, chip_power_w=chip_power_w)
     return EnergyPlan(source, why)
 
 
