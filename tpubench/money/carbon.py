@@ -22,7 +22,7 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.money.pricing import DATA_DIR, today_utc
-from tpubench.money.table_files import did_you_mean, read_rows
+from tpubench.money.table_files import check_header, read_rows
 
 SHIPPED_GRID_CARBON = DATA_DIR / "grid_carbon.csv"
 
@@ -38,21 +38,6 @@ TOKENS_PER_MTOK = 1e6
 
 
 # ----------------------------------------------------------------------------- reading the table
-
-
-def _check_header(path: Path, header_line: int, header: list[str]) -> None:
-    where = f"{path}:{header_line}"
-    seen = set()
-    for col in header:
-        if col in seen:
-            raise UserError("column appears twice in the header", where=where, field=col)
-        seen.add(col)
-        if col not in COLUMNS:
-            raise UserError(f"unknown column{did_you_mean(col, COLUMNS)}; columns are {', '.join(COLUMNS)}",
-                            where=where, field=col)
-    for col in REQUIRED_COLUMNS:
-        if col not in seen:
-            raise UserError("missing column", where=where, field=col)
 
 
 def _parse_intensity(text: str, where: str) -> float:
@@ -90,7 +75,7 @@ def load_grid_carbon(path: str | Path | None = None, *, today: date | None = Non
     path = Path(path) if path is not None else SHIPPED_GRID_CARBON
     today = today or today_utc()
     header_line, header, rows = read_rows(path, "grid carbon file", COLUMNS)
-    _check_header(path, header_line, header)
+    check_header(path, header_line, header, COLUMNS, REQUIRED_COLUMNS, f"columns are {', '.join(COLUMNS)}")
     records = []
     seen_keys: dict[tuple[str, str], int] = {}
     for line, cells in rows:

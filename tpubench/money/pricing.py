@@ -25,7 +25,7 @@ import pandas as pd
 
 from tpubench.records.csv_safety import neutralize_frame
 from tpubench.errors import UserError
-from tpubench.money.table_files import did_you_mean, read_rows
+from tpubench.money.table_files import check_header, did_you_mean, read_rows
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 SHIPPED_PRICES = DATA_DIR / "prices.csv"
@@ -100,26 +100,6 @@ class _Price:
     as_of: str
     origin: str
     flag_reason: str = ""      # why the price is suspect; "" when it is not flagged
-
-
-def _check_header(path: Path, header_line: int, header: list[str]) -> None:
-    where = f"{path}:{header_line}"
-    seen = set()
-    for col in header:
-        if col in seen:
-            raise UserError("column appears twice in the header", where=where, field=col)
-        seen.add(col)
-        if col not in COLUMNS:
-            # Most often a plan name of the user's own (e.g. "reserved"): say which plans exist.
-            raise UserError(f"unknown column{did_you_mean(col, COLUMNS)}; price plans are {', '.join(PLANS)} "
-                            f"(a percentage off is --discount), other columns "
-                            f"{', '.join(KEY_COLUMNS + INSTANCE_COLUMNS + PROVENANCE_COLUMNS + (FLAG_COLUMN,))}",
-                            where=where, field=col)
-    for col in REQUIRED_COLUMNS:
-        if col not in seen:
-            raise UserError("missing column", where=where, field=col)
-    if not any(p in seen for p in PLANS):
-        raise UserError(f"no price column; add at least one of {', '.join(PLANS)}", where=where)
 
 
 def _parse_number(text: str, where: str, field: str, what: str) -> float | None:
@@ -204,7 +184,12 @@ def _flag_spot_above_on_demand(prices: dict) -> None:
 def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
     """Validate one price file and layer its rows over `instances` / `prices` (later wins per cell)."""
     header_line, header, rows = read_rows(path, "price file", COLUMNS)
-    _check_header(path, header_line, header)
+    # An unknown column is most often a plan name of the user's own (e.g. "reserved"): say which plans exist.
+    check_header(path, header_line, header, COLUMNS, REQUIRED_COLUMNS,
+                 f"price plans are {', '.join(PLANS)} (a percentage off is --discount), other columns "
+                 f"{', '.join(KEY_COLUMNS + INSTANCE_COLUMNS + PROVENANCE_COLUMNS + (FLAG_COLUMN,))}")
+    if not any(p in header for p in PLANS):
+        raise UserError(f"no price column; add at least one of {', '.join(PLANS)}", where=f"{path}:{header_line}")
     seen_keys: dict[tuple, int] = {}
     for line, cells in rows:
         where = f"{path}:{line}"

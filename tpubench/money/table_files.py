@@ -43,3 +43,19 @@ def read_rows(path: Path, what: str, columns: Sequence[str]) -> tuple[int, list[
     if header is None:
         raise UserError(f"the {what} is empty; expected a header row with " + ", ".join(columns), where=str(path))
     return header_line, header, rows
+
+
+def check_header(path: Path, header_line: int, header: list[str], columns: Sequence[str],
+                 required: Sequence[str], known: str) -> None:
+    """Each column once, known (else `known` says which are) and every required one present."""
+    where = f"{path}:{header_line}"
+    seen = set()
+    for col in header:
+        if col in seen:
+            raise UserError("column appears twice in the header", where=where, field=col)
+        seen.add(col)
+        if col not in columns:
+            raise UserError(f"unknown column{did_you_mean(col, columns)}; {known}", where=where, field=col)
+    for col in required:
+        if col not in seen:
+            raise UserError("missing column", where=where, field=col)

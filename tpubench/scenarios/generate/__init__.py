@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tpubench.scenarios.generate import sweep
 from tpubench.scenarios.generate.schema import GenerateSection
-from tpubench.scenarios.generate.table import generate_table
 
 
 class Generate:
@@ -39,4 +38,7 @@ class Generate:
         pass
 
     def run_table(self, outcomes):
+        # Imported here: rich is for the terminal after a run, not for `validate` or start-up.
+        from tpubench.scenarios.generate.table import generate_table
+
         return generate_table(outcomes, self.label)

@@ -8,7 +8,6 @@ from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.serve import sweep
 from tpubench.scenarios.serve.options import with_server_url
 from tpubench.scenarios.serve.schema import ServeSection
-from tpubench.scenarios.serve.table import serve_table
 
 
 class Serve:
@@ -46,6 +45,9 @@ class Serve:
                             "tpubench starts the server there", where=source, field="scenario.server.url")
 
     def run_table(self, outcomes):
+        # Imported here: rich is for the terminal after a run, not for `validate` or start-up.
+        from tpubench.scenarios.serve.table import serve_table
+
         return serve_table(outcomes, self.label)
 
     options = ("server_url",)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.train import sweep
 from tpubench.scenarios.train.schema import TrainSection
-from tpubench.scenarios.train.table import train_table
 from tpubench.spec.sections import FULL_SCALE, as_list
 
 
@@ -50,4 +49,7 @@ class Train:
         pass
 
     def run_table(self, outcomes):
+        # Imported here: rich is for the terminal after a run, not for `validate` or start-up.
+        from tpubench.scenarios.train.table import train_table
+
         return train_table(outcomes, self.label)
