@@ -305,3 +305,94 @@ def test_the_sweep_plan_meters_only_models_run_here_and_refuses_a_silly_power():
     assert modelled.source is not None and modelled.source.read().watts == (200.0,) or modelled.source.name == "rapl"
     with pytest.raises(UserError):
         _energy_plan(Cpu(), True, 0.0, 2, builds_model=True)
+
+
+class _FakeAmdSmi:
+    """The amdsmi calls AmdSmiSource makes, for two GPUs; `old` uses the older accumulator key."""
+
+    def __init__(self, old=False, counter=True):
+        self.old, self.counter, self.ticks, self.shut = old, counter, 0, False
+
+    def amdsmi_init(self):
+        pass
+
+    def amdsmi_get_processor_handles(self):
+        return ["gpu0", "gpu1"]
+
+    def amdsmi_get_energy_count(self, handle):
+        if not self.counter:
+            raise RuntimeError("AMDSMI_STATUS_NOT_SUPPORTED")   # a VM guest
+        self.ticks += 1000
+        return {("power" if self.old else "energy_accumulator"): self.ticks, "counter_resolution": 15.3,
+                "timestamp": 0}
+
+    def amdsmi_get_power_info(self, handle):
+        return {"socket_power": "N/A", "current_socket_power": 550, "average_socket_power": "N/A"}
+
+    def amdsmi_shut_down(self):
+        self.shut = True
+
+
+def test_an_amd_gpu_is_read_through_amd_smi_when_nvml_is_absent():
+    class NoNvml:
+        class NVMLError(Exception):
+            pass
+
+        def nvmlInit(self):
+            raise ImportError("no pynvml")
+
+    for old in (False, True):
+        smi = _FakeAmdSmi(old=old)
+        source, why = find_source("cuda", chips=1, env={"HIP_VISIBLE_DEVICES": "1"}, nvml=NoNvml(), amdsmi=smi)
+        assert source.name == "amdsmi" and source.devices == 1 and why == ""
+        assert "energy accumulator" in source.detail and "GPU 1" in source.detail
+        reading = source.read()
+        # Ticks of counter_resolution microjoules: 2000 ticks (two reads since the probe) x 15.3 uJ.
+        assert reading.watts == (550.0,) and reading.joules == pytest.approx((2000 * 15.3e-6,))
+        source.close()
+        assert smi.shut
+    # A VM guest has no accumulator: power samples only.
+    power_only, _ = find_source("cuda", chips=2, env={}, nvml=NoNvml(), amdsmi=_FakeAmdSmi(counter=False))
+    assert power_only.read().joules is None and power_only.read().watts == (550.0, 550.0)
+
+
+def test_neuron_monitor_reports_give_each_chip_its_cores_mean_utilisation():
+    from tpubench.hardware.energy_sources import neuron_chip_shares
+
+    report = {"neuron_hardware_info": {"neuroncore_per_device_count": 2},
+              "neuron_runtime_data": [{"report": {"neuroncore_counters": {"neuroncores_in_use": {
+                  "0": {"neuroncore_utilization": 80.0}, "1": {"neuroncore_utilization": 40.0},
+                  "2": {"neuroncore_utilization": 50.0}}}}}]}
+    # Chip 0: cores 0 and 1 (60%); chip 1: core 2 busy 50%, core 3 absent (idle): 25%.
+    assert neuron_chip_shares(report, 2) == pytest.approx([0.6, 0.25])
+    assert neuron_chip_shares({"neuron_runtime_data": []}, 1) == [0.0]
+
+
+def test_a_trainium_point_is_modelled_from_a_running_neuron_monitor_stopped_on_close(tmp_path):
+    import json
+    import os
+    import sys
+
+    report = {"neuron_hardware_info": {"neuroncore_per_device_count": 1},
+              "neuron_runtime_data": [{"report": {"neuroncore_counters": {"neuroncores_in_use": {
+                  "0": {"neuroncore_utilization": 50.0}}}}}]}
+    monitor = tmp_path / "neuron-monitor"
+    # A stand-in that prints one report every 20 ms until stopped, and records the config it was given.
+    monitor.write_text(f"#!{sys.executable}\nimport json, sys, time, pathlib\n"
+                       f"pathlib.Path({str(tmp_path / 'config')!r}).write_text(open(sys.argv[2]).read())\n"
+                       f"while True:\n    print(json.dumps({report!r}), flush=True)\n    time.sleep(0.02)\n")
+    monitor.chmod(0o755)
+    source, why = find_source("neuron", chips=1, chip_power_w=400.0, neuron_monitor=str(monitor), env={})
+    assert source.method == MODELLED and "neuron-monitor" in source.detail
+    deadline = time.monotonic() + 10
+    while source.read().watts != (200.0,) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert source.read().watts == (200.0,)
+    config = json.loads((tmp_path / "config").read_text())
+    assert config["neuron_runtimes"][0]["tag_filter"] == f"^{os.getpid()}$"
+    process = source._duty._proc
+    source.close()
+    assert process.poll() is not None
+    # Without a figure a Neuron point says why it is not metered.
+    none, why = find_source("neuron", chips=1, neuron_monitor=str(monitor), env={})
+    assert none is None and "utilisation, not power" in why

@@ -3,11 +3,15 @@ saying whether it measures or models and what it reads (docs/measurement.md#ener
 
 - NVML (NVIDIA GPUs, `nvidia-ml-py`): the total-energy counter (millijoules since the driver
   loaded), the most exact reading there is, and the instantaneous power for the curve.
+- AMD SMI (AMD Instinct GPUs, the `amdsmi` Python library that ships with ROCm): the energy
+  accumulator (ticks of `counter_resolution` microjoules; not offered to a VM guest) and the socket
+  power, the same two readings as NVML's.
 - Linux RAPL powercap (CPU packages and their DRAM, `/sys/class/powercap/intel-rapl:*`): energy
   counters in microjoules that wrap at `max_energy_range_uj`.
 - A model, labelled `modelled` wherever it appears: a per-chip power figure with its source (the
   user's `--chip-power-w`), times the chip's duty cycle where a reader for it is given (a TPU VM
-  reports duty cycle, not power), else the figure itself.
+  reports duty cycle, not power; neuron-monitor reports each NeuronCore's utilisation, not power),
+  else the figure itself.
 
 A host without any of them has no source: that is a note on the sweep, never an error. Readings
 are stamped with time.perf_counter, the clock the timed loops use.
@@ -15,7 +19,15 @@ are stamped with time.perf_counter, the clock the timed loops use.
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +88,54 @@ class NvmlSource:
         self._nvml.nvmlShutdown()
 
 
+class AmdSmiSource:
+    """AMD GPUs through AMD SMI: socket power in watts and the energy accumulator. Key names follow
+    the amdsmi Python interface (ROCm/amdsmi py-interface/amdsmi_interface.py): the accumulator is
+    'energy_accumulator' in current releases and was 'power' in older ones; the power is
+    'socket_power' from ROCm 7, 'current_socket_power' on MI300 and later, else
+    'average_socket_power', any of which may be 'N/A'."""
+
+    name, method = "amdsmi", MEASURED
+
+    def __init__(self, amdsmi, indices: Sequence[int] | None):
+        self._smi = amdsmi
+        handles = amdsmi.amdsmi_get_processor_handles()
+        self._handles = [handles[i] for i in indices] if indices is not None else list(handles)
+        if not self._handles:
+            raise ValueError("AMD SMI lists no GPU")
+        self.devices = len(self._handles)
+        self._counter = all(self._energy_of(h) is not None for h in self._handles)
+        what = "energy accumulator and power" if self._counter else "power"
+        shown = indices if indices is not None else range(self.devices)
+        self.detail = f"AMD SMI {what}, GPU {','.join(map(str, shown))}"
+
+    def _energy_of(self, handle):
+        try:
+            count = self._smi.amdsmi_get_energy_count(handle)
+        except Exception:   # not supported on a VM guest or on older parts: power samples only
+            return None
+        ticks = count.get("energy_accumulator", count.get("power"))
+        if not isinstance(ticks, (int, float)) or not isinstance(count.get("counter_resolution"), (int, float)):
+            return None
+        return ticks * count["counter_resolution"] / 1e6
+
+    def _watts_of(self, handle) -> float:
+        info = self._smi.amdsmi_get_power_info(handle)
+        for key in ("socket_power", "current_socket_power", "average_socket_power"):
+            if isinstance(info.get(key), (int, float)):
+                return float(info[key])
+        return math.nan
+
+    def read(self) -> Reading:
+        t = time.perf_counter()
+        watts = tuple(self._watts_of(h) for h in self._handles)
+        joules = tuple(self._energy_of(h) for h in self._handles) if self._counter else None
+        return Reading(t, watts=None if any(math.isnan(w) for w in watts) else watts, joules=joules)
+
+    def close(self) -> None:
+        self._smi.amdsmi_shut_down()
+
+
 class RaplSource:
     """CPU packages (and their DRAM subzones) through the powercap interface: counters only."""
 
@@ -119,7 +179,8 @@ class ModelledSource:
         self._power, self._chips, self._duty = chip_power_w, chips, duty
         self.devices = max(1, round(chips)) if duty is not None else 1
         self.detail = (f"modelled: {chip_power_w:g} W per chip x {chips:g} chip(s) ({source})"
-                       + (" x duty cycle (libtpu duty_cycle_pct)" if duty is not None else ", busy for the whole window"))
+                       + (f" x {getattr(duty, 'what', 'duty cycle (libtpu duty_cycle_pct)')}" if duty is not None
+                          else ", busy for the whole window"))
 
     def read(self) -> Reading:
         t = time.perf_counter()
@@ -128,7 +189,9 @@ class ModelledSource:
         return Reading(t, watts=tuple(self._power * d for d in self._duty()))
 
     def close(self) -> None:
-        pass
+        close = getattr(self._duty, "close", None)
+        if close is not None:
+            close()
 
 
 def rapl_zones(root: Path = POWERCAP_ROOT) -> list[Path]:
@@ -162,6 +225,76 @@ def tpu_duty_reader(chips: int, tpumonitoring=None) -> Callable[[], list[float]]
     return duty
 
 
+class NeuronUtilisation:
+    """Each Trainium/Inferentia chip's busy share (0..1), from `neuron-monitor`'s NeuronCore
+    utilisation: neuron-monitor reports no power (its metric groups are NeuronCore counters, memory,
+    vCPU, execution stats and ECC counters: AWS Neuron docs, "Neuron Monitor User Guide"), so a
+    Neuron point is modelled like a TPU's. The monitor is a child process streaming one JSON report
+    per period; it watches this process's runtime only (its tag: NEURON_PROCESS_TAG, else the PID)
+    and is stopped by its process group on close. A chip's share is the mean of its NeuronCores'
+    `neuroncore_utilization` percentages (`neuroncore_per_device_count` cores a chip); a chip whose
+    cores do not appear in a report was idle for that period."""
+
+    what = "utilisation (neuron-monitor neuroncore_utilization)"
+
+    def __init__(self, chips: int, command: Sequence[str] | None = None, period_s: float = 1.0, env=os.environ):
+        self._chips = chips
+        self._latest = [0.0] * chips
+        self._lock = threading.Lock()
+        tag = env.get("NEURON_PROCESS_TAG") or str(os.getpid())
+        config = {"period": f"{period_s:g}s",
+                  "neuron_runtimes": [{"tag_filter": f"^{re.escape(tag)}$", "metrics": [{"type": "neuroncore_counters"}]}]}
+        self._config = tempfile.NamedTemporaryFile("w", suffix=".json", prefix="tpubench-neuron-monitor-", delete=False)
+        json.dump(config, self._config)
+        self._config.close()
+        argv = list(command or ["neuron-monitor"]) + ["-c", self._config.name]
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                      start_new_session=True)
+        self._reader = threading.Thread(target=self._follow, name="neuron-monitor", daemon=True)
+        self._reader.start()
+
+    def _follow(self) -> None:
+        for line in self._proc.stdout:
+            try:
+                shares = neuron_chip_shares(json.loads(line), self._chips)
+            except (ValueError, TypeError, AttributeError):
+                continue   # a partial or unexpected report: keep the last good one
+            with self._lock:
+                self._latest = shares
+
+    def __call__(self) -> list[float]:
+        with self._lock:
+            return list(self._latest)
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGTERM)
+                self._proc.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self._proc.wait()
+        self._proc.stdout.close()
+        Path(self._config.name).unlink(missing_ok=True)
+
+
+def neuron_chip_shares(report: dict, chips: int) -> list[float]:
+    """Per-chip busy shares (0..1) from one neuron-monitor JSON report (see NeuronUtilisation)."""
+    per_chip = int(report.get("neuron_hardware_info", {}).get("neuroncore_per_device_count") or 1)
+    busy = [0.0] * chips
+    for runtime in report.get("neuron_runtime_data") or []:
+        cores = (((runtime.get("report") or {}).get("neuroncore_counters") or {}).get("neuroncores_in_use") or {})
+        for index, data in cores.items():
+            chip = int(index) // per_chip
+            if chip < chips:
+                busy[chip] += float(data["neuroncore_utilization"]) / 100
+    # Cores absent from the report were idle: the chip's share is over all its cores.
+    return [min(1.0, b / per_chip) for b in busy]
+
+
 class UnknownGpus(ValueError):
     """NVML cannot be told which GPUs the point runs on."""
 
@@ -182,12 +315,46 @@ def _nvml_indices(env) -> list[int] | None:
                           "by index for energy to be read") from None
 
 
+def _amd_indices(env) -> list[int] | None:
+    """The AMD SMI indices of the GPUs a ROCm point may use: the first of HIP_VISIBLE_DEVICES,
+    ROCR_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES (ROCm honours all three) that lists indices."""
+    for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        visible = env.get(name)
+        if visible is not None:
+            try:
+                return [int(v) for v in visible.split(",") if v.strip()]
+            except ValueError:
+                raise UnknownGpus(f"{name}={visible!r} names GPUs by UUID; list them by index for energy "
+                                  "to be read") from None
+    return None
+
+
+def _amdsmi_source(chips: float, env, amdsmi=None) -> tuple[EnergySource | None, str]:
+    try:
+        if amdsmi is None:
+            import amdsmi
+        amdsmi.amdsmi_init()
+    except ImportError:
+        return None, "no AMD SMI either (the amdsmi library ships with ROCm)"
+    except Exception as exc:
+        return None, f"AMD SMI unavailable ({type(exc).__name__}: {exc})"
+    try:
+        indices = _amd_indices(env)
+        wanted = max(1, round(chips))
+        return AmdSmiSource(amdsmi, indices[:wanted] if indices is not None else list(range(wanted))), ""
+    except Exception as exc:
+        amdsmi.amdsmi_shut_down()   # initialised for a source that failed
+        return None, f"AMD SMI unavailable ({type(exc).__name__}: {exc})"
+
+
 def find_source(device: str, *, chips: float = 1, chip_power_w: float | None = None,
                 chip_power_source: str = "--chip-power-w", env=os.environ,
-                powercap_root: Path = POWERCAP_ROOT, nvml=None, tpumonitoring=None) -> tuple[EnergySource | None, str]:
+                powercap_root: Path = POWERCAP_ROOT, nvml=None, amdsmi=None, tpumonitoring=None,
+                neuron_monitor: str | None = None) -> tuple[EnergySource | None, str]:
     """The source for a point on `device` (a torch device name or 'cpu'), or None and why there
     is none. A user's per-chip figure (`chip_power_w`) is used, labelled modelled, only where
-    nothing measures; on a TPU it is scaled by each chip's duty cycle where libtpu reports it."""
+    nothing measures; on a TPU it is scaled by each chip's duty cycle where libtpu reports it, on
+    Trainium by each chip's utilisation where neuron-monitor is on the PATH."""
     reasons = []
     if device == "cuda":
         try:
@@ -209,6 +376,11 @@ def find_source(device: str, *, chips: float = 1, chip_power_w: float | None = N
             reasons.append(str(exc))
         except Exception as exc:   # the library is present but the driver is not answering
             reasons.append(f"NVML unavailable ({type(exc).__name__}: {exc})")
+        # torch names a ROCm GPU "cuda" too: AMD SMI is its sensor.
+        source, why = _amdsmi_source(chips, env, amdsmi)
+        if source is not None:
+            return source, ""
+        reasons.append(why)
     elif device == "cpu":
         if not powercap_root.is_dir():
             reasons.append(f"no RAPL powercap ({powercap_root} does not exist on this host)")
@@ -222,6 +394,13 @@ def find_source(device: str, *, chips: float = 1, chip_power_w: float | None = N
                        "to model it")
         if chip_power_w is not None:
             duty = tpu_duty_reader(max(1, round(chips)), tpumonitoring)
+            return ModelledSource(chip_power_w, chips, chip_power_source, duty=duty), ""
+    elif device == "neuron":
+        reasons.append("neuron-monitor reports NeuronCore utilisation, not power: give --chip-power-w to "
+                       "model it")
+        if chip_power_w is not None:
+            monitor = shutil.which("neuron-monitor") if neuron_monitor is None else neuron_monitor
+            duty = NeuronUtilisation(max(1, round(chips)), command=[monitor], env=env) if monitor else None
             return ModelledSource(chip_power_w, chips, chip_power_source, duty=duty), ""
     else:
         reasons.append(f"this version reads no power sensor for {device}")
