@@ -97,13 +97,19 @@ def test_tensor_parallel_2_matches_one_chip(tmp_path, monkeypatch, capsys, world
 def test_expert_parallel_2_end_to_end(tmp_path, monkeypatch, capsys):
     workload = small_qwen3_moe(tmp_path)
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--expert-parallel", "2", "--out",
-                         str(tmp_path / "r"), "--no-price")
+                         str(tmp_path / "r"), "--no-price", "--chip-power-w", "50")
     assert code == 0, err
     (path,) = (tmp_path / "r").glob("*.json")
     result = read_result(path)
     assert result.status == "ok" and result.point["expert_parallel"] == 2
     assert result.environment["parallel_layout"] == {"tensor": 1, "expert": 2}
     assert result.metrics["output_tokens_per_s"] > 0
+    # Rank 0 metered the world's chips over its timed loop: the modelled figure times the world's chips.
+    chips = result.environment["chips"]
+    assert result.energy["method"] == "modelled" and result.energy["valid"], result.energy
+    assert result.metrics["power_mean_w"] == pytest.approx(50.0 * chips)
+    tokens = result.metrics["iterations"] * 2 * (16 + 6)
+    assert result.metrics["joules_per_token"] == pytest.approx(result.metrics["energy_j"] / tokens)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tpubench.hardware.energy_sources import MEASURED, EnergySource, Reading
+from tpubench.hardware.energy_sources import MEASURED, EnergySource, Reading, find_source
 
 GAP_LIMIT_S = 3.0
 COUNTER_TOLERANCE = 0.05
@@ -199,10 +199,13 @@ class EnergyMeter:
     """A point's energy: `with meter.window():` around its timed loop; `meter.result` after it.
     The sampler runs a little beyond both ends of the window so that readings bracket it."""
 
-    def __init__(self, source: EnergySource, interval_s: float = DEFAULT_INTERVAL_S, idle_s: float = IDLE_S):
+    def __init__(self, source: EnergySource, interval_s: float = DEFAULT_INTERVAL_S, idle_s: float = IDLE_S,
+                 idle: list[float] | None = None):
         self.source, self.interval_s = source, interval_s
-        # A model has no idle to measure: its figure is the model's, busy or not.
-        self.idle = idle_power(source, idle_s, interval_s) if idle_s > 0 and source.method == MEASURED else None
+        # A model has no idle to measure: its figure is the model's, busy or not. A world's rank 0 is
+        # given the idle its parent measured before the world started (nothing was running then).
+        measure_idle = idle is None and idle_s > 0 and source.method == MEASURED
+        self.idle = idle_power(source, idle_s, interval_s) if measure_idle else idle
         self.result: WindowEnergy | None = None
 
     @contextlib.contextmanager
@@ -225,9 +228,12 @@ class EnergyPlan:
     measured once, when the first point asks). `why_not` says why there is none."""
 
     def __init__(self, source: EnergySource | None, why_not: str = "", interval_s: float = DEFAULT_INTERVAL_S,
-                 idle_s: float = IDLE_S):
+                 idle_s: float = IDLE_S, settings: dict | None = None):
         self.source, self.why_not = source, why_not
         self.interval_s, self.idle_s = interval_s, idle_s
+        # How the source was found (find_source's device and chip_power_w), for a world's rank 0 to
+        # open the same kind of source over the world's chips.
+        self.settings = settings
         self._meter: EnergyMeter | None = None
 
     def meter(self) -> EnergyMeter | None:
@@ -240,6 +246,30 @@ class EnergyPlan:
     def close(self) -> None:
         if self.source is not None:
             self.source.close()
+
+    def for_world(self) -> dict | None:
+        """What a world of tpubench's own needs to meter its chips on its rank 0 (JSON), or None
+        where this sweep meters nothing. The idle baseline is measured here first, in this process,
+        while nothing runs."""
+        meter = self.meter()
+        if meter is None or self.settings is None:
+            return None
+        return {**self.settings, "interval_s": self.interval_s, "idle_power_w": meter.idle}
+
+
+def world_meter(spec: dict, chips: float) -> tuple[EnergyPlan, EnergyMeter | None]:
+    """Rank 0's energy plan and meter for a world's `chips`, from EnergyPlan.for_world's `spec`:
+    the same kind of source the parent found (NVML: the first `chips` GPUs it may use; a model:
+    the figure times the world's chips). The caller closes the plan. The parent's idle baseline is
+    kept where it covers the same devices (a parent that metered fewer chips has none to give)."""
+    source, why = find_source(spec["device"], chips=chips, chip_power_w=spec.get("chip_power_w"))
+    plan = EnergyPlan(source, why, interval_s=spec["interval_s"], idle_s=0)
+    if source is None:
+        return plan, None
+    idle = spec.get("idle_power_w")
+    plan._meter = EnergyMeter(source, spec["interval_s"], idle_s=0,
+                              idle=idle if idle is not None and len(idle) == source.devices else None)
+    return plan, plan._meter
 
 
 def energy_metrics(energy: WindowEnergy | None, tokens: float, token_name: str = "token") -> dict:

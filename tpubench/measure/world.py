@@ -162,8 +162,10 @@ def worker_main(spec_path: str, in_world_of: Callable[[str], InWorld]) -> None:
         joined_s = time.time() - spec["launched_at"]
         reporter = _FaultReporter(rank, spec.get("fault"))
         point = RunPoint.from_dict(spec["point"])
-        result: RunResult = in_world_of(point.scenario_kind)(
-            be, point, spec["base"], spec["checkpoint"], spec["peaks"], reporter, world_start_s=joined_s)
+        with _rank_energy(rank, spec) as meter:
+            result: RunResult = in_world_of(point.scenario_kind)(
+                be, point, spec["base"], spec["checkpoint"], spec["peaks"], reporter, world_start_s=joined_s,
+                energy=meter)
         if rank == 0:
             tmp = folder / "result.json.tmp"
             tmp.write_bytes(storable(result)[1])   # texts UTF-8 cannot store escaped, as every result
@@ -177,6 +179,23 @@ def worker_main(spec_path: str, in_world_of: Callable[[str], InWorld]) -> None:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _rank_energy(rank: int, spec: dict):
+    """Rank 0 meters the whole world's chips over its own timed loop (every rank runs the same
+    agreed number of iterations, so the loops coincide to within a step); other ranks meter nothing.
+    Yields the meter or None; the source is closed on every exit."""
+    if rank != 0 or not spec.get("energy"):
+        yield None
+        return
+    from tpubench.measure.energy import world_meter
+
+    plan, meter = world_meter(spec["energy"], chips=spec["base"]["environment"].get("chips") or spec["world_size"])
+    try:
+        yield meter
+    finally:
+        plan.close()
 
 
 # ----------------------------------------------------------------------------- the parent
@@ -258,7 +277,8 @@ def run_point_in_world(ctx, point, base: dict, peaks: dict | None, in_world: InW
     # Load and compile wait at collectives too, so the deadline allows a few collective timeouts
     # on top of the measurement's own limit.
     return run_in_world(ctx.backend, point, base, checkpoint=checkpoint, peaks=peaks, collective_timeout_s=timeout,
-                        deadline_s=3 * timeout + 2 * point.measurement["max_seconds"])
+                        deadline_s=3 * timeout + 2 * point.measurement["max_seconds"],
+                        energy=ctx.energy.for_world() if ctx.energy is not None else None)
 
 
 def plain_peaks(peaks: dict | None) -> dict | None:
@@ -286,7 +306,7 @@ def world_environment(be, point, env: dict) -> dict:
 
 
 def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, collective_timeout_s: float,
-                 deadline_s: float, log_tail_chars: int = 4000):
+                 deadline_s: float, log_tail_chars: int = 4000, energy: dict | None = None):
     """Start a world of `point.world_size` ranks for one point and return rank 0's RunResult.
 
     Raises WorldFailed with the failing rank and its error (or the deadline) otherwise; every
@@ -297,7 +317,9 @@ def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, 
         folder = Path(tmp)
         spec = {"backend": be.name, "device": be.device, "point": point.to_dict(), "base": base,
                 "checkpoint": checkpoint, "peaks": peaks, "collective_timeout_s": collective_timeout_s,
-                "threads_per_rank": threads_per_rank(n),
+                "threads_per_rank": threads_per_rank(n), "world_size": n,
+                # Rank 0 meters the world's chips (measure.energy.EnergyPlan.for_world).
+                "energy": energy,
                 # A fault is injected once: the next world starts clean, as after a real failure.
                 "fault": os.environ.pop(FAULT_ENV, None)}
         spec_path = folder / "spec.json"

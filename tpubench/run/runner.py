@@ -175,7 +175,7 @@ def _energy_plan(be, wanted: bool, chip_power_w: float | None, chips, builds_mod
     if device == "xla" and os.environ.get("PJRT_DEVICE", "").upper() == "TPU":
         device = "tpu"   # the legacy PyTorch/XLA path on a TPU: libtpu's duty cycle applies the same
     source, why = find_source(device, chips=chips or 1, chip_power_w=chip_power_w)
-    return EnergyPlan(source, why)
+    return EnergyPlan(source, why, settings={"device": device, "chip_power_w": chip_power_w})
 
 
 def _failed(base: dict, exc: Exception) -> RunResult:

@@ -65,9 +65,22 @@ class Measurement(Protocol):
         runs and always released."""
         ...
 
+    # A scenario whose sweep depends on what its points measure also has `steering(points) ->
+    # Steering`: the runner tells it every finished point (measured now or earlier, --resume).
+
     # A scenario whose points can run on a world of chips (measure.world.run_point_in_world) also
-    # has `in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=None) -> RunResult`:
+    # has `in_world(be, point, base, checkpoint, peaks, reporter, world_start_s=None, energy=None) -> RunResult`:
     # one rank's part of a point, called by each rank of the world.
+
+
+class Steering(Protocol):
+    """A sweep that follows its measurements (Measurement.steering; serve's capacity search)."""
+
+    def after(self, point: RunPoint, result: RunResult) -> tuple[list[RunPoint], dict[str, str]]:
+        """A point finished (measured now, or earlier under --resume; `result` may be amended
+        before it is written): the points to run next, in order, and {pending point key: why it is
+        skipped}."""
+        ...
 
 
 class Scenario(Protocol):

@@ -261,18 +261,18 @@ class GenerateRun:
     sharded layout (measure/world.py)."""
 
 
-    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None):
+    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None, energy=None):
         """One rank's part of a point in a world of chips (measure.world.worker_main calls it on every
         rank): its shard of the saved weights, measured; returns the RunResult on every rank
         (rank 0's is written). `world_start_s`: how long this rank took from the launch to
-        joining the process group."""
+        joining the process group; `energy`: rank 0's meter of the world's chips, or None."""
         world = WorldSync()
         reporter.phase("load", 0, 1)
         t = time.perf_counter()
         built = be.build_sharded(point, checkpoint)
         load_s = max(world.gather(time.perf_counter() - t))
         base = {**base, "environment": {**base["environment"], "ranks": world.ranks(built.device)}}
-        result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world)
+        result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world, energy=energy)
         return world.finish(result, world_start_s)
 
     def check(self, ctx, points):

@@ -90,7 +90,7 @@ class TrainRun:
         return run_point_in_world(ctx, point, base, peaks, self.in_world)
 
     # ------------------------------------------------------------------ one rank of a world
-    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None):
+    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None, energy=None):
         """This rank's part of a point (measure.world.worker_main calls it on every rank): the same
         model from the seed, on this rank's chip, wrapped for data parallelism, measured."""
         world = WorldSync()
@@ -102,7 +102,8 @@ class TrainRun:
             load_s = max(world.gather(time.perf_counter() - t))
             device = next(model.parameters()).device
             base = {**base, "environment": {**base["environment"], "ranks": world.ranks(device)}}
-            result = measure_train_point(be, model, point, base, load_s, reporter, peaks, world=world)
+            result = measure_train_point(be, model, point, base, load_s, reporter, peaks, world=world,
+                                         energy=energy)
         except Exception as exc:
             if is_out_of_memory(exc):
                 model = None
