@@ -201,7 +201,7 @@ def test_price_csv_round_trip(tmp_path):
     path = pricing.write_price_csv(table, tmp_path / "aws.csv")
     rows = _rows(path.read_text(encoding="utf-8"))
     _assert_safe(rows)
-    assert rows[0] == list(pricing.COLUMNS)
+    assert rows[0] == list(pricing.BASIC_COLUMNS)
     prices = pricing.load_prices([path], shipped=False, today=TODAY)
     wide = pricing.prices_wide(prices)
     assert len(wide) == len(table) and set(prices["as_of"]) == {"2026-11-01"}

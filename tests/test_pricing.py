@@ -275,7 +275,7 @@ def test_import_gcp_sums_host_and_gpu_prices_and_prices_tpu_slices_whole():
     # CPU-only VMs only when asked for.
     assert ("us-central1", "n2-standard-48") not in t.index
     assert set(table["as_of"]) == {"2026-11-01"}
-    assert list(table.columns) == list(pricing.COLUMNS)
+    assert list(table.columns) == list(pricing.BASIC_COLUMNS)
 
 
 def test_import_gcp_cpu_vms_are_priced_per_vcpu():
@@ -385,3 +385,155 @@ def test_the_importer_flags_a_catalog_spot_price_above_on_demand(tmp_path):
     assert set(loaded.loc[loaded.flagged, "region"]) == {"us-east-1"}
     assert set(loaded.loc[loaded.flagged, "flag_reason"]) == {
         "spot 60 above on-demand 55.04 USD/h (SKU mismatch suspected)"}
+
+
+# ----------------------------------------------------------------------------- purchase options (plans)
+
+LONG_HEADER = ("cloud,region,instance_type,accelerator,chips_per_instance,plan,usd_per_instance_hour,"
+               "upfront_usd,term_months,preemption_rate_per_h,source,as_of")
+
+
+def test_plan_vocabulary_and_effective_hourly_price():
+    from tpubench.money import plans
+
+    assert plans.PLAN_NAMES[:4] == ("on_demand", "spot", "commit_1y", "commit_3y")
+    assert {"reservation", "flex_start", "capacity_block"} <= set(plans.PLAN_NAMES)
+    assert plans.PLANS["commit_3y"].term_months == 36 and plans.PLANS["commit_3y"].committed
+    assert plans.PLANS["spot"].interruptible and not plans.PLANS["on_demand"].interruptible
+    # 10 USD/h + 43,800 USD over 12 months (8,760 h) = 10 + 5 = 15 USD/h.
+    assert plans.effective_usd_per_hour(10.0, 43_800.0, 12) == pytest.approx(15.0)
+    assert plans.effective_usd_per_hour(10.0) == 10.0
+    with pytest.raises(ValueError, match="term"):
+        plans.effective_usd_per_hour(10.0, 100.0, None)
+    # Over its whole term the effective price pays the upfront part and every hourly one.
+    assert plans.effective_usd_per_hour(10.0, 43_800.0, 12) * plans.term_hours(12) == pytest.approx(43_800 + 87_600)
+    assert plans.preemption_rate_per_hour(0.48, "day") == pytest.approx(0.02)
+    # A --discount plan shares its base plan's nature.
+    assert plans.plan_info("commit_1y-15%") is plans.PLANS["commit_1y"]
+    assert plans.plan_label("commit_1y-15%") == "1-year commitment -15%"
+    # One source of labels: the reports' plan_label is the vocabulary's, new plans included.
+    from tpubench.output.report import format as report_format
+    assert report_format.plan_label("capacity_block") == "capacity block"
+    assert report_format.plan_label("flex_start") == "calendar / flex-start"
+    assert plans.plan_info("mine") is None
+
+
+def test_wide_file_with_upfront_new_plans_and_preemption_rate(tmp_path):
+    path = write(tmp_path, "cloud,region,instance_type,accelerator,chips_per_instance,on_demand,spot,"
+                           "preemption_rate_per_day,commit_1y,commit_1y_upfront,commit_3y,commit_3y_upfront,"
+                           "reservation,capacity_block,source,as_of\n"
+                           "aws,us-east-1,p5x,H100,8,40,16,0.48,20,87600,0,876000,40,31.5,quote 7,2026-11-01\n")
+    prices = pricing.load_prices([path], shipped=False, today=TODAY).set_index("plan")
+    # 1y: 20 USD/h + 87,600 USD / 8,760 h = 30 USD/h effective; 3y all upfront: 876,000 / 26,280 h.
+    assert prices.loc["commit_1y", "usd_per_instance_hour"] == pytest.approx(30.0)
+    assert prices.loc["commit_1y", "hourly_usd_per_instance_hour"] == 20.0
+    assert prices.loc["commit_1y", "upfront_usd"] == 87_600 and prices.loc["commit_1y", "term_months"] == 12
+    assert prices.loc["commit_3y", "usd_per_instance_hour"] == pytest.approx(876_000 / (36 * 730))
+    assert prices.loc["commit_3y", "usd_per_chip_hour"] == pytest.approx(876_000 / (36 * 730) / 8)
+    assert prices.loc["spot", "preemption_rate_per_h"] == pytest.approx(0.02)
+    assert math.isnan(prices.loc["on_demand", "preemption_rate_per_h"])
+    assert prices.loc["capacity_block", "usd_per_instance_hour"] == 31.5
+    assert list(prices.index) == ["on_demand", "spot", "commit_1y", "commit_3y", "reservation", "capacity_block"]
+    # Discounts apply to both parts of a commitment.
+    discounted = pricing.apply_discount(prices.reset_index(), 10, "commit_1y").set_index("plan")
+    assert discounted.loc["commit_1y-10%", "usd_per_instance_hour"] == pytest.approx(27.0)
+    assert discounted.loc["commit_1y-10%", "upfront_usd"] == pytest.approx(78_840)
+
+
+def test_long_form_file_with_a_plan_column_layers_over_the_shipped_table(tmp_path):
+    path = write(tmp_path, f"{LONG_HEADER}\n"
+                           "aws,us-east-1,p5.48xlarge,,,commit_3y,12,100000,,,RI quote,2026-11-01\n"
+                           "aws,us-east-1,p5.48xlarge,,,spot,30,,,0.05,spot advisor,2026-11-02\n"
+                           "aws,us-east-1,p5.48xlarge,,,capacity_block,31.464,,0.5,,capacity block,2026-11-03\n"
+                           "onprem,dc1,box,H100,8,reservation,20,50000,24,,lease,2026-10-01\n")
+    prices = pricing.load_prices([path], today=TODAY)
+    p5 = prices[(prices.instance_type == "p5.48xlarge") & (prices.region == "us-east-1")].set_index("plan")
+    assert p5.loc["on_demand", "as_of"] == "2026-01-22"                 # shipped, untouched
+    assert p5.loc["commit_3y", "usd_per_instance_hour"] == pytest.approx(12 + 100_000 / (36 * 730))
+    assert p5.loc["commit_3y", "source"] == "RI quote" and p5.loc["commit_3y", "origin"] == f"{path}:2"
+    assert p5.loc["spot", "preemption_rate_per_h"] == 0.05 and p5.loc["spot", "as_of"] == "2026-11-02"
+    assert p5.loc["capacity_block", "term_months"] == 0.5
+    box = prices[prices.cloud == "onprem"].set_index("plan")
+    assert box.loc["reservation", "usd_per_instance_hour"] == pytest.approx(20 + 50_000 / (24 * 730))
+
+
+PLAN_ERROR_CASES = [
+    ("unknown plan", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,reserved,10,,,,s,2026-01-01\n", "2: plan",
+     "did you mean 'reservation'"),
+    ("upfront on a plan without one", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,on_demand,10,500,,,s,2026-01-01\n",
+     "2: upfront_usd", "no upfront part"),
+    ("upfront without a term", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,reservation,10,500,,,s,2026-01-01\n",
+     "2: term_months", "needs term_months"),
+    ("wrong term for commit_1y", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,commit_1y,10,,36,,s,2026-01-01\n",
+     "2: term_months", "12-month term"),
+    ("preemption on on-demand", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,on_demand,10,,,0.1,s,2026-01-01\n",
+     "2: preemption_rate_per_h", "applies to spot"),
+    ("negative preemption", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,spot,10,,,-1,s,2026-01-01\n",
+     "2: preemption_rate_per_h", ">= 0"),
+    ("duplicate plan row", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,spot,10,,,,s,2026-01-01\n"
+     "aws,us-east-1,x,H100,8,spot,11,,,,s,2026-01-01\n", "3: plan", "line 2 already prices"),
+    ("zero hourly without upfront", f"{LONG_HEADER}\naws,us-east-1,x,H100,8,commit_1y,0,,,,s,2026-01-01\n",
+     "2: usd_per_instance_hour", "positive"),
+    ("wide upfront without hourly", "cloud,region,instance_type,accelerator,chips_per_instance,on_demand,"
+     "commit_1y,commit_1y_upfront,source,as_of\naws,us-east-1,x,H100,8,10,,900,s,2026-01-01\n",
+     "2: commit_1y_upfront", "needs the plan's hourly price"),
+    ("wide preemption without spot", "cloud,region,instance_type,accelerator,chips_per_instance,on_demand,"
+     "preemption_rate_per_h,source,as_of\naws,us-east-1,x,H100,8,10,0.1,s,2026-01-01\n",
+     "2: preemption_rate_per_h", "needs the spot price"),
+    ("long form unknown column", "cloud,region,instance_type,plan,usd_per_instance_hour,upfront,as_of\n"
+     "aws,us-east-1,x,spot,1,2,2026-01-01\n", "1: upfront", "did you mean 'upfront_usd'"),
+]
+
+
+@pytest.mark.parametrize("name,text,where,words", PLAN_ERROR_CASES, ids=[c[0] for c in PLAN_ERROR_CASES])
+def test_plan_validation_errors_name_file_row_and_column(tmp_path, name, text, where, words):
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as info:
+        pricing.load_prices([path], today=TODAY)
+    message = info.value.one_line()
+    assert message.startswith(f"{path}:{where}")
+    assert words in message
+    assert "\n" not in message
+
+
+def test_the_inferencex_compatible_figure_says_which_price_it_uses():
+    from tpubench.output.report.format import METHOD_NOTES
+
+    (note,) = [n for n in METHOD_NOTES if "InferenceX-compatible" in n]
+    for words in ("Platform", "Plan", "$/chip-h", "list price", "--prices", "TCO tiers"):
+        assert words in note
+
+
+def test_pricing_list_shows_upfront_parts_and_preemption_rates(tmp_path):
+    path = write(tmp_path, f"{LONG_HEADER}\n"
+                           "aws,us-east-1,p5.48xlarge,,,commit_1y,20,131400,,,RI,2026-11-01\n"
+                           "aws,us-east-1,p5.48xlarge,,,spot,17,,,0.05,advisor,2026-11-01\n")
+    prices = pricing.load_prices([path], today=TODAY)
+    assert pricing.upfront_notes(prices) == [
+        "1-year commitment aws us-east-1 p5.48xlarge: 20 USD/h + 131,400 USD upfront over 12 months = 35 USD/h effective"]
+    wide = pricing.prices_wide(prices).set_index(["cloud", "region", "instance_type"])
+    assert wide.loc[("aws", "us-east-1", "p5.48xlarge"), "commit_1y"] == pytest.approx(35.0)
+    assert wide.loc[("aws", "us-east-1", "p5.48xlarge"), "spot_preemptions_per_h"] == 0.05
+    assert math.isnan(wide.loc[("aws", "eu-west-2", "p5.48xlarge"), "spot_preemptions_per_h"])
+
+
+def test_pricing_list_heads_plan_columns_with_their_labels(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from rich.console import Console
+
+    from tpubench import cli
+
+    path = write(tmp_path, f"{LONG_HEADER}\n"
+                           "aws,us-east-1,p5.48xlarge,,,capacity_block,31,,,,CB quote,2026-11-01\n"
+                           "aws,us-east-1,p5.48xlarge,,,flex_start,30,,,,DWS quote,2026-11-01\n")
+    # A page wide enough for one line per header: no wrapping to test around.
+    monkeypatch.setattr(cli, "_console", lambda stderr=False: Console(width=400, highlight=False))
+    monkeypatch.setattr(sys, "argv", ["tpubench", "pricing", "list", "--prices", str(path), "-a", "H100"])
+    try:
+        cli.main()
+    except SystemExit as exc:
+        assert not exc.code
+    out = capsys.readouterr().out
+    assert "capacity block" in out and "calendar / flex-start" in out and "on-demand" in out
+    assert "capacity_block" not in out and "on_demand" not in out

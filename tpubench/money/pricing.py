@@ -3,13 +3,21 @@ table, add a discount, choose between flagged and unflagged prices, and read the
 reference tables (unpriced instances, per-chip specs). Mapping runtime device names to priced
 accelerators is `money.accelerator_map`; importing SkyPilot catalogs is `money.sky_prices`.
 
-A price file is a CSV with the columns in `COLUMNS`; one row per (cloud, region, instance_type)
-with USD per hour for the *whole instance* in each plan column (a TPU slice is priced whole; a CPU
-VM counts vCPUs as its chips). Empty plan cells mean "not offered / not known".
+A price file is a CSV in one of two forms. Wide (`COLUMNS`): one row per (cloud, region,
+instance_type) with USD per hour for the *whole instance* in each plan column (a TPU slice is priced
+whole; a CPU VM counts vCPUs as its chips); empty plan cells mean "not offered / not known"; the
+optional `commit_1y_upfront` / `commit_3y_upfront` cells add an upfront part (USD per instance for
+the term) and `preemption_rate_per_h` / `preemption_rate_per_day` a spot preemption rate. Long
+(`LONG_FILE_COLUMNS`, told apart by its `plan` column): one row per (cloud, region, instance_type,
+plan) with `usd_per_instance_hour` (the hourly part), optional `upfront_usd`, `term_months` and
+preemption rate; the importers of the clouds' price files write this form. The plan vocabulary
+(which plans exist, their terms, how upfront parts are amortised) is `money.plans`.
 
 In memory prices are long: one row per (cloud, region, instance_type, plan), so every price keeps
 its own source and `as_of` date even when a user file only adds a negotiated 1-year rate to a row
-that the shipped table already has.
+that the shipped table already has. `usd_per_instance_hour` there is the plan's *effective* hourly
+price (upfront spread over the term, `plans.effective_usd_per_hour`), which is what every cost uses;
+the parts stay beside it.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from typing import Sequence
 import pandas as pd
 
 from tpubench.records.csv_safety import neutralize_frame
+from tpubench.records.result import replace_file
 from tpubench.errors import UserError
+from tpubench.money import plans as plan_vocab
 from tpubench.money.table_files import check_header, did_you_mean, read_rows
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -34,17 +44,32 @@ SHIPPED_ACCELERATORS = DATA_DIR / "accelerators.csv"
 
 KEY_COLUMNS = ("cloud", "region", "instance_type")
 INSTANCE_COLUMNS = ("accelerator", "chips_per_instance")
-PLANS = ("on_demand", "spot", "commit_1y", "commit_3y")
+PLANS = plan_vocab.PLAN_NAMES
 PROVENANCE_COLUMNS = ("source", "as_of")
 # Optional: true marks a row whose prices are suspect (as a "[FLAG: ...]" note in its source does).
 FLAG_COLUMN = "flagged"
-COLUMNS = KEY_COLUMNS + INSTANCE_COLUMNS + PLANS + PROVENANCE_COLUMNS + (FLAG_COLUMN,)
+# Spot's preemption rate, events per hour or per day (one of the two per row).
+PREEMPTION_COLUMNS = ("preemption_rate_per_h", "preemption_rate_per_day")
+# Wide form: the upfront part (USD per instance for the whole term) of the plans that have a fixed term.
+UPFRONT_COLUMNS = {f"{p.name}_upfront": p.name for p in plan_vocab.PLAN_LIST
+                   if p.upfront and p.term_months is not None}
+COLUMNS = (KEY_COLUMNS + INSTANCE_COLUMNS + PLANS + tuple(UPFRONT_COLUMNS) + PREEMPTION_COLUMNS
+           + PROVENANCE_COLUMNS + (FLAG_COLUMN,))
+# The wide layout before purchase options (what the SkyPilot importer writes: its catalogs carry no more).
+BASIC_COLUMNS = KEY_COLUMNS + INSTANCE_COLUMNS + ("on_demand", "spot", "commit_1y", "commit_3y") \
+    + PROVENANCE_COLUMNS + (FLAG_COLUMN,)
+# Long form: one row per plan; `usd_per_instance_hour` is the hourly part.
+LONG_FILE_COLUMNS = (KEY_COLUMNS + INSTANCE_COLUMNS
+                     + ("plan", "usd_per_instance_hour", "upfront_usd", "term_months") + PREEMPTION_COLUMNS
+                     + PROVENANCE_COLUMNS + (FLAG_COLUMN,))
 REQUIRED_COLUMNS = KEY_COLUMNS + ("as_of",)
 
-# Columns of the long table every other module reads.
+# Columns of the long table every other module reads. `usd_per_instance_hour` / `usd_per_chip_hour`
+# are effective prices (upfront amortised); `hourly_usd_per_instance_hour` is the part billed per hour.
 LONG_COLUMNS = [
     "cloud", "region", "instance_type", "accelerator", "chips_per_instance", "plan",
     "usd_per_instance_hour", "usd_per_chip_hour", "source", "as_of", "origin", "flagged", "flag_reason",
+    "hourly_usd_per_instance_hour", "upfront_usd", "term_months", "preemption_rate_per_h",
 ]
 # A source note that flags its row, as the shipped table writes it: "[FLAG: GPU SKU mismatch ...]".
 _FLAG_NOTE = re.compile(r"\[FLAG:?\s*([^\]]*)\]", re.IGNORECASE)
@@ -95,11 +120,19 @@ class _Instance:
 
 @dataclass
 class _Price:
-    usd_per_instance_hour: float
+    hourly_usd: float          # the part billed per instance-hour (0 for an all-upfront commitment)
     source: str
     as_of: str
     origin: str
     flag_reason: str = ""      # why the price is suspect; "" when it is not flagged
+    upfront_usd: float = 0.0   # per instance, for the whole term
+    term_months: float | None = None
+    preemption_rate_per_h: float | None = None
+
+    @property
+    def usd_per_instance_hour(self) -> float:
+        """The effective hourly price: the upfront part spread over the term (money.plans)."""
+        return plan_vocab.effective_usd_per_hour(self.hourly_usd, self.upfront_usd, self.term_months)
 
 
 def _parse_number(text: str, where: str, field: str, what: str) -> float | None:
@@ -121,6 +154,53 @@ def _parse_positive_price(text: str, where: str, field: str) -> float | None:
     if value is not None and value <= 0:
         raise UserError(f"price must be a positive number of USD per instance-hour, got {text.strip()} "
                         "(leave the cell empty when a plan is not offered)", where=where, field=field)
+    return value
+
+
+def _parse_hourly(text: str, where: str, field: str, upfront: float) -> float | None:
+    """A plan's hourly part: positive, or zero when an upfront payment covers the whole term."""
+    if upfront > 0:
+        value = _parse_number(text, where, field, "USD per instance-hour")
+        if value is not None and value < 0:
+            raise UserError(f"hourly price must be >= 0 USD per instance-hour, got {text.strip()}",
+                            where=where, field=field)
+        return value
+    return _parse_positive_price(text, where, field)
+
+
+def _parse_nonnegative(text: str, where: str, field: str, what: str) -> float:
+    value = _parse_number(text, where, field, what)
+    if value is not None and value < 0:
+        raise UserError(f"must be >= 0 ({what}), got {text.strip()}", where=where, field=field)
+    return value or 0.0
+
+
+def _parse_preemption(cell: dict, where: str) -> float | None:
+    """Spot preemption rate in events per hour, from the per-hour or the per-day column."""
+    per_h = _parse_nonnegative(cell.get("preemption_rate_per_h", ""), where, "preemption_rate_per_h",
+                               "preemptions per hour") if cell.get("preemption_rate_per_h") else None
+    per_day = _parse_nonnegative(cell.get("preemption_rate_per_day", ""), where, "preemption_rate_per_day",
+                                 "preemptions per day") if cell.get("preemption_rate_per_day") else None
+    if per_h is not None and per_day is not None:
+        raise UserError("give the preemption rate per hour or per day, not both", where=where,
+                        field="preemption_rate_per_day")
+    if per_day is not None:
+        return plan_vocab.preemption_rate_per_hour(per_day, "day")
+    return per_h
+
+
+def _parse_term(text: str, where: str, plan: plan_vocab.Plan) -> float | None:
+    """A row's term in months: the plan's fixed term (a different one is an error), else the cell."""
+    value = _parse_number(text, where, "term_months", "months")
+    if value is not None and value <= 0:
+        raise UserError(f"term must be a positive number of months, got {text.strip()}", where=where,
+                        field="term_months")
+    if plan.term_months is not None:
+        if value is not None and value != plan.term_months:
+            raise UserError(f"{plan.name} is a {plan.term_months:g}-month term, got {text.strip()} "
+                            "(other terms: plan reservation with its term_months)", where=where,
+                            field="term_months")
+        return plan.term_months
     return value
 
 
@@ -181,15 +261,75 @@ def _flag_spot_above_on_demand(prices: dict) -> None:
                 price.flag_reason = reason
 
 
+def _wide_row_prices(cell: dict, where: str) -> dict[str, tuple]:
+    """One wide-form row's prices: plan -> (hourly, upfront, term months, preemption rate per hour)."""
+    preemption = _parse_preemption(cell, where)
+    out = {}
+    for plan in PLANS:
+        if plan not in cell:
+            continue
+        info = plan_vocab.PLANS[plan]
+        upfront_col = f"{plan}_upfront"
+        upfront = _parse_nonnegative(cell.get(upfront_col, ""), where, upfront_col, "USD per instance for the term")
+        hourly = _parse_hourly(cell[plan], where, plan, upfront)
+        if hourly is None:
+            if upfront:
+                raise UserError(f"an upfront part needs the plan's hourly price in {plan} (0 when all of it "
+                                "is paid upfront)", where=where, field=upfront_col)
+            continue
+        out[plan] = (hourly, upfront, info.term_months, preemption if info.interruptible else None)
+    if not out:
+        raise UserError(f"no price in any plan column ({', '.join(p for p in PLANS if p in cell)})", where=where)
+    if preemption is not None and "spot" not in out:
+        field = next(c for c in PREEMPTION_COLUMNS if cell.get(c))
+        raise UserError("a preemption rate needs the spot price in the same row", where=where, field=field)
+    return out
+
+
+def _long_row_prices(cell: dict, where: str) -> dict[str, tuple]:
+    """One long-form row's price: {plan: (hourly, upfront, term months, preemption rate per hour)}."""
+    name = cell["plan"]
+    info = plan_vocab.PLANS.get(name)
+    if info is None:
+        raise UserError(f"unknown plan '{name}'{did_you_mean(name, PLANS)}; plans are {', '.join(PLANS)}",
+                        where=where, field="plan")
+    upfront = _parse_nonnegative(cell.get("upfront_usd", ""), where, "upfront_usd", "USD per instance for the term")
+    if upfront and not info.upfront:
+        raise UserError(f"{name} has no upfront part (plans with one: "
+                        f"{', '.join(p.name for p in plan_vocab.PLAN_LIST if p.upfront)})", where=where,
+                        field="upfront_usd")
+    term = _parse_term(cell.get("term_months", ""), where, info)
+    if term is not None and (name == "on_demand" or info.interruptible):
+        raise UserError(f"{name} has no term", where=where, field="term_months")
+    if upfront and term is None:
+        raise UserError("an upfront payment needs term_months to spread over", where=where, field="term_months")
+    hourly = _parse_hourly(cell["usd_per_instance_hour"], where, "usd_per_instance_hour", upfront)
+    if hourly is None:
+        raise UserError("empty; the plan's hourly price (0 when all of it is paid upfront)", where=where,
+                        field="usd_per_instance_hour")
+    preemption = _parse_preemption(cell, where)
+    if preemption is not None and not info.interruptible:
+        raise UserError(f"a preemption rate applies to spot, not {name}", where=where,
+                        field=next(c for c in PREEMPTION_COLUMNS if cell.get(c)))
+    return {name: (hourly, upfront, term, preemption)}
+
+
 def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
     """Validate one price file and layer its rows over `instances` / `prices` (later wins per cell)."""
     header_line, header, rows = read_rows(path, "price file", COLUMNS)
-    # An unknown column is most often a plan name of the user's own (e.g. "reserved"): say which plans exist.
-    check_header(path, header_line, header, COLUMNS, REQUIRED_COLUMNS,
-                 f"price plans are {', '.join(PLANS)} (a percentage off is --discount), other columns "
-                 f"{', '.join(KEY_COLUMNS + INSTANCE_COLUMNS + PROVENANCE_COLUMNS + (FLAG_COLUMN,))}")
-    if not any(p in header for p in PLANS):
-        raise UserError(f"no price column; add at least one of {', '.join(PLANS)}", where=f"{path}:{header_line}")
+    long_form = "plan" in header
+    if long_form:
+        check_header(path, header_line, header, LONG_FILE_COLUMNS,
+                     REQUIRED_COLUMNS + ("plan", "usd_per_instance_hour"),
+                     f"a price file with a plan column has one row per plan and the columns "
+                     f"{', '.join(LONG_FILE_COLUMNS)}")
+    else:
+        # An unknown column is most often a plan name of the user's own (e.g. "reserved"): say which plans exist.
+        check_header(path, header_line, header, COLUMNS, REQUIRED_COLUMNS,
+                     f"price plans are {', '.join(PLANS)} (a percentage off is --discount), other columns "
+                     f"{', '.join(c for c in COLUMNS if c not in PLANS)}")
+        if not any(p in header for p in PLANS):
+            raise UserError(f"no price column; add at least one of {', '.join(PLANS)}", where=f"{path}:{header_line}")
     seen_keys: dict[tuple, int] = {}
     for line, cells in rows:
         where = f"{path}:{line}"
@@ -201,10 +341,11 @@ def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
                 raise UserError("empty; every row names its cloud, region and instance_type",
                                 where=where, field=col)
         key = (cell["cloud"].lower(), cell["region"], cell["instance_type"])
-        if key in seen_keys:
-            raise UserError(f"duplicate row: line {seen_keys[key]} already prices {'/'.join(key)}",
-                            where=where, field="instance_type")
-        seen_keys[key] = line
+        row_key = key + ((cell["plan"],) if long_form else ())
+        if row_key in seen_keys:
+            raise UserError(f"duplicate row: line {seen_keys[row_key]} already prices {'/'.join(row_key)}",
+                            where=where, field="plan" if long_form else "instance_type")
+        seen_keys[row_key] = line
 
         accelerator = cell.get("accelerator", "")
         chips = _parse_chips(cell.get("chips_per_instance", ""), where)
@@ -226,30 +367,32 @@ def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
         as_of = _parse_as_of(cell["as_of"], where, today)
         source = cell.get("source", "") or f"user price file {path}"
         flag_reason = _row_flag_reason(_parse_flagged(cell.get(FLAG_COLUMN, ""), where), source)
-        row_prices = {plan: _parse_positive_price(cell[plan], where, plan) for plan in PLANS if plan in cell}
-        if all(v is None for v in row_prices.values()):
-            raise UserError(f"no price in any plan column ({', '.join(p for p in PLANS if p in cell)})",
-                            where=where)
-        for plan, value in row_prices.items():
-            if value is not None:
-                prices[(key, plan)] = _Price(value, source, as_of, where, flag_reason)
+        row_prices = _long_row_prices(cell, where) if long_form else _wide_row_prices(cell, where)
+        for plan, (hourly, upfront, term, preemption) in row_prices.items():
+            prices[(key, plan)] = _Price(hourly, source, as_of, where, flag_reason, upfront, term, preemption)
 
 
 def _to_long(instances: dict, prices: dict) -> pd.DataFrame:
     records = []
     for (key, plan), p in prices.items():
         inst = instances[key]
+        effective = p.usd_per_instance_hour
         records.append({
             "cloud": key[0], "region": key[1], "instance_type": key[2],
             "accelerator": inst.accelerator, "chips_per_instance": inst.chips_per_instance,
-            "plan": plan, "usd_per_instance_hour": p.usd_per_instance_hour,
-            "usd_per_chip_hour": p.usd_per_instance_hour / inst.chips_per_instance,
+            "plan": plan, "usd_per_instance_hour": effective,
+            "usd_per_chip_hour": effective / inst.chips_per_instance,
             "source": p.source, "as_of": p.as_of, "origin": p.origin,
             "flagged": bool(p.flag_reason), "flag_reason": p.flag_reason,
+            "hourly_usd_per_instance_hour": p.hourly_usd, "upfront_usd": p.upfront_usd,
+            "term_months": math.nan if p.term_months is None else p.term_months,
+            "preemption_rate_per_h": math.nan if p.preemption_rate_per_h is None else p.preemption_rate_per_h,
         })
     df = pd.DataFrame.from_records(records, columns=LONG_COLUMNS)
     df["chips_per_instance"] = df["chips_per_instance"].astype(int)
     df["flagged"] = df["flagged"].astype(bool)
+    for col in ("hourly_usd_per_instance_hour", "upfront_usd", "term_months", "preemption_rate_per_h"):
+        df[col] = df[col].astype(float)
     order = {plan: i for i, plan in enumerate(PLANS)}
     df["_plan_order"] = df["plan"].map(order)
     df = df.sort_values(["cloud", "instance_type", "region", "_plan_order"], kind="stable")
@@ -299,8 +442,10 @@ def apply_discount(prices: pd.DataFrame, percent: float, base_plan: str = "on_de
     base = prices[prices["plan"] == base_plan].copy()
     factor = 1 - percent / 100
     base["plan"] = f"{base_plan}-{percent:g}%"
-    base["usd_per_instance_hour"] *= factor
-    base["usd_per_chip_hour"] *= factor
+    # The discount applies to the whole plan price: its hourly and upfront parts alike.
+    for col in ("usd_per_instance_hour", "usd_per_chip_hour", "hourly_usd_per_instance_hour", "upfront_usd"):
+        if col in base:
+            base[col] *= factor
     base["source"] = base["source"] + f" less {percent:g}% discount"
     return pd.concat([prices, base], ignore_index=True)
 
@@ -336,7 +481,23 @@ def prices_wide(prices: pd.DataFrame) -> pd.DataFrame:
     for plan in plans:
         if plan not in wide:
             wide[plan] = math.nan
-    return wide[keys + plans + ["source", "as_of", FLAG_COLUMN]]
+    extra = []
+    if "preemption_rate_per_h" in prices and prices["preemption_rate_per_h"].notna().any():
+        rates = prices.dropna(subset=["preemption_rate_per_h"]).groupby(keys, sort=False)["preemption_rate_per_h"].first()
+        wide = wide.join(rates.rename("spot_preemptions_per_h"), on=keys)
+        extra = ["spot_preemptions_per_h"]
+    return wide[keys + plans + extra + ["source", "as_of", FLAG_COLUMN]]
+
+
+def upfront_notes(prices: pd.DataFrame) -> list[str]:
+    """One line per price with an upfront part, showing how its effective hourly price is made."""
+    if "upfront_usd" not in prices:
+        return []
+    rows = prices[prices["upfront_usd"].fillna(0) > 0]
+    return [f"{plan_vocab.plan_label(r.plan)} {r.cloud} {r.region} {r.instance_type}: "
+            f"{r.hourly_usd_per_instance_hour:g} USD/h + "
+            f"{r.upfront_usd:,.0f} USD upfront over {r.term_months:g} months = {r.usd_per_instance_hour:.4g} USD/h effective"
+            for r in rows.itertuples(index=False)]
 
 
 def with_flags(prices: pd.DataFrame) -> pd.DataFrame:
@@ -374,10 +535,11 @@ def flagged_set_aside_note(prices: pd.DataFrame, chosen: pd.DataFrame) -> str | 
             f"and plan ({names}); --include-flagged lets them compete, marked ⚠")
 
 
-def write_price_csv(wide: pd.DataFrame, path: str | Path) -> Path:
-    path = Path(path)
-    neutralize_frame(wide).to_csv(path, index=False, float_format="%.6g")
-    return path
+def write_price_csv(wide: pd.DataFrame, path: str | Path, float_format: str = "%.6g") -> Path:
+    """A price table as CSV (cells a spreadsheet would run as formulas neutralised). Importers of
+    upfront payments pass more digits: %.6g would round 1,234,567 USD."""
+    text = neutralize_frame(wide).to_csv(index=False, float_format=float_format)
+    return replace_file(path, text.encode("utf-8"))       # atomic: never a half-written price file
 
 
 # ----------------------------------------------------------------------------- reference tables

@@ -3,7 +3,7 @@
 Kept apart from the price tables because it knows the catalog's layout and its quirks (placeholder
 prices, GCP GPU machines split into a host row and a GPU row, TPU slice names counting TensorCores,
 AWS local zones), none of which the price tables need; its output is an ordinary price file in the
-columns of `pricing.COLUMNS`, validated like any other when it is read.
+columns of `pricing.BASIC_COLUMNS`, validated like any other when it is read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.hardware.accelerators import CPU_ARM, CPU_X86, normalize_accelerator
-from tpubench.money.pricing import COLUMNS, FLAG_COLUMN
+from tpubench.money.pricing import BASIC_COLUMNS as COLUMNS, FLAG_COLUMN
 
 
 # Catalog values that are not prices (see pricing/README.md).

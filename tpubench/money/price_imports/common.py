@@ -1,0 +1,103 @@
+"""What the price-file importers share: reading a JSON file (a bad one is one line naming the file
+and, where known, the field), collecting rows with their plan parts, counting every SKU left out by
+reason (so nothing is dropped silently), and the long-form table they all return.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from tpubench.errors import UserError
+from tpubench.money import plans
+from tpubench.money.pricing import LONG_FILE_COLUMNS
+
+
+def read_json(path: str | Path, what: str) -> object:
+    """The parsed JSON of the `what` file ("GCP Cloud Billing Catalog SKUs file", ...)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"no such {what}", where=str(path))
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"cannot read the {what}: {exc}", where=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"not valid JSON ({exc.msg}, column {exc.colno})", where=f"{path}:{exc.lineno}") from None
+
+
+def require(mapping: object, key: str, kind: type, where: str, field_path: str):
+    """`mapping[key]`, which must be a `kind`; anything else is a one-line error naming the field."""
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise UserError("missing; the file does not follow the documented format", where=where, field=field_path)
+    value = mapping[key]
+    if not isinstance(value, kind):
+        raise UserError(f"expected a JSON {_json_kind(kind)}, got {type(value).__name__}", where=where,
+                        field=field_path)
+    return value
+
+
+def _json_kind(kind: type) -> str:
+    return {dict: "object", list: "array", str: "string"}.get(kind, getattr(kind, "__name__", str(kind)))
+
+
+def file_date(path: str | Path) -> str:
+    """The file's modification date (UTC): when the user downloaded the prices."""
+    return datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).date().isoformat()
+
+
+def iso_date(text: str) -> str | None:
+    """The YYYY-MM-DD date at the start of an ISO timestamp, or None when there is none."""
+    try:
+        return date.fromisoformat(str(text)[:10]).isoformat()
+    except ValueError:
+        return None
+
+
+@dataclass
+class ImportResult:
+    """Rows imported from one price file, and every SKU left out, counted by reason."""
+    rows: list[dict] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+    _keys: dict = field(default_factory=dict)
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        self.skipped[reason] += n
+
+    def add(self, *, cloud: str, region: str, instance_type: str, accelerator: str, chips: int, plan: str,
+            hourly: float, source: str, as_of: str, upfront: float = 0.0, term_months: float | None = None) -> None:
+        """One price row; a second price for the same instance and plan keeps the first and is counted."""
+        if term_months is None:
+            term_months = plans.PLANS[plan].term_months     # a commitment's fixed term, written out
+        key = (cloud, region, instance_type, plan)
+        if key in self._keys:
+            self.skip(f"second price for the same instance and plan (kept the first: {self._keys[key]})")
+            return
+        self._keys[key] = source
+        self.rows.append({
+            "cloud": cloud, "region": region, "instance_type": instance_type, "accelerator": accelerator,
+            "chips_per_instance": int(chips), "plan": plan, "usd_per_instance_hour": hourly,
+            "upfront_usd": upfront or math.nan, "term_months": math.nan if term_months is None else term_months,
+            "preemption_rate_per_h": math.nan, "preemption_rate_per_day": math.nan,
+            "source": source, "as_of": as_of, "flagged": "",
+        })
+
+    def table(self) -> pd.DataFrame:
+        """The rows in the long price-file layout, sorted for a stable file."""
+        df = pd.DataFrame.from_records(self.rows, columns=list(LONG_FILE_COLUMNS))
+        if df.empty:
+            return df
+        order = {name: i for i, name in enumerate(plans.PLAN_NAMES)}
+        df = df.assign(_order=df["plan"].map(order))
+        df = df.sort_values(["cloud", "instance_type", "region", "_order"], kind="stable")
+        return df.drop(columns="_order").reset_index(drop=True)
+
+    def summary(self) -> list[str]:
+        """One line per reason SKUs were left out, most frequent first."""
+        return [f"{n} skipped: {reason}" for reason, n in self.skipped.most_common()]

@@ -1,0 +1,80 @@
+"""Where imported published results live: CSV files in a `published/` folder inside a results
+folder (`results/published/inferencex-dsr1.csv`), so `tpubench report results/` finds them beside
+the measurements without taking them for measurements (results are `*.json`; these are not).
+
+One CSV per imported file, written atomically; importing the same file again is refused unless
+asked to replace it (a second copy would count every published point twice). Text cells a
+spreadsheet would run as formulas are neutralised (records.csv_safety): the rows come from others.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from tpubench.errors import UserError
+from tpubench.output.published.rows import COLUMNS, published_frame
+from tpubench.records.csv_safety import neutralize_frame
+from tpubench.records.result import replace_file
+
+FOLDER = "published"
+_REQUIRED = {"publisher", "model", "accelerator", "chips", "output_tokens_per_s_per_chip"}
+
+
+def store_name(publisher: str, source: Path) -> str:
+    """`inferencex-dsr1.csv` for publisher InferenceX and file dsr1.json (a folder keeps its whole
+    name): a sanitised, stable name, so importing the same source again finds the earlier import."""
+    source = Path(source).resolve()
+    base = source.name if source.is_dir() else source.stem   # inference_results_v5.1 keeps its .1
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{publisher}-{base}").strip("-.").lower()
+    return f"{stem or 'published'}.csv"
+
+
+def write_published(df: pd.DataFrame, into: Path, name: str, *, replace: bool = False) -> Path:
+    """`df` as `into/published/name`, atomically; an existing import is replaced only when asked."""
+    target = Path(into) / FOLDER / name
+    if target.exists() and not replace:
+        raise UserError("already imported; pass --replace to import it again", where=str(target))
+    data = neutralize_frame(df.reindex(columns=COLUMNS)).to_csv(index=False, float_format="%.9g")
+    return replace_file(target, data.encode("utf-8"))
+
+
+def published_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The stored imports under `paths`: every `published/*.csv` in a folder (at any depth), or a
+    CSV named directly that sits in a `published/` folder."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*.csv")
+                                if f.parent.name == FOLDER and not f.name.startswith(".tmp-")))
+        elif p.is_file() and p.suffix == ".csv" and p.parent.name == FOLDER:
+            files.append(p)
+    return files
+
+
+def read_published(paths, *, warn: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Every stored import under `paths` as one DataFrame (COLUMNS plus `file`); a file that is not
+    an import is skipped with a warning naming it."""
+    warn = warn or (lambda msg: None)
+    frames = []
+    for f in published_files(paths):
+        try:
+            df = pd.read_csv(f)
+        except (OSError, ValueError) as exc:
+            warn(f"skipping {f}: not a readable published-results file ({type(exc).__name__})")
+            continue
+        missing = sorted(_REQUIRED - set(df.columns))
+        if missing:
+            warn(f"skipping {f}: not a published-results file (no column {', '.join(missing)})")
+            continue
+        frame = published_frame(df.to_dict("records"))
+        frame.insert(0, "file", str(f))
+        frames.append(frame)
+    if not frames:
+        return published_frame([]).assign(file=pd.Series(dtype=object))
+    return pd.concat(frames, ignore_index=True)
