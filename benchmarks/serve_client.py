@@ -15,6 +15,12 @@
    chunk). Goal: p99 < 1 ms. The error against the nominal 50 ms is printed too.
 3. Send lateness: open loop at 200 requests/s (Poisson), actual send - scheduled send.
    Goal: p99 < 2 ms.
+4. Traffic modes (serving/traffic/). Trace replay: a Mooncake-format trace of 200 requests/s
+   (Poisson timestamps, hash ids shared by half the requests, prompts of 512-2048 words made
+   block by block while the replay runs, the file read as it goes): actual send - the trace's
+   clock. Goal: p99 < 2 ms. Multi-turn intake: 200 sessions of 2 turns in flight, each answer
+   paced at one token every 8 ms, the answers' text kept and resent as history: chunks/s
+   received. Goal: >= 20,000 with loop lag p99 < 5 ms (as the paced intake of check 1).
 
 Each check runs in rounds: on a small machine shared with other processes, a few milliseconds of
 the client or server being descheduled hits every request in flight at once, so one round's p99
@@ -45,6 +51,8 @@ from scripted_server import Script, script_prompt, spawn
 from tpubench.serving.client import Endpoint, RequestSpec
 from tpubench.serving.load import run_load
 from tpubench.serving.metrics import outcome_metrics
+from tpubench.serving.traffic import trace as trace_mode
+from tpubench.serving.traffic.common import Session, Vocabulary
 
 MS = 1e-3
 
@@ -135,6 +143,56 @@ def send_lateness(url: str, requests: int, rate: float) -> dict:
             "failed": m["requests_failed"]}
 
 
+def _write_trace(path, requests: int, rate: float, seed: int = 0):
+    """A Mooncake-format trace at `rate` requests/s (Poisson), half the requests continuing an
+    earlier one's blocks (its hash ids, then one block of their own)."""
+    rng = np.random.default_rng(seed)
+    t, rows, next_id = 0.0, [], 0
+    for k in range(requests):
+        if k:
+            t += rng.exponential(1.0 / rate)
+        if rows and rng.random() < 0.5:
+            ids = rows[int(rng.integers(len(rows)))]["hash_ids"][:3] + [next_id]
+        else:
+            ids = [next_id]
+        next_id += 1
+        rows.append({"timestamp": round(t * 1e3, 3), "input_length": 512 * len(ids), "output_length": 4,
+                     "hash_ids": ids})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def trace_lateness(url: str, requests: int, rate: float) -> dict:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _write_trace(Path(tmp) / "trace.jsonl", requests, rate)
+        plan = trace_mode.plan({"path": str(path)}, warmup=4, seed=1, vocab=Vocabulary.plain(), base_dir=None,
+                               chat=False)
+        out = run_load(Endpoint(url, "scripted"), [], timed=plan.timed(), warmup_requests=4,
+                       warmup_specs=plan.warmup)
+    late = np.array([r.sent_s - r.scheduled_s for r in out.records])
+    m = outcome_metrics(out, n_boot=0)
+    return {"late": np.percentile(late, [50, 99, 100]), "offered": out.offered_request_rate,
+            "achieved": out.achieved_send_rate, "lag_p99": m["client_loop_lag_p99_s"],
+            "failed": m["requests_failed"], "n": len(out.records)}
+
+
+def multi_turn_intake(url: str, sessions: int, tokens: int, itl_ms: float = 8.0) -> dict:
+    turn = script_prompt(tokens=tokens, itl_ms=itl_ms)
+    plan = [Session(index=i, system=f"session {i}", user_turns=(turn, turn), max_tokens=(tokens, tokens))
+            for i in range(sessions)]
+    warm = [RequestSpec("", 0, 2, messages=({"role": "user", "content": script_prompt(tokens=2)},))]
+    out = run_load(Endpoint(url, "scripted", api="chat"), [], concurrency=sessions, sessions=plan,
+                   warmup_requests=sessions, warmup_specs=warm)
+    assert all(r.ok for r in out.records), [r.error for r in out.records if not r.ok][:3]
+    chunks = sum(r.token_chunks for r in out.records)
+    m = outcome_metrics(out, n_boot=0)
+    return {"chunks": chunks, "wall_rate": chunks / out.wall_s, "cpu_rate": chunks / out.client_cpu_s,
+            "cpu_share": out.client_cpu_s / out.wall_s, "lag_p99": m["client_loop_lag_p99_s"]}
+
+
 def _rounds(n: int, run) -> list[dict]:
     out = []
     for _ in range(n):
@@ -183,6 +241,20 @@ def _late_line(r: dict) -> str:
     return (f"send lateness at 200 req/s Poisson: p50 {late[0]:.3f} ms, p99 {late[1]:.3f} ms, max {late[2]:.3f} ms "
             f"(goal p99 < 2 ms); offered {r['offered']:.1f} req/s, achieved {r['achieved']:.1f} req/s; loop lag "
             f"p99 {r['lag_p99'] / MS:.2f} ms")
+
+
+def _trace_line(r: dict) -> str:
+    late = r["late"] / MS
+    return (f"trace replay at 200 req/s (Mooncake format, {r['n']} requests, prompts made as it goes): send lateness "
+            f"p50 {late[0]:.3f} ms, p99 {late[1]:.3f} ms, max {late[2]:.3f} ms (goal p99 < 2 ms); the trace's rate "
+            f"{r['offered']:.1f} req/s, achieved {r['achieved']:.1f} req/s; loop lag p99 {r['lag_p99'] / MS:.2f} ms")
+
+
+def _multi_turn_line(r: dict) -> str:
+    return (f"multi-turn intake (200 sessions x 2 turns, 1 chunk / 8 ms, answers kept and resent): "
+            f"{r['wall_rate']:,.0f} chunks/s received (goal >= 20,000 with loop lag p99 < 5 ms) at "
+            f"{r['cpu_share']:.0%} client CPU, i.e. {r['cpu_rate']:,.0f} per client CPU-second; loop lag p99 "
+            f"{r['lag_p99'] / MS:.2f} ms")
 
 
 def main() -> None:
@@ -238,6 +310,12 @@ def main() -> None:
         rounds = _rounds(args.rounds, lambda: send_lateness(url, requests=int(2000 * scale), rate=200.0))
         results.append(_report(rounds, lambda r: r["late"][1] < 2 * MS and r["failed"] == 0,
                                lambda r: r["late"][1], _late_line))
+        rounds = _rounds(args.rounds, lambda: trace_lateness(url, requests=int(2000 * scale), rate=200.0))
+        results.append(_report(rounds, lambda r: r["late"][1] < 2 * MS and r["failed"] == 0,
+                               lambda r: r["late"][1], _trace_line))
+        rounds = _rounds(args.rounds, lambda: multi_turn_intake(url, sessions=200, tokens=int(500 * scale)))
+        results.append(_report(rounds, lambda r: r["wall_rate"] >= 20_000 and r["lag_p99"] < 5 * MS,
+                               lambda r: (r["wall_rate"] < 20_000, r["lag_p99"]), _multi_turn_line))
     finally:
         proc.stdin.close()
         proc.wait(10)

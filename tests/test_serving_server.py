@@ -173,6 +173,29 @@ def test_transformers_serve_end_to_end(tmp_path):
     assert elapsed < 60
 
 
+@pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in SERVE_DEPS),
+                    reason="transformers serve needs fastapi, uvicorn and openai (pip install 'tpubench[serve]')")
+@pytest.mark.slow
+def test_served_model_check_on_transformers_serve(tmp_path):
+    """The served-model check on a real transformers serve (it gives no logprobs: greedy tokens
+    only): it passes on the weights served and fails on other weights."""
+    from tpubench.serving.demo_model import build_demo_model
+    from tpubench.measure.numerics import tolerance
+    from tpubench.serving.served_model_check import check_served_model, served_dtype
+
+    model = {**_tiny_model(), "config": {**_tiny_model()["config"], "vocab_size": 512}}
+    with open_server(_spec(launch={"preset": "transformers", "startup_timeout_s": 120}), workload_model=model,
+                     workdir=tmp_path) as server:
+        assert server.weights_path == server.model and server.cpu_split is None   # not pinned by default
+        dtype = served_dtype(server.command, server.name, "float32")
+        right = check_served_model(server.base_url, server.model, server.weights_path, dtype=dtype,
+                                   tolerance=tolerance)
+        other = build_demo_model({**model, "seed": 1}, tmp_path / "other")
+        wrong = check_served_model(server.base_url, server.model, str(other), dtype=dtype, tolerance=tolerance)
+    assert right["status"] == "pass" and "tokens only" in right["detail"] and right["max_greedy_gap"] <= 2e-3, right
+    assert wrong["status"] == "fail" and "generated tokens are not the reference's greedy choice" in wrong["detail"]
+
+
 # ----------------------------------------------------------------------------- running servers
 
 def test_unreachable_url_is_one_line():
@@ -228,6 +251,7 @@ def test_missing_executable_is_one_line(tmp_path):
 
 
 def test_missing_package_names_the_install(monkeypatch, tmp_path):
+    monkeypatch.delenv(presets.VLLM_PYTHON_ENV, raising=False)   # this Python serves (CI sets a vLLM venv)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in
                         ("vllm", "fastapi") else real(name, *a))

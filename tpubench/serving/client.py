@@ -50,6 +50,7 @@ import aiohttp
 import yarl
 
 from tpubench.records.result import safe_text
+from tpubench.serving.traffic.common import RequestSpec   # the request type every traffic mode makes
 
 _now = time.perf_counter
 _loads = json.loads
@@ -64,16 +65,6 @@ _DRAIN_AFTER_DONE_S = 0.25
 MAX_EVENT_BYTES = 1 << 20
 # A detokenizer may drop the first token's leading space (SentencePiece): that token shows no byte.
 _DROPPED_LEADING_TOKENS = 1
-
-
-@dataclass(frozen=True)
-class RequestSpec:
-    """One request: the prompt (text, or token ids for /v1/completions), the prompt length it was
-    made to have (in the server's tokens) and the output tokens to ask for."""
-
-    prompt: str | list[int]
-    prompt_len: int
-    max_tokens: int
 
 
 @dataclass(frozen=True)
@@ -117,7 +108,11 @@ class Endpoint:
 
 def request_body(endpoint: Endpoint, spec: RequestSpec) -> dict:
     body: dict[str, Any] = {"model": endpoint.model}
-    if endpoint.api == "chat":
+    if spec.messages is not None:
+        if endpoint.api != "chat":
+            raise ValueError("chat messages go to /v1/chat/completions: use the chat endpoint")
+        body["messages"] = list(spec.messages)
+    elif endpoint.api == "chat":
         if not isinstance(spec.prompt, str):
             raise ValueError("a chat request needs a text prompt, not token ids")
         body["messages"] = [{"role": "user", "content": spec.prompt}]
@@ -155,11 +150,16 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     usage_reported: bool = False
+    # Prompt tokens the engine served from its prefix cache (usage.prompt_tokens_details.cached_tokens;
+    # vLLM with --enable-prompt-tokens-details, SGLang); None where the server does not say.
+    cached_tokens: int | None = None
     finish_reason: str | None = None
     status: int | None = None           # HTTP status (None: no response)
     served_url: str | None = None       # where a redirect took the request (None: where it was sent)
     error: str | None = None
     ok: bool = False
+    session: int | None = None          # multi-turn traffic: the conversation and its turn (from 0)
+    turn: int | None = None
 
     @property
     def token_chunks(self) -> int:
@@ -404,8 +404,10 @@ class StreamingClient:
         return encode_body(self.endpoint, spec)
 
     async def request(self, spec: RequestSpec, *, index: int, origin: float, scheduled_s: float,
-                      body: bytes | None = None, slot_wait_s: float = 0.0) -> RequestRecord:
-        """Send one request now; `origin` is the perf_counter value times are relative to."""
+                      body: bytes | None = None, slot_wait_s: float = 0.0,
+                      text: list[str] | None = None) -> RequestRecord:
+        """Send one request now; `origin` is the perf_counter value times are relative to. The
+        reply's text pieces are appended to `text` when given (a multi-turn history resends it)."""
         if body is None:
             body = self.prepare(spec)
         rec = RequestRecord(index=index, prompt_len=spec.prompt_len, max_tokens=spec.max_tokens,
@@ -413,7 +415,7 @@ class StreamingClient:
         sent = _now()
         rec.sent_s = sent - origin
         rec.queue_s = rec.sent_s - scheduled_s
-        stream = _Stream()
+        stream = _Stream(text=text)
         try:
             async with _deadline(self.endpoint.timeout_s):
                 await self._exchange(rec, body, origin, stream)
@@ -456,6 +458,7 @@ class StreamingClient:
                                        chunks_without_text=stream.chunks_without_text, max_tokens=rec.max_tokens)
             if problem is None:
                 rec.completion_tokens, rec.prompt_tokens = ct, pt
+                rec.cached_tokens = cached_prompt_tokens(usage, pt)
             elif rec.error is None:
                 rec.error = f"impossible usage: {problem}"
         rec.ok = rec.error is None
@@ -520,6 +523,8 @@ class StreamingClient:
                                     text = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
                             if text:
                                 arrivals.append(t)
+                                if stream.text is not None:
+                                    stream.text.append(text)
                                 # ASCII (the common case) is one byte a character, known without encoding.
                                 stream.text_bytes += len(text) if text.isascii() else _utf8_len(text)
                                 if len(arrivals) > rec.max_tokens:
@@ -560,6 +565,16 @@ class _Stream:
     usage: dict = field(default_factory=dict)
     text_bytes: int = 0             # UTF-8 bytes of the token-bearing chunks' text
     chunks_without_text: int = 0    # chunks with a choice but no text (a role chunk, a special token)
+    text: list[str] | None = None   # the reply's text pieces, kept only when asked for
+
+
+def cached_prompt_tokens(usage: Mapping, prompt_tokens: Any) -> int | None:
+    """usage.prompt_tokens_details.cached_tokens when it is a count no larger than the prompt."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if not _count(cached) or (_count(prompt_tokens) and cached > prompt_tokens):
+        return None
+    return int(cached)
 
 
 def _utf8_len(text: str) -> int:

@@ -170,6 +170,12 @@ _POOLS: dict[int, tuple[object, list[str]]] = {}
 POOL_SIZE = 256
 
 
+def word_pool(tokenizer) -> list[str]:
+    """Words that are one token alone and one more after a space: texts of them joined by spaces
+    are as many tokens as words, and concatenate token for token (serving/traffic/common.py)."""
+    return _word_pool(tokenizer)
+
+
 def _word_pool(tokenizer) -> list[str]:
     """Up to POOL_SIZE words that are one token alone and one more after a space; found once per
     tokenizer from a fixed seed (prompts differ by which words their own seeds draw)."""

@@ -20,17 +20,25 @@ a loop and records how late each wake-up was (event-loop lag: anything that bloc
 sends and chunk timestamps alike); the process CPU time; each request's send lateness (queue time
 less slot wait). The garbage collector's existing objects are frozen for the window (gc.freeze) so
 a full collection over them cannot pause the loop mid-run.
+
+Two more shapes of traffic (serving/traffic/): a replay (`timed`: (offset, request) pairs read as
+they go out, so a trace is streamed; sends follow the trace's own clock as the open loop follows
+its schedule, capped by max_concurrency if given) and sessions (`sessions`: multi-turn
+conversations, `concurrency` of them in flight; each turn is sent when the previous answer has
+come back and the think time has passed, and resends the history with the server's answers; that
+moment is the turn's `scheduled_s`, so its queue time is the client's own lateness).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import csv
 import gc
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -45,6 +53,8 @@ from tpubench.serving.client import (
     StreamingClient,
 )
 from tpubench.serving.metrics import send_rate
+from tpubench.serving.traffic.common import Session
+from tpubench.serving.traffic.multi_turn import turn_messages
 
 _now = time.perf_counter
 # The event loop's timers wake up to 1 ms late (epoll_wait counts whole milliseconds, rounded up),
@@ -52,6 +62,8 @@ _now = time.perf_counter
 # cycle for the rest: sends within tens of microseconds of the schedule, at the cost of up to this
 # much CPU per request.
 _SPIN_S = 0.0012
+# Replayed requests made ahead of their send time (a bound on the memory a streamed trace takes).
+_REPLAY_AHEAD = 256
 
 
 # ----------------------------------------------------------------------------- schedules
@@ -215,7 +227,7 @@ class LoadOutcome:
     """What one load point produced: measured and warm-up records, the load as configured, and
     the client's health over the measured window."""
 
-    mode: Literal["closed", "open"]
+    mode: Literal["closed", "open", "replay", "sessions"]
     records: list[RequestRecord]
     warmup_records: list[RequestRecord]
     concurrency: int | None
@@ -299,18 +311,9 @@ async def _open_loop(client: StreamingClient, prepared: list[tuple[RequestSpec, 
     slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     n = len(prepared)
 
-    async def one(i: int, scheduled: float) -> RequestRecord:
+    def one(i: int, scheduled: float):
         spec, body = prepared[i % n]
-        if slots is None:
-            rec = await client.request(spec, index=i, origin=origin, scheduled_s=scheduled, body=body)
-        else:
-            t = _now()
-            async with slots:
-                rec = await client.request(spec, index=i, origin=origin, scheduled_s=scheduled, body=body,
-                                           slot_wait_s=_now() - t)
-        if on_record is not None:
-            on_record(rec)
-        return rec
+        return _send_in_slot(client, slots, spec, body, i, origin, scheduled, on_record)
 
     tasks = []
     offsets = _offsets(rate, burstiness, np.random.default_rng(seed))
@@ -320,14 +323,114 @@ async def _open_loop(client: StreamingClient, prepared: list[tuple[RequestSpec, 
         scheduled = next(offsets)
         if duration_s is not None and scheduled >= duration_s:
             break
-        due = origin + scheduled
-        delay = due - _now()
-        if delay > _SPIN_S:
-            await asyncio.sleep(delay - _SPIN_S)
-        while _now() < due:
-            await asyncio.sleep(0)      # yields to the loop: streams keep being read meanwhile
+        await _wait_until(origin + scheduled)
         tasks.append(asyncio.create_task(one(i, scheduled)))
     return list(await asyncio.gather(*tasks))
+
+
+async def _send_in_slot(client: StreamingClient, slots: asyncio.Semaphore | None, spec: RequestSpec, body: bytes,
+                        i: int, origin: float, scheduled: float,
+                        on_record: Callable[[RequestRecord], None] | None) -> RequestRecord:
+    """Send one scheduled request (open loop, replay), first waiting for a slot under max_concurrency:
+    the wait is the request's slot_wait_s, so its queue time less that is the client's own lateness."""
+    if slots is None:
+        rec = await client.request(spec, index=i, origin=origin, scheduled_s=scheduled, body=body)
+    else:
+        t = _now()
+        async with slots:
+            rec = await client.request(spec, index=i, origin=origin, scheduled_s=scheduled, body=body,
+                                       slot_wait_s=_now() - t)
+    if on_record is not None:
+        on_record(rec)
+    return rec
+
+
+async def _wait_until(due: float) -> None:
+    delay = due - _now()
+    if delay > _SPIN_S:
+        await asyncio.sleep(delay - _SPIN_S)
+    while _now() < due:
+        await asyncio.sleep(0)      # yields to the loop: streams keep being read meanwhile
+
+
+async def _replay_loop(client: StreamingClient, timed: Iterator[tuple[float, RequestSpec]], time_scale: float,
+                       max_concurrency: int | None, limit: int | None, duration_s: float | None, origin: float,
+                       on_record: Callable[[RequestRecord], None] | None) -> list[RequestRecord]:
+    slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+
+    # Requests are made (prompt and body) ahead of their send time, in the slack before the next
+    # one is due, up to _REPLAY_AHEAD of them: a burst of a trace (many rows at one timestamp) then
+    # goes out from the buffer instead of waiting for its prompts to be made one by one.
+    rows = enumerate(timed)
+    ahead: collections.deque = collections.deque()
+
+    def make_one() -> bool:
+        for i, (offset, spec) in rows:
+            scheduled = offset * time_scale
+            if (limit is not None and i >= limit) or (duration_s is not None and scheduled >= duration_s):
+                return False
+            ahead.append((i, spec, client.prepare(spec), scheduled))
+            return True
+        return False
+
+    tasks = []
+    more = make_one()
+    cost = 0.0      # how long making a request took lately: never start one that would make a send late
+    while ahead:
+        i, spec, body, scheduled = ahead.popleft()
+        due = origin + scheduled
+        while more and len(ahead) < _REPLAY_AHEAD and due - _now() > _SPIN_S + 2 * cost:
+            t = _now()
+            more = make_one()
+            cost = max(0.9 * cost, _now() - t)
+            await asyncio.sleep(0)      # the streams in flight are read between two requests made
+        await _wait_until(due)
+        tasks.append(asyncio.create_task(_send_in_slot(client, slots, spec, body, i, origin, scheduled,
+                                                       on_record)))
+        if not ahead and more:
+            more = make_one()
+    return list(await asyncio.gather(*tasks))
+
+
+async def _session_loop(client: StreamingClient, sessions: Sequence[Session], concurrency: int,
+                        duration_s: float | None, origin: float,
+                        on_record: Callable[[RequestRecord], None] | None) -> list[RequestRecord]:
+    queue = iter(sessions)
+    counter = itertools.count()
+    out: list[RequestRecord] = []
+
+    async def run(session: Session) -> bool:
+        """Send the session's turns; False when its next turn falls after the duration (the worker stops)."""
+        history: list[dict] = []
+        scheduled = _now() - origin
+        for turn, max_tokens in enumerate(session.max_tokens):
+            if turn:
+                if duration_s is not None and scheduled >= duration_s:
+                    return False    # no request is scheduled after the duration, a next turn neither
+                await _wait_until(origin + scheduled)
+            spec = RequestSpec("", 0, max_tokens, messages=turn_messages(session, history, turn))
+            text: list[str] = []
+            rec = await client.request(spec, index=next(counter), origin=origin, scheduled_s=scheduled, text=text)
+            rec.session, rec.turn = session.index, turn
+            out.append(rec)
+            if on_record is not None:
+                on_record(rec)
+            if not rec.ok:
+                return True     # the history is broken: the rest of this conversation cannot be sent
+            history += [spec.messages[-1], {"role": "assistant", "content": "".join(text)}]
+            scheduled = rec.end_s + session.think_time_s
+        return True
+
+    async def worker() -> None:
+        for session in queue:
+            if duration_s is not None and _now() - origin >= duration_s:
+                return
+            if not await run(session):
+                return
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    out.sort(key=lambda r: r.index)
+    return out
 
 
 async def run_load_async(endpoint: Endpoint, specs: Sequence[RequestSpec], *,
@@ -336,13 +439,27 @@ async def run_load_async(endpoint: Endpoint, specs: Sequence[RequestSpec], *,
                          num_requests: int | None = None, duration_s: float | None = None,
                          warmup_requests: int = 0, warmup_specs: Sequence[RequestSpec] | None = None,
                          seed: int = 0, lag_interval_s: float = 0.001,
-                         on_record: Callable[[RequestRecord], None] | None = None) -> LoadOutcome:
+                         on_record: Callable[[RequestRecord], None] | None = None,
+                         timed: Iterable[tuple[float, RequestSpec]] | None = None, time_scale: float = 1.0,
+                         sessions: Sequence[Session] | None = None) -> LoadOutcome:
     """Run one load point. Give `concurrency` (closed loop) or `request_rate` (open loop, req/s,
     `math.inf` for all at once). Requests use `specs` in order, cycling when more are sent than
     given; without num_requests and duration_s, each spec is sent once. With duration_s, no new
     request is scheduled after that many seconds and those in flight finish. Warm-up requests
     (warmup_specs, or else specs from the start: give distinct prompts if the server caches
-    prefixes) go first at the load's concurrency and are kept apart."""
+    prefixes) go first at the load's concurrency and are kept apart.
+
+    Or a replay: `timed` (offset seconds, request) pairs, sent at offset x time_scale (neither
+    concurrency nor request_rate; max_concurrency caps it; every pair is sent unless num_requests
+    or duration_s stops it first). Or `sessions` with `concurrency` of them in flight (with duration_s,
+    no session and no turn starts after it; a session stopped so is not resumed)."""
+    if timed is not None or sessions is not None:
+        return await _traffic_load(endpoint, timed=timed, time_scale=time_scale, sessions=sessions,
+                                   concurrency=concurrency, request_rate=request_rate,
+                                   max_concurrency=max_concurrency, num_requests=num_requests,
+                                   duration_s=duration_s, warmup_requests=warmup_requests,
+                                   warmup_specs=warmup_specs, seed=seed, lag_interval_s=lag_interval_s,
+                                   on_record=on_record)
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give either concurrency (closed loop) or request_rate (open loop)")
     if concurrency is not None and concurrency < 1:
@@ -366,44 +483,97 @@ async def run_load_async(endpoint: Endpoint, specs: Sequence[RequestSpec], *,
 
     async with StreamingClient(endpoint, max_connections=width) as client:
         prepared = [(s, client.prepare(s)) for s in specs]
-        warm: list[RequestRecord] = []
-        if warmup_requests:
-            wspecs = list(warmup_specs) if warmup_specs else list(specs)
-            wprep = [(s, client.prepare(s)) for s in wspecs]
-            warm = await _closed_loop(client, wprep, min(warmup_requests, width or warmup_requests),
-                                      warmup_requests, None, _now(), None)
-        # Freeze only when nothing else has: unfreezing afterwards must not undo a caller's freeze.
-        freeze = gc.get_freeze_count() == 0
-        if freeze:
-            gc.collect()
-            gc.freeze()
-        lag: list[float] = []
-        try:
-            cpu0 = time.process_time()
-            origin = _now()
-            monitor = asyncio.create_task(_lag_monitor(lag_interval_s, lag))
-            try:
-                if concurrency is not None:
-                    records = await _closed_loop(client, prepared, concurrency, limit, duration_s, origin, on_record)
-                else:
-                    records = await _open_loop(client, prepared, request_rate, burstiness, max_concurrency, limit,
-                                               duration_s, seed, origin, on_record)
-            finally:
-                monitor.cancel()
-                try:
-                    await monitor
-                except asyncio.CancelledError:
-                    pass
-            wall = _now() - origin
-            cpu = time.process_time() - cpu0
-        finally:
-            if freeze:
-                gc.unfreeze()
+        warm = await _warmup(client, warmup_requests, warmup_specs or specs, width)
 
+        def measured(origin: float):
+            if concurrency is not None:
+                return _closed_loop(client, prepared, concurrency, limit, duration_s, origin, on_record)
+            return _open_loop(client, prepared, request_rate, burstiness, max_concurrency, limit,
+                              duration_s, seed, origin, on_record)
+
+        records, origin, wall, cpu, lag = await _measured_window(measured, lag_interval_s)
+    return _outcome("closed" if concurrency is not None else "open", records, warm, concurrency=concurrency,
+                    request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency, seed=seed,
+                    num_requests=num_requests, duration_s=duration_s, wall=wall, cpu=cpu, lag=lag,
+                    lag_interval_s=lag_interval_s, origin=origin)
+
+
+async def _warmup(client: StreamingClient, n: int, specs: Sequence[RequestSpec], width: int) -> list[RequestRecord]:
+    if not n:
+        return []
+    prepared = [(s, client.prepare(s)) for s in specs]
+    return await _closed_loop(client, prepared, min(n, width or n), n, None, _now(), None)
+
+
+async def _measured_window(measured: Callable[[float], Any], lag_interval_s: float):
+    """Run `measured(origin)` with the client's health recorded: (records, origin, wall, cpu, lag)."""
+    # Freeze only when nothing else has: unfreezing afterwards must not undo a caller's freeze.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.collect()
+        gc.freeze()
+    lag: list[float] = []
+    try:
+        cpu0 = time.process_time()
+        origin = _now()
+        monitor = asyncio.create_task(_lag_monitor(lag_interval_s, lag))
+        try:
+            records = await measured(origin)
+        finally:
+            monitor.cancel()
+            try:
+                await monitor
+            except asyncio.CancelledError:
+                pass
+        wall = _now() - origin
+        cpu = time.process_time() - cpu0
+    finally:
+        if freeze:
+            gc.unfreeze()
+    return records, origin, wall, cpu, lag
+
+
+async def _traffic_load(endpoint: Endpoint, *, timed, time_scale, sessions, concurrency, request_rate,
+                        max_concurrency, num_requests, duration_s, warmup_requests, warmup_specs, seed,
+                        lag_interval_s, on_record) -> LoadOutcome:
+    if timed is not None and sessions is not None:
+        raise ValueError("give timed requests or sessions, not both")
+    if request_rate is not None:
+        raise ValueError("a replay or sessions set their own pace: give no request_rate")
+    if sessions is not None and (concurrency is None or concurrency < 1):
+        raise ValueError("sessions need a concurrency (the sessions in flight)")
+    if timed is not None and concurrency is not None:
+        raise ValueError("a replay follows its own clock: give no concurrency (max_concurrency caps it)")
+    if not time_scale > 0:
+        raise ValueError(f"time_scale must be positive (got {time_scale})")
+    if warmup_requests and not warmup_specs:
+        raise ValueError("warm-up requests for a replay or sessions need warmup_specs of their own")
+    width = concurrency if sessions is not None else (max_concurrency or 0)
+    async with StreamingClient(endpoint, max_connections=width) as client:
+        warm = await _warmup(client, warmup_requests, warmup_specs or [], width)
+
+        def measured(origin: float):
+            if sessions is not None:
+                return _session_loop(client, sessions, concurrency, duration_s, origin, on_record)
+            return _replay_loop(client, iter(timed), time_scale, max_concurrency, num_requests, duration_s,
+                                origin, on_record)
+
+        records, origin, wall, cpu, lag = await _measured_window(measured, lag_interval_s)
+    return _outcome("sessions" if sessions is not None else "replay", records, warm,
+                    concurrency=concurrency, request_rate=None, burstiness=None, max_concurrency=max_concurrency,
+                    seed=seed, num_requests=num_requests, duration_s=duration_s, wall=wall, cpu=cpu, lag=lag,
+                    lag_interval_s=lag_interval_s, origin=origin, replay=timed is not None)
+
+
+def _outcome(mode, records, warm, *, concurrency, request_rate, burstiness, max_concurrency, seed, num_requests,
+             duration_s, wall, cpu, lag, lag_interval_s, origin, replay: bool = False) -> LoadOutcome:
     sent = [r.sent_s for r in records]
     ends = [r.end_s for r in records if math.isfinite(r.end_s)]
     window = (max(ends) - min(sent)) if records and ends else 0.0
-    if request_rate is None:
+    if replay:      # the trace's own rate, as the client could have achieved it
+        offered = send_rate([r.scheduled_s for r in records]) if len(records) > 1 else None
+        offered = offered if offered is not None and math.isfinite(offered) else None
+    elif request_rate is None:
         offered = None
     elif math.isinf(request_rate):
         offered = math.inf
@@ -412,7 +582,7 @@ async def run_load_async(endpoint: Endpoint, specs: Sequence[RequestSpec], *,
         if not math.isfinite(offered):
             offered = float(request_rate)
     return LoadOutcome(
-        mode="closed" if concurrency is not None else "open", records=records, warmup_records=warm,
+        mode=mode, records=records, warmup_records=warm,
         concurrency=concurrency, request_rate=request_rate,
         burstiness=burstiness if request_rate is not None else None, max_concurrency=max_concurrency,
         seed=seed, num_requests=num_requests, duration_s=duration_s, offered_request_rate=offered,

@@ -44,6 +44,12 @@ sum(x) / W; its 2.5 and 97.5 percentiles give `output_tokens_per_s_ci95_low` / `
 basis takes its bounds from the same resamples (`input_s_per_token_ci95_low`, ...). Queue time
 is resampled over all requests. The pooled ITL p99 costs O(gaps) per resample, so its resamples
 are capped to keep the work near 5e7 (at least 200).
+
+Steady-state window (`steady_window`, `steady_metrics`; docs/definitions.md#steady-state): from
+when the requests in flight first reach the load's level (a closed loop's concurrency; otherwise
+rate x mean occupancy, Little's law) to when the count first (closed loop) or last (any other
+load) falls below it, dips under STEADY_GRACE_S ignored; its own throughput and TTFT/TPOT
+percentiles (`steady_*`).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -439,3 +445,109 @@ def records_frame(records: Iterable[Any], with_chunks: bool = False):
             d["token_chunk_s"] = chunks
         rows.append(d)
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- windows
+
+# A dip of the in-flight count under the target shorter than this is not the end of the steady
+# state: a closed-loop worker sends its next request only after its previous reply ended, so the
+# count drops for the client's turnaround (microseconds, up to the loop lag a valid point allows).
+STEADY_GRACE_S = 0.01
+
+
+def in_flight_intervals(records: Iterable[Any], target: int, grace_s: float = STEADY_GRACE_S
+                        ) -> list[tuple[float, float]]:
+    """The intervals (start, end) during which at least `target` requests were in flight (sent,
+    reply not finished), from the requests' sends and reply ends; intervals apart by at most
+    `grace_s` are one. At equal times a send counts before an end (a back-to-back resend is no dip)."""
+    if target < 1:
+        raise ValueError(f"target must be >= 1 (got {target})")
+    events = []
+    for r in _records(records):
+        if math.isfinite(r.sent_s) and math.isfinite(r.end_s):
+            events.append((r.sent_s, 0, 1))
+            events.append((r.end_s, 1, -1))
+    events.sort()
+    out: list[tuple[float, float]] = []
+    count, opened = 0, None
+    for t, _, step in events:
+        count += step
+        if opened is None and count >= target:
+            opened = t
+        elif opened is not None and count < target:
+            if out and opened - out[-1][1] <= grace_s:
+                opened = out.pop()[0]
+            out.append((opened, t))
+            opened = None
+    return out
+
+
+def steady_window(records: Iterable[Any], target: int, *, until: Literal["first_drop", "last_drop"] = "first_drop",
+                  grace_s: float = STEADY_GRACE_S) -> tuple[float, float] | None:
+    """The steady-state window (start, end): from when the in-flight count first reaches `target`
+    to when it first falls below it (`first_drop`: a closed loop, whose count stays at its
+    concurrency until the requests run out) or falls below it for the last time (`last_drop`: an
+    open loop, whose count wanders about its expected level until arrivals stop). None when the
+    count never reaches the target or the window has no length."""
+    spans = in_flight_intervals(records, target, grace_s)
+    if not spans:
+        return None
+    start, end = spans[0][0], (spans[0][1] if until == "first_drop" else spans[-1][1])
+    return (start, end) if end > start else None
+
+
+def steady_target(outcome_mode: str, *, concurrency: int | None = None, request_rate: float | None = None,
+                  max_concurrency: int | None = None, records: Iterable[Any] = ()) -> int:
+    """The in-flight count of the steady state: a closed loop's concurrency; any other load's
+    (open loop, trace replay, sessions) expected in-flight count by Little's law, rate x mean
+    occupancy (reply finished - send) of its requests, rounded, at least 1 and at most
+    max_concurrency; the rate is the load's nominal one, else (replay, sessions) the achieved send
+    rate. Rate inf: every request, or max_concurrency."""
+    if outcome_mode == "closed":
+        return int(concurrency)
+    recs = [r for r in _records(records) if math.isfinite(r.sent_s) and math.isfinite(r.end_s)]
+    cap = max_concurrency or max(len(recs), 1)
+    if request_rate is None:
+        request_rate = send_rate([r.sent_s for r in recs])
+    if not recs or not request_rate > 0:
+        return 1
+    if math.isinf(request_rate):
+        return min(len(recs), cap)
+    occupancy = float(np.mean([r.end_s - r.sent_s for r in recs]))
+    return int(min(cap, max(1, round(request_rate * occupancy))))
+
+
+def steady_metrics(records: Iterable[Any], target: int, *, until: Literal["first_drop", "last_drop"] = "first_drop",
+                   grace_s: float = STEADY_GRACE_S) -> dict[str, float]:
+    """Metrics of the steady-state window (steady_window), NaN without one:
+    steady_window_start_s / _end_s / steady_window_s (D), steady_target_concurrency;
+    steady_requests: ok requests sent in the window (their TTFT and TPOT give steady_ttft_p50_s,
+    _p99_s, steady_tpot_p50_s, _p99_s); steady_requests_per_s: ok replies finished in the window / D;
+    steady_output_tokens_per_s: output tokens whose chunk arrived in the window / D (a request's
+    usage count spread evenly over its token-bearing chunks)."""
+    recs = _records(records)
+    window = steady_window(recs, target, until=until, grace_s=grace_s)
+    out = {"steady_target_concurrency": float(target)}
+    names = ("steady_window_start_s", "steady_window_end_s", "steady_window_s", "steady_requests",
+             "steady_requests_per_s", "steady_output_tokens_per_s", "steady_ttft_p50_s", "steady_ttft_p99_s",
+             "steady_tpot_p50_s", "steady_tpot_p99_s")
+    if window is None:
+        return {**out, **{k: NAN for k in names}}
+    a, b = window
+    d = b - a
+    ok = [r for r in recs if r.ok]
+    inside = [r for r in ok if a <= r.sent_s <= b]
+    finished = sum(1 for r in ok if a <= r.end_s <= b)
+    tokens = 0.0
+    for r in ok:
+        chunks = r.token_chunk_s
+        if chunks and r.completion_tokens:
+            in_w = sum(1 for t in chunks if a <= t <= b)
+            tokens += r.completion_tokens * in_w / len(chunks)
+    out.update(steady_window_start_s=a, steady_window_end_s=b, steady_window_s=d, steady_requests=len(inside),
+               steady_requests_per_s=finished / d, steady_output_tokens_per_s=tokens / d)
+    for name, values in (("ttft", [r.ttft_s for r in inside if r.ttft_s is not None]),
+                         ("tpot", [r.tpot_s for r in inside if r.tpot_s is not None])):
+        p50, p99 = np.percentile(values, [50, 99]) if values else (NAN, NAN)
+        out[f"steady_{name}_p50_s"], out[f"steady_{name}_p99_s"] = float(p50), float(p99)
+    return out

@@ -18,22 +18,22 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tpubench.errors import UserError
 from tpubench.processes import start_in_new_group, stop_group
+from tpubench.serving.cpu_pinning import CpuSplit, cpu_list, own_cpus, process_on, split_cpus, this_thread_on
 from tpubench.serving.presets import (
-    BY_NAME, PRESETS, Preset, check_packages, cli_argv, dist_version, guess_stack, split_command,
-    transformers_cpu_args,
+    BY_NAME, PRESETS, VLLM_CPU_HEAD_DIMS, Preset, check_packages, cli_argv, dist_version, guess_stack,
+    serving_python, split_command, transformers_cpu_args, vllm_cpu_args,
 )
 from tpubench.serving.server_api import ask_version, first_model, get, models_listing, reset_prefix_cache_at
-from tpubench.serving.server_chips import ServerChips, server_chips
+from tpubench.serving.server_chips import ServerChips, server_chips, server_on_cpu
 
 PhaseCallback = Callable[[str, float, float], None]
 
@@ -62,6 +62,11 @@ class RunningServer:
     # What a started server runs on, read from its command, environment and the host's listing
     # (serving/server_chips.py); None for a server tpubench did not start.
     hardware: ServerChips | None = None
+    # The server's and tpubench's client's CPUs when tpubench pinned them apart (cpu_pinning.py).
+    cpu_split: CpuSplit | None = None
+    # The local folder of the served weights (a built model or a local path), for the served-model
+    # check; None for a Hub id or a server at a URL.
+    weights_path: str | None = None
     _process: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     def extra_body(self, output_tokens: int) -> dict:
@@ -100,7 +105,8 @@ class RunningServer:
                 "command": self.command, "pid": self.pid, "started_by_tpubench": self.started_by_tpubench,
                 "startup_s": self.startup_s, "tokenizer": self.tokenizer,
                 "exact_output_fields": list(self.exact_output_fields),
-                "hardware": asdict(self.hardware) if self.hardware else None}
+                "hardware": asdict(self.hardware) if self.hardware else None,
+                "cpu_pinning": self.cpu_split.describe() if self.cpu_split else None}
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -130,8 +136,10 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
     elif preset is None:
         raise UserError("preset 'custom' needs a command", field="scenario.server.launch.command")
     else:
-        check_packages(preset, launch.get("preset"))
         argv_template = list(preset.argv)
+    python = serving_python(launch, preset)
+    if not launch.get("command"):
+        check_packages(preset, launch.get("preset"), python)
     # A command that has no {model} serves what it says: nothing is built for it.
     uses_model = any("{model}" in str(a) for a in [*argv_template, *(launch.get("args") or [])])
     model = _model_to_serve(launch, workload_model, workdir, on_phase) if uses_model else launch.get("model")
@@ -144,9 +152,9 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
     elif _port_in_use(connect_host, int(port)):
         raise UserError(f"port {port} on {host} is already in use: another server answers there",
                         field="scenario.server.launch.port")
-    values = {"{model}": model or "", "{host}": host, "{port}": str(port), "{python}": sys.executable,
-              "{transformers}": cli_argv("transformers", "transformers.cli.transformers"),
-              "{vllm}": cli_argv("vllm", "vllm.entrypoints.cli.main")}
+    values = {"{model}": model or "", "{host}": host, "{port}": str(port), "{python}": python,
+              "{transformers}": cli_argv("transformers", "transformers.cli.transformers", python),
+              "{vllm}": cli_argv("vllm", "vllm.entrypoints.cli.main", python)}
     argv: list[str] = []
     for arg in [*argv_template, *(launch.get("args") or [])]:
         if arg in ("{transformers}", "{vllm}"):
@@ -165,6 +173,16 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
         # vLLM serves POST /reset_prefix_cache (a cold cache for every load point) only in dev
         # mode, whose other routes are no one's business on a server only this host can reach.
         env.setdefault("VLLM_SERVER_DEV_MODE", "1")
+        env.setdefault("VLLM_HOST_IP", "127.0.0.1")   # else vLLM looks for the host's outward address
+    split = _cpu_split(launch, preset, argv, env)
+    if split is not None and preset is not None and preset.pin_on_cpu:
+        # vLLM's CPU backend binds its OpenMP threads to these CPUs and reserves none for itself.
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_list(split.server))
+        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    if preset is not None and preset.pin_on_cpu and not launch.get("command") and \
+            server_on_cpu(argv, env, preset.name):
+        _check_cpu_head_dim(launch, workload_model)
+        argv.extend(vllm_cpu_args(launch.get("args") or [], env))
     base_url = f"http://{_url_host(connect_host)}:{port}"
     ready_path = launch.get("ready_path") or "/v1/models"
     if not ready_path.startswith("/"):
@@ -173,9 +191,13 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
     log_path = _new_log(workdir)
 
     process: subprocess.Popen | None = None
-    with _sigterm_as_exit():
+    with _sigterm_as_exit(), ExitStack() as pinned:
         try:
-            process = _spawn(argv, env, log_path, cwd=workdir)
+            # The server inherits its CPUs from this thread as it starts; tpubench keeps the rest.
+            with this_thread_on(split.server) if split else nullcontext():
+                process = _spawn(argv, env, log_path, cwd=workdir)
+            if split:
+                pinned.enter_context(process_on(split.client))
             t0 = time.monotonic()
             _wait_ready(process, base_url + ready_path, timeout_s, log_path, on_phase, t0)
             startup_s = time.monotonic() - t0
@@ -184,11 +206,12 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
                 raise UserError("the server lists no model at /v1/models: give server.model", field="scenario.server.model")
             running = RunningServer(
                 base_url=base_url, model=served, name=preset.name if preset else "unknown",
-                version=_started_version(preset, base_url), command=argv, pid=process.pid,
+                version=_started_version(preset, base_url, python), command=argv, pid=process.pid,
                 started_by_tpubench=True, startup_s=round(startup_s, 3),
                 tokenizer=server.get("tokenizer") or (model if model != "build" else None) or served,
                 exact_output_fields=preset.exact_output_fields if preset else (),
-                log_path=log_path, _process=process)
+                log_path=log_path, cpu_split=split,
+                weights_path=model if model and Path(model).is_dir() else None, _process=process)
             if not server.get("hardware"):   # declared hardware wins; else read what it runs on
                 running.hardware = server_chips(argv, env, process.pid, running.name)
             yield running
@@ -279,12 +302,40 @@ def _wait_ready(process: subprocess.Popen, ready_url: str, timeout_s: float, log
         time.sleep(POLL_INTERVAL_S)
 
 
-def _started_version(preset: Preset | None, base_url: str) -> str | None:
-    """The stack's version from this Python environment (the one that serves), else the server's."""
-    version = dist_version(preset.version_module) if preset and preset.version_module else None
+def _check_cpu_head_dim(launch: dict, workload_model: dict | None) -> None:
+    """A model tpubench builds for vLLM's CPU backend must have a head size it takes: else the
+    server starts (a minute) and exits on the first request."""
+    if (launch.get("model") or "build") != "build" or not workload_model:
+        return
+    config = workload_model.get("config") or {}
+    head_dim = config.get("head_dim")
+    if head_dim is None and config.get("hidden_size") and config.get("num_attention_heads"):
+        head_dim = config["hidden_size"] // config["num_attention_heads"]
+    if head_dim is not None and int(head_dim) not in VLLM_CPU_HEAD_DIMS:
+        raise UserError(f"vLLM's CPU attention takes head_dim {', '.join(map(str, VLLM_CPU_HEAD_DIMS))}, "
+                        f"not {head_dim}", field="model.config.head_dim")
+
+
+def _cpu_split(launch: dict, preset: Preset | None, argv: list[str], env: dict) -> CpuSplit | None:
+    """The server's and the client's CPUs (cpu_pinning.py), or None for no pinning: launch.cpus
+    pins any stack ("none": never); by default a stack that busy-polls (vLLM) is pinned when it
+    runs on this host's CPUs."""
+    cpus = (launch.get("cpus") or "").strip()
+    if cpus == "none":
+        return None
+    if cpus:
+        return split_cpus(own_cpus(), cpus)
+    if preset is None or not preset.pin_on_cpu or not server_on_cpu(argv, env, preset.name):
+        return None
+    return split_cpus(own_cpus())
+
+
+def _started_version(preset: Preset | None, base_url: str, python: str | None = None) -> str | None:
+    """The stack's version from the Python environment that serves, else the server's."""
+    version = dist_version(preset.version_module, python=python) if preset and preset.version_module else None
     if version and preset:
         for plugin in preset.plugins:
-            extra = dist_version(plugin, with_name=True)
+            extra = dist_version(plugin, with_name=True, python=python)
             if extra:
                 version += f" + {extra}"
     return version or ask_version(base_url)

@@ -157,6 +157,13 @@ def _transformers_chips(argv: list[str], host: HostAccelerators, visible: tuple[
     return _known(host, count, f"transformers serve --device {device} spreads the model over {how}", visible=visible)
 
 
+def server_on_cpu(argv: list[str], env: dict, stack: str, host: HostAccelerators | None = None) -> bool:
+    """Whether a server started with `argv` and `env` runs on this host's CPUs (the same rule its
+    price follows): a host without accelerators, `--device cpu`, or an empty visible-device list."""
+    host = host or host_accelerators()
+    return not host.has_accelerator or _runs_on_cpu(argv, env, host, stack)
+
+
 def _runs_on_cpu(argv: list[str], env: dict, host: HostAccelerators, stack: str) -> bool:
     if _option(argv, "--device") == "cpu":
         return True

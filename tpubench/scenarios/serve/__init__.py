@@ -8,12 +8,14 @@ from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.serve import sweep
 from tpubench.scenarios.serve.options import with_server_url
 from tpubench.scenarios.serve.schema import ServeSection
+from tpubench.spec.sections import FULL_SCALE
 
 
 class Serve:
     kind = "serve"
     schema = ServeSection
     builds_model = False      # the server's; a `model` block, if any, is what a launched server builds
+    meters_energy = False     # the server's chips may be on another host
     layout = ()               # a served model is sharded by its server (its own launch flags)
     measurement = "tpubench.scenarios.serve.measure:ServeRun"
     cost_basis = "tpubench.scenarios.serve.cost:chip_seconds"
@@ -23,7 +25,10 @@ class Serve:
 
     def check_workload(self, workload, scale, config):
         """A launched server told to serve model 'build' serves the workload's model: without a
-        model block there is nothing to build, and that is known before any server starts."""
+        model block there is nothing to build, and that is known before any server starts. The
+        files of a traffic section are read whole once (bad rows: file:line errors)."""
+        if scale == FULL_SCALE:
+            workload.scenario.check_traffic_files()
         launch = workload.scenario.server.launch
         if workload.model is None and launch is not None and launch.model == "build":
             raise FieldProblem(("scenario", "server", "launch", "model"),

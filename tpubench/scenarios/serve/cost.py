@@ -21,6 +21,13 @@ Otherwise, or when the fit is not defensible (one coefficient at zero, misfit ov
 `MAX_PROBE_FIT_RMS`, an invalid point), c_in and c_out are NaN: `split_method` "blended only",
 `split_note` the reason. The result's own `input_s_per_token` / `output_s_per_token` (the window
 split by sum TTFT / sum E2E) are not used.
+
+Caching changes what the engine spends, not how it is charged: a point whose prompts were served
+from the prefix cache costs its window's chip-seconds like any other. What the cache did is
+reported beside the cost, from the same point: `cached_input_share` (the share of input tokens
+served from the cache, scenarios/serve/measure.py:engine_cache_metrics) is a priced column
+(money/cost.py PERFORMANCE_COLUMNS), shown next to $/Mtok after a run and in the report, so two
+stacks with different hit rates are compared on the same traffic.
 """
 
 from __future__ import annotations

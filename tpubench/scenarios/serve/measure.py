@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tpubench.records.result import RunResult, now_iso
+from tpubench.scenarios.serve.capacity import ServeSteering
 from tpubench.spec.point import RunPoint
 
 # A point that sends for a duration gets distinct prompts for the requests it is expected to send
@@ -42,8 +43,13 @@ class ServeRun:
     def check(self, ctx, points):
         return {}, {}   # what a server can hold is the server's business; it answers per request
 
+    def steering(self, points):
+        """Capacity searches and the stop at over-saturation follow what points measure (capacity.py)."""
+        return ServeSteering(points)
+
     @contextlib.contextmanager
     def open(self, ctx, points):
+        from tpubench.serving.engine_metrics import PointScrape
         from tpubench.serving.server import open_server
 
         first = points[0]
@@ -52,9 +58,13 @@ class ServeRun:
                 open_server(server_spec, workload_model=_workload_model(first), workdir=Path(tmp),
                             on_phase=ctx.reporter.phase) as server:
             tokenizer = _tokenizer(server)
+            model_check = check_model(ctx, server, first)
 
             def measure(point: RunPoint, base: dict) -> RunResult:
-                return measure_serve_point(ctx, server, tokenizer, point, base)
+                # The engine's own counters before and after the point, its gauges sampled during it.
+                with PointScrape(server.base_url) as engine:
+                    result = measure_serve_point(ctx, server, tokenizer, point, base)
+                return with_engine_figures(result, engine, model_check)
 
             yield measure
 
@@ -63,22 +73,26 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
     from tpubench.serving.client import Endpoint, RequestSpec, records_to_dicts
     from tpubench.serving.load import draw_lengths, run_load
     from tpubench.serving.metrics import failure_summary, outcome_metrics, request_warnings, validity_reasons
+    from tpubench.serving.saturation import window_figures
 
     p = point.params
     load = p["load"]
-    n = p["num_requests"] or prompts_for_duration(load, p["duration_s"])
+    # A trace replay without either sends the whole trace (its own count, streamed).
+    n = p["num_requests"] or (prompts_for_duration(load, p["duration_s"]) if p["duration_s"] else 0)
     warm_n = p["warmup_requests"]
-    lengths = draw_lengths(p["input_lengths"], p["output_lengths"], n + warm_n, seed=p["seed"],
-                           base_dir=p.get("workload_dir") or None)
-    if not p["num_requests"]:
-        lengths = _within_token_budget(lengths, warm_n)
     ctx.reporter.phase("prompts", 0, 1)
     # Seeded from the point and the request, not only the scenario's seed: two load points (or
     # two lengths) never send the same prompt, nor one that begins with another's, so no point is
     # served from the prefix cache a previous one filled.
     point_key = point.key()
-    specs = [RequestSpec(_prompt(tokenizer, i_len, prompt_seed(point_key, k)), i_len, o_len)
-             for k, (i_len, o_len) in enumerate(lengths)]
+    plan = _traffic_plan(p, point_key, tokenizer, n) if p.get("traffic") else None
+    if plan is None:
+        lengths = draw_lengths(p["input_lengths"], p["output_lengths"], n + warm_n, seed=p["seed"],
+                               base_dir=p.get("workload_dir") or None)
+        if not p["num_requests"]:
+            lengths = _within_token_budget(lengths, warm_n)
+        specs = [RequestSpec(_prompt(tokenizer, i_len, prompt_seed(point_key, k)), i_len, o_len)
+                 for k, (i_len, o_len) in enumerate(lengths)]
     ctx.reporter.phase("resetting the prefix cache", 0, 1)
     cache_reset, cache_note = server.reset_prefix_cache()
     # Exact output lengths where the server takes the fields for it (ignore_eos); per request the
@@ -87,10 +101,20 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
     endpoint = Endpoint(url=server.base_url, model=server.model, api=p["endpoint"], extra_body=extra,
                         timeout_s=p["request_timeout_s"])
     ctx.reporter.phase("load", 0, 1)
-    outcome = run_load(endpoint, specs[warm_n:], warmup_requests=warm_n, warmup_specs=specs[:warm_n] or None,
-                       concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
-                       burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
-                       num_requests=p["num_requests"], duration_s=p["duration_s"], seed=p["seed"])
+    if plan is None:
+        outcome = run_load(endpoint, specs[warm_n:], warmup_requests=warm_n, warmup_specs=specs[:warm_n] or None,
+                           concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
+                           burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
+                           num_requests=p["num_requests"], duration_s=p["duration_s"], seed=p["seed"])
+    else:
+        outcome = run_load(endpoint, plan.specs or [], warmup_requests=warm_n, warmup_specs=plan.warmup or None,
+                           concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
+                           burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
+                           num_requests=None if plan.sessions is not None else p["num_requests"],
+                           duration_s=p["duration_s"], seed=p["seed"],
+                           timed=plan.timed() if plan.timed is not None else None,
+                           time_scale=load.get("time_scale", 1.0), sessions=plan.sessions)
+        _server_counted_prompts(outcome.records)
     ctx.reporter.phase("load", 1, 1)
     if not server.alive():
         raise RuntimeError(f"the server died during the point; log tail: {_tail(server)}")
@@ -98,9 +122,14 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
     if not ok:
         raise RuntimeError(f"every request failed: {failure_summary(outcome.records)}")
     metrics = outcome_metrics(outcome, slo=p["slo"], seed=p["seed"])
+    steady, sat = window_figures(outcome)   # the steady-state window and the over-saturation test
+    metrics.update(steady)
+    metrics.update(sat.metrics())
     reasons = validity_reasons(metrics, outcome.records, exact_output=p["exact_output"],
                                **({"prompt_tolerance_rel": 0.1} if p["endpoint"] == "chat" else {}))
     warnings = request_warnings(outcome.records)   # redirected requests, by where they were served
+    if sat.over_saturated:
+        warnings.append(f"over-saturated: {sat.reason}; the figures depend on how long the point ran")
     if tokenizer is None:
         warnings.append("no tokenizer for the served model: prompts are plain words, their token counts "
                         "come from the server's usage (give server.tokenizer for exact prompt lengths)")
@@ -108,15 +137,26 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
         warnings.append(f"{server.name} takes no ignore_eos: outputs are as long as asked only if the model "
                         "does not stop early (checked per request against usage)")
     env = _environment(base["environment"], server, p["server"].get("hardware"), warnings)
-    env.update(prefix_cache_reset=cache_reset, prefix_cache_reset_note=cache_note,
-               prompts_distinct=len(specs) - warm_n, prompt_seed="point key + request index")
+    if plan is None:
+        env.update(prefix_cache_reset=cache_reset, prefix_cache_reset_note=cache_note,
+                   prompts_distinct=len(specs) - warm_n, prompt_seed="point key + request index")
+    else:
+        env.update(prefix_cache_reset=cache_reset, prefix_cache_reset_note=cache_note,
+                   prompt_seed="point key", traffic={"label": plan.label, **plan.summary,
+                                                     "prompt_lengths_exact": plan.exact_prompt_lengths})
     if cache_reset is False:
         warnings.append(f"the server's prefix cache could not be reset before this point ({cache_note}); "
                         "its prompts are still distinct from every other point's")
-    reused = sum(1 for r in outcome.records if r.index >= len(specs) - warm_n)
+    # A dataset repeats its rows by design, and a replay or sessions make each request as they send
+    # it; plain lengths and shared prefixes make a list up front, which a duration-bound point may outrun.
+    if plan is None:
+        distinct = len(specs) - warm_n
+    else:
+        distinct = len(plan.specs) if plan.specs is not None and plan.summary.get("mode") == "shared_prefix" else None
+    reused = sum(1 for r in outcome.records if r.index >= distinct) if distinct is not None else 0
     if reused:
         warnings.append(f"{reused} of {len(outcome.records)} requests reused a prompt (a duration-bound point "
-                        f"cycled through its {len(specs) - warm_n} prompts): the server may have answered them "
+                        f"cycled through its {distinct} prompts): the server may have answered them "
                         "from its prefix cache; give num_requests instead")
     samples = _samples(ok)
     return RunResult(**{**base, "environment": env}, finished_at=now_iso(),
@@ -126,7 +166,105 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
                      validity={"valid": not reasons, "reasons": reasons}, warnings=warnings,
                      requests=records_to_dicts(outcome.records),
                      warmup_requests=records_to_dicts(outcome.warmup_records),
-                     server_log_tail=_tail(server))
+                     server_log_tail=_tail(server), saturation=sat.to_dict())
+
+
+def _traffic_plan(p: dict, point_key: str, tokenizer, n: int):
+    """The point's requests from its `traffic` section (serving/traffic/), seeded from its key."""
+    from tpubench.serving.traffic.plan import plan_traffic
+
+    out = p.get("output_lengths")
+    return plan_traffic(p["traffic"], vocab=_vocabulary(tokenizer), seed=prompt_seed(point_key, "traffic"),
+                        num_requests=p["num_requests"], concurrency=p["load"].get("concurrency"),
+                        warmup=p["warmup_requests"], base_dir=p.get("workload_dir") or None,
+                        output_length=out if isinstance(out, int) else None, chat=p["endpoint"] == "chat",
+                        default_requests=n)
+
+
+def _vocabulary(tokenizer):
+    """Words that are one token each of the served model's tokenizer (exact lengths), else plain words."""
+    from tpubench.serving.traffic.common import Vocabulary
+
+    if tokenizer is None:
+        return Vocabulary.plain()
+    from tpubench.serving.demo_model import word_pool
+
+    pool = word_pool(tokenizer)
+    if not pool:
+        return Vocabulary.plain()
+    return Vocabulary(tuple(pool), special_tokens=len(tokenizer("")["input_ids"]), exact=True)
+
+
+def _server_counted_prompts(records) -> None:
+    """A request whose prompt length was not known when it was made (a user's text, a chat history:
+    prompt_len 0) is checked against nothing: the server's count is its length."""
+    for r in records:
+        if r.prompt_len == 0 and r.prompt_tokens is not None:
+            r.prompt_len = r.prompt_tokens
+
+
+def with_engine_figures(result: RunResult, engine, model_check: dict | None) -> RunResult:
+    """The point's result with what the engine reported (`engine_metrics`, `engine_*` metrics and
+    the cached share of its input, engine_cache_metrics) and the served-model check: a mismatch
+    makes the point invalid, a skipped check is a warning."""
+    from tpubench.serving.client import RequestRecord
+
+    record, warnings = engine.result()
+    ok = [RequestRecord.from_dict(r) for r in getattr(result, "requests", None) or [] if r.get("ok")]
+    metrics = {**result.metrics, **engine_cache_metrics(record, ok)}
+    validity = result.validity.model_copy(deep=True)
+    warnings = [*result.warnings, *warnings]
+    if model_check and model_check.get("status") == "fail":
+        validity.valid = False
+        validity.reasons.append(model_check["detail"])
+    elif model_check and model_check.get("status") == "skipped":
+        warnings.append(f"served-model check skipped: {model_check['detail']}")
+    return result.model_copy(update={"metrics": metrics, "validity": validity, "warnings": warnings,
+                                     "engine_metrics": record, "served_model_check": model_check})
+
+
+def engine_cache_metrics(engine_record: dict, ok) -> dict:
+    """The engine's figures of the point (serving/engine_metrics.py) as `engine_*` metrics, and the
+    share of input tokens served from the prefix cache, `cached_input_share`: from the replies'
+    usage (prompt_tokens_details.cached_tokens, exact per request) where every ok request has it,
+    else the engine's prefix-cache hits / queries over the point (its warm-up included), else None.
+    `cached_input_share_from_usage` is 1 or 0 accordingly (None without a share)."""
+    figures = engine_record.get("figures") or {}
+    out = {f"engine_{k}": v for k, v in figures.items()}
+    counted = [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]
+    prompt = sum(r.prompt_tokens for r in counted)
+    if ok and len(counted) == len(ok) and prompt:
+        cached = sum(r.cached_tokens for r in counted)
+        out.update(cached_prompt_tokens=cached, cached_input_share=cached / prompt, cached_input_share_from_usage=1)
+    elif figures.get("prefix_cache_hit_rate") is not None:
+        out.update(cached_prompt_tokens=None, cached_input_share=figures["prefix_cache_hit_rate"],
+                   cached_input_share_from_usage=0)
+    else:
+        out.update(cached_prompt_tokens=None, cached_input_share=None, cached_input_share_from_usage=None)
+    return out
+
+
+def check_model(ctx, server, point: RunPoint) -> dict | None:
+    """The served-model check (serving/served_model_check.py), once per server, shown on every
+    point: None when the workload turns it off; "skipped" with why when tpubench has no weights."""
+    if not point.params["server"].get("check_model", True):
+        return None
+    if not server.weights_path:
+        return {"status": "skipped", "detail": "tpubench has no copy of the served weights (a server at a URL or "
+                                               "a Hub id), so it cannot compare the server with transformers"}
+    from tpubench.measure.numerics import tolerance
+    from tpubench.serving.served_model_check import check_served_model, served_dtype
+
+    ctx.reporter.phase("checking the served model", 0, 1)
+    dtype = point.dtype if point.dtype not in (None, "server") else "float32"
+    try:
+        result = check_served_model(server.base_url, server.model, server.weights_path,
+                                    dtype=served_dtype(server.command, server.name, dtype), tolerance=tolerance)
+    except Exception as exc:  # noqa: BLE001 - a reference that cannot load is a skipped check, not a lost run
+        first = (str(exc).strip().splitlines() or [""])[0]
+        result = {"status": "skipped", "detail": f"the reference could not run ({type(exc).__name__}: {first})"}
+    ctx.reporter.phase("checking the served model", 1, 1)
+    return result
 
 
 def _samples(ok) -> dict[str, list[float]]:

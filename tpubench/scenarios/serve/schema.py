@@ -7,6 +7,7 @@ tpubench, measured under load (docs/scenarios/serve.md).
       # or: server: {launch: {preset: vllm, model: Qwen/Qwen3-30B-A3B, args: [--tensor-parallel-size, "8"]}}
       load: {concurrency: [1, 8, 32], num_requests: 200, warmup_requests: 8}
       # or: load: {request_rate: [1, 4, inf], burstiness: 1.0, max_concurrency: 64, duration_s: 60}
+      # or: load: {find_capacity: {min_rate: 1, max_rate: 64, goodput: 0.9}}   (capacity at the SLO)
       input_length: 1024               # or {uniform: [512, 2048]} or {csv: lengths.csv}
       output_length: 256
       slo: {ttft_s: 0.5, tpot_s: 0.05}
@@ -19,11 +20,20 @@ from __future__ import annotations
 import math
 from typing import Literal, Union
 
-from pydantic import BaseModel, Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from tpubench.spec.sections import Strict
 
-PRESETS = ("transformers", "vllm", "vllm-tpu", "vllm-neuron", "sglang", "custom")
+PRESETS = ("transformers", "vllm", "vllm-tpu", "vllm-torchtpu", "vllm-neuron", "sglang", "custom")
 
 
 class UniformLengths(Strict):
@@ -47,7 +57,8 @@ Lengths = Union[PositiveInt, list[PositiveInt], UniformLengths, CsvLengths]
 class Launch(Strict):
     """A server tpubench starts on this machine, waits for, measures and always stops."""
 
-    preset: Literal["transformers", "vllm", "vllm-tpu", "vllm-neuron", "sglang", "custom"] = "transformers"
+    preset: Literal["transformers", "vllm", "vllm-tpu", "vllm-torchtpu", "vllm-neuron", "sglang", "custom"] = \
+        "transformers"
     # What to serve: a local path or a Hub id; "build" makes the workload's model (random weights)
     # and a tokenizer here, with nothing downloaded.
     model: str = "build"
@@ -59,6 +70,13 @@ class Launch(Strict):
     ready_path: str = "/v1/models"
     startup_timeout_s: PositiveFloat = 180.0
     env: dict[str, str] = Field(default_factory=dict)
+    # The Python that serves ({python} in a command; a preset's console script is the one next to
+    # it): a venv of the stack's own. Default: TPUBENCH_VLLM_PYTHON for the vLLM presets, else tpubench's.
+    python: str | None = None
+    # The server's CPUs ("0-5,8") when it and tpubench's client share this host's CPUs; tpubench keeps
+    # the others. Default: vLLM on a CPU is pinned apart (a quarter of the CPUs, at least one, to
+    # the client), other stacks are not; "none": never pinned.
+    cpus: str | None = None
 
     @model_validator(mode="after")
     def _custom_has_command(self):
@@ -81,6 +99,9 @@ class Server(Strict):
     launch: Launch | None = None
     hardware: Hardware | None = None
     tokenizer: str | None = None    # to make prompts of exact token lengths (default: the served model's)
+    # Check that the server computes the model (serving/served_model_check.py): greedy logprobs
+    # compared with transformers on the same weights, where tpubench has them (built or a local folder).
+    check_model: bool = True
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -88,6 +109,25 @@ class Server(Strict):
             raise ValueError("give either url (a running server) or launch (tpubench starts one)")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        return self
+
+
+class FindCapacity(Strict):
+    """Capacity at the SLO: bisect the highest request rate at which at least `goodput` of the
+    requests meet every SLO (scenarios/serve/capacity.py), each probe an open-loop point."""
+
+    min_rate: PositiveFloat
+    max_rate: PositiveFloat
+    goodput: float = Field(0.9, gt=0, le=1)          # share of a probe's requests meeting every SLO
+    tolerance: float = Field(0.05, ge=0.01, le=1)    # stop when high / low <= 1 + tolerance
+    slo: Slo | None = None                           # default: the section's slo
+
+    @model_validator(mode="after")
+    def _bracket(self):
+        if not math.isfinite(self.max_rate):
+            raise ValueError("max_rate must be a finite request rate")
+        if self.min_rate >= self.max_rate:
+            raise ValueError(f"min_rate ({self.min_rate:g}) must be below max_rate ({self.max_rate:g})")
         return self
 
 
@@ -99,11 +139,17 @@ class Load(Strict):
     num_requests: PositiveInt | None = 64
     duration_s: PositiveFloat | None = None  # instead of num_requests: send for this long
     warmup_requests: int = Field(2, ge=0)
+    # An open-loop sweep skips the rates above one that over-saturates the server (serving/saturation.py).
+    stop_at_saturation: bool = True
+    find_capacity: FindCapacity | None = None  # instead of concurrency and request_rate
 
     @model_validator(mode="after")
     def _one_loop(self):
-        if (self.concurrency is None) == (self.request_rate is None):
+        # Neither is for a trace replay, which keeps its own clock (checked with the traffic, below).
+        if self.concurrency is not None and self.request_rate is not None:
             raise ValueError("give either concurrency (closed loop) or request_rate (open loop)")
+        if self.find_capacity is not None and (self.concurrency is not None or self.request_rate is not None):
+            raise ValueError("find_capacity chooses the request rates itself: give no concurrency or request_rate")
         if self.concurrency == [] or self.request_rate == []:
             raise ValueError("an empty list sweeps over nothing")
         if self.num_requests is None and self.duration_s is None:
@@ -117,18 +163,134 @@ class Slo(Strict):
     e2e_s: PositiveFloat | None = None
 
 
+class DatasetTraffic(Strict):
+    """The user's prompts or chats: JSONL rows with `prompt` or `messages`, optionally
+    `output_length`/`max_tokens` (serving/traffic/dataset.py)."""
+
+    path: str                                   # relative to the workload file
+    order: Literal["sampled", "in_order"] = "sampled"
+    output_length: PositiveInt | None = None    # for rows without one (default: the scenario's)
+
+
+class SharedPrefixTraffic(Strict):
+    """Synthetic prompts sharing prefixes, as vLLM's prefix_repetition dataset."""
+
+    num_prefixes: PositiveInt = 1
+    prefix_length: PositiveInt                  # tokens of each shared prefix
+    suffix_length: PositiveInt                  # tokens of each request's own question
+    prefix_share: float = Field(1.0, ge=0, le=1)   # the share of requests that use a shared prefix
+    output_length: PositiveInt | None = None    # default: the scenario's
+
+
+class MultiTurnTraffic(Strict):
+    """Conversations resending their history; the load's concurrency is the sessions in flight."""
+
+    turns: PositiveInt
+    user_length: PositiveInt                    # tokens of each user turn
+    answer_length: PositiveInt                  # max_tokens of each answer
+    think_time_s: float = Field(0.0, ge=0)      # between an answer and the next turn
+    system_prompt_length: int = Field(0, ge=0)
+    num_system_prompts: PositiveInt = 1         # system prompts shared by the sessions
+    sessions: PositiveInt | None = None         # in all (default: ceil(num_requests / turns))
+
+
+class TraceTraffic(Strict):
+    """Timestamped requests replayed on the trace's clock: Mooncake JSONL or Azure CSV."""
+
+    path: str
+    format: Literal["mooncake", "azure"] | None = None     # default: from the extension
+    time_scale: Union[PositiveFloat, list[PositiveFloat]] = 1.0   # x trace time: 0.5 replays twice as fast
+    block_size: PositiveInt = 512               # tokens per hash id (Mooncake's)
+
+
+class Traffic(Strict):
+    """The user's own traffic, one mode (docs/scenarios/serve.md, "Traffic")."""
+
+    dataset: DatasetTraffic | None = None
+    shared_prefix: SharedPrefixTraffic | None = None
+    multi_turn: MultiTurnTraffic | None = None
+    trace: TraceTraffic | None = None
+
+    @model_validator(mode="after")
+    def _one_mode(self):
+        given = [m for m in ("dataset", "shared_prefix", "multi_turn", "trace") if getattr(self, m) is not None]
+        if len(given) != 1:
+            raise ValueError("give one of dataset, shared_prefix, multi_turn, trace"
+                             + (f" (got {', '.join(given)})" if given else ""))
+        return self
+
+    def mode(self) -> str:
+        return next(m for m in ("dataset", "shared_prefix", "multi_turn", "trace") if getattr(self, m) is not None)
+
+
 class ServeSection(Strict):
     kind: Literal["serve"]
     server: Server
     endpoint: Literal["completions", "chat"] = "completions"
     load: Load
-    input_length: Lengths
-    output_length: Lengths
+    # Synthetic prompts of these lengths, unless `traffic` says what to send (then output_length,
+    # if given, is the answer length of a mode that has none of its own).
+    input_length: Lengths | None = None
+    output_length: Lengths | None = None
+    traffic: Traffic | None = None
     # Ask for exactly output_length tokens (ignore_eos / min_tokens) where the server takes them.
     exact_output: bool = True
     request_timeout_s: PositiveFloat = 120.0
     slo: Slo = Slo()
     seed: int = 0
+    _workload_dir: str | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _traffic_fits(self):
+        mode = self.traffic.mode() if self.traffic else None
+        if mode is None and (self.input_length is None or self.output_length is None):
+            raise ValueError("give input_length and output_length, or a traffic section")
+        if mode is not None and mode != "trace" and self.input_length is not None:
+            raise ValueError(f"traffic {mode} makes its own prompts: drop input_length")
+        if mode in ("dataset", "shared_prefix", "trace") and isinstance(self.output_length, list):
+            raise ValueError("with a traffic section, output_length is one number (the default answer length)")
+        if mode == "multi_turn" and isinstance(self.output_length, list):
+            # Points differing only in a length no request uses would measure the same thing twice.
+            raise ValueError("multi_turn answers with traffic.multi_turn.answer_length tokens: a list of "
+                             "output_length sweeps nothing")
+        if mode == "trace":
+            if self.load.concurrency is not None or self.load.request_rate is not None:
+                raise ValueError("a trace is replayed on its own clock: give no load.concurrency or "
+                                 "load.request_rate (load.max_concurrency caps it; traffic.trace.time_scale scales it)")
+            if self.input_length is not None or self.output_length is not None:
+                raise ValueError("a trace gives every request's lengths: drop input_length and output_length")
+        elif self.load.concurrency is None and self.load.request_rate is None and self.load.find_capacity is None:
+            raise ValueError("give either concurrency (closed loop) or request_rate (open loop)")
+        search = self.load.find_capacity
+        if search is not None and not any((search.slo or self.slo).model_dump(exclude_none=True).values()):
+            raise ValueError("load.find_capacity needs an SLO to meet: give find_capacity.slo or the section's slo")
+        if search is not None and mode in ("trace", "multi_turn"):
+            raise ValueError(f"load.find_capacity varies the request rate, which traffic {mode} sets itself")
+        if mode == "multi_turn":
+            if self.load.concurrency is None:
+                raise ValueError("multi_turn runs load.concurrency sessions at once: give load.concurrency")
+            if self.endpoint != "chat":
+                raise ValueError("multi_turn sends chat histories: set endpoint: chat")
+        if mode == "shared_prefix" and self.traffic.shared_prefix.output_length is None and self.output_length is None:
+            raise ValueError("give traffic.shared_prefix.output_length (or output_length)")
+        return self
+
+    @model_validator(mode="after")
+    def _workload_folder(self, info: ValidationInfo):
+        # Where the traffic's files are read from when the workload is checked (check_traffic_files).
+        self._workload_dir = (info.context or {}).get("workload_dir")
+        return self
+
+    def check_traffic_files(self) -> None:
+        """The dataset or trace a traffic section names, read whole (streamed) when the workload is
+        loaded, after the schema and the model's config: a bad row is a UserError naming its
+        file:line and field. Only when the workload's folder is known (the loader gives it)."""
+        if self.traffic is not None and self._workload_dir is not None:
+            from tpubench.serving.traffic.plan import check_traffic
+
+            check_traffic(self.traffic.model_dump(exclude_none=True), self._workload_dir,
+                          self.output_length if isinstance(self.output_length, int) else None,
+                          chat=self.endpoint == "chat")
 
 
 def load_axis(load: Load) -> list[dict]:
@@ -136,9 +298,13 @@ def load_axis(load: Load) -> list[dict]:
     if load.concurrency is not None:
         values = load.concurrency if isinstance(load.concurrency, list) else [load.concurrency]
         return [{"concurrency": c} for c in values]
+    if load.find_capacity is not None:   # the search's first probe; the others follow its results
+        search = load.find_capacity.model_dump()
+        return [{"request_rate": search["min_rate"], "burstiness": load.burstiness,
+                 "max_concurrency": load.max_concurrency, "capacity": "probe", "find_capacity": search}]
     values = load.request_rate if isinstance(load.request_rate, list) else [load.request_rate]
-    return [{"request_rate": r, "burstiness": load.burstiness, "max_concurrency": load.max_concurrency}
-            for r in values]
+    return [{"request_rate": r, "burstiness": load.burstiness, "max_concurrency": load.max_concurrency,
+             **({} if load.stop_at_saturation else {"stop_at_saturation": False})} for r in values]
 
 
 def length_axis(lengths: Lengths) -> list:
@@ -151,7 +317,10 @@ def length_axis(lengths: Lengths) -> list:
 
 
 def load_label(load: dict) -> str:
+    if "time_scale" in load:     # a trace replayed on its own clock, scaled
+        return f"replay x{load['time_scale']:g}"
     if "concurrency" in load:
         return f"c{load['concurrency']}"
     rate = load["request_rate"]
-    return f"rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"
+    words = {"probe": "capacity probe ", "point": "capacity "}.get(load.get("capacity"), "")
+    return f"{words}rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"

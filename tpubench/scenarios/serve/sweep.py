@@ -1,19 +1,29 @@
-"""The sweep of scenario `serve`: load levels and request lengths, its points and their labels."""
+"""The sweep of scenario `serve`: load levels and request lengths (or the user's traffic), its
+points and their labels."""
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
 
+from tpubench.scenarios.serve.capacity import search_slo
 from tpubench.scenarios.serve.schema import length_axis, load_axis, load_label
+from tpubench.serving.traffic import traffic_words
 from tpubench.spec.point import RunPoint, layout_words, lengths_words, shape_words
 from tpubench.spec.sections import FULL_SCALE
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
     scen = workload.scenario
-    return {"load": load_axis(scen.load), "input_length": length_axis(scen.input_length),
-            "output_length": length_axis(scen.output_length)}
+    trace = scen.traffic.trace if scen.traffic else None
+    if trace is not None:
+        # A replay's load is the trace's own clock, scaled: time_scale is the axis.
+        scales = trace.time_scale if isinstance(trace.time_scale, list) else [trace.time_scale]
+        load = [{"replay": True, "time_scale": t, "max_concurrency": scen.load.max_concurrency} for t in scales]
+    else:
+        load = load_axis(scen.load)
+    return {"load": load, "input_length": length_axis(scen.input_length) if scen.input_length is not None else [None],
+            "output_length": length_axis(scen.output_length) if scen.output_length is not None else [None]}
 
 
 def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
@@ -26,6 +36,13 @@ def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
     common.update(server=scen.server.model_dump(), slo=scen.slo.model_dump(),
                   num_requests=scen.load.num_requests, duration_s=scen.load.duration_s,
                   warmup_requests=scen.load.warmup_requests, workload_dir=str(Path(source).parent) if source else "")
+    if scen.traffic is not None:
+        traffic = scen.traffic.model_dump(exclude_none=True)
+        if "trace" in traffic:
+            traffic["trace"].pop("time_scale")      # the load axis holds it
+            if "num_requests" not in scen.load.model_fields_set:
+                common["num_requests"] = None       # a replay sends the whole trace unless told otherwise
+        common["traffic"] = traffic
     out = []
     for load, inputs, outputs in itertools.product(axes["load"], axes["input_length"], axes["output_length"]):
         out.append(RunPoint(
@@ -38,13 +55,18 @@ def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
             input_length=inputs if isinstance(inputs, int) else None,
             output_length=outputs if isinstance(outputs, int) else None,
             execution_mode="serve", scenario_kind=workload.scenario.kind,
-            params={**common, "load": load, "input_lengths": inputs, "output_lengths": outputs},
+            params={**common, "load": load, "input_lengths": inputs, "output_lengths": outputs,
+                    **search_slo(load)},
             measurement=workload.measurement.model_dump(),
         ))
     return out
 
 
 def label(point: RunPoint) -> str:
+    traffic = traffic_words(point.params.get("traffic"))
+    if traffic:
+        lengths = [] if point.output_length is None else [f"out{point.output_length}"]
+        return " ".join([load_label(point.params["load"]), traffic, *lengths, f"{point.params['endpoint']}"])
     lengths = [f"{name}{v if v is not None else '~'}" for name, v in
                (("in", point.input_length), ("out", point.output_length))]
     return " ".join([load_label(point.params["load"]), *lengths, f"{point.params['endpoint']}"])
@@ -53,14 +75,27 @@ def label(point: RunPoint) -> str:
 def pair_label(point: dict) -> str:
     load = (point.get("params") or {}).get("load")
     known = isinstance(load, dict) and (isinstance(load.get("concurrency"), int)
-                                        or isinstance(load.get("request_rate"), (int, float)))
+                                        or isinstance(load.get("request_rate"), (int, float))
+                                        or isinstance(load.get("time_scale"), (int, float)))
+    words = _traffic_words((point.get("params") or {}).get("traffic"))
     return " ".join([str(point.get("workload")), str(point.get("scale")),
-                     load_label(load) if known else "load unknown", *shape_words(point), *layout_words(point)])
+                     load_label(load) if known else "load unknown", *words, *shape_words(point), *layout_words(point)])
+
+
+def _traffic_words(traffic) -> list[str]:
+    """A stored point's traffic in words; nothing for a point without one (or one from elsewhere
+    that does not read as a traffic section)."""
+    try:
+        return [traffic_words(traffic)] if isinstance(traffic, dict) and traffic else []
+    except (ValueError, KeyError, TypeError):
+        return ["traffic unknown"]
 
 
 def row_label(row) -> str:
     rate = row.get("request_rate")
     concurrency = row.get("concurrency")
+    offered = row.get("offered_request_rate")     # a replay's: the trace's own rate
     load = f"c{int(concurrency)}" if concurrency == concurrency and concurrency is not None else \
-        f"rate {rate:g}/s" if rate is not None else "?"
+        f"rate {rate:g}/s" if rate is not None and rate == rate else \
+        f"replay {offered:.3g}/s" if offered is not None and offered == offered else "?"
     return f"{load} {lengths_words(row)} {row.get('server_name') or 'server'}"
