@@ -1,0 +1,202 @@
+"""Fleet sizing for images (docs/definitions.md#budget-images): `tpubench budget --images-per-day`.
+
+The token budget's method (money/budget.py) with the image as the unit. Traffic is
+`images_per_day` with a peak-to-average factor; at the peak the fleet must make
+
+    R = images_per_day * peak_factor / 86400                     images/s
+
+A priced image row (cost.is_imaging) spends c = `image_chip_s_per_image` chip-seconds per image
+(seconds per image x chips, the diffuse cost basis), so it makes 1 / c images/s per chip (CI: the
+low rate from the high c). A point qualifies when it is valid and the p99 of its calls' seconds
+(`call_p99_s`) is within `max_image_latency_s`: an image of a call of B images arrives with the
+whole call, so that is the latency a user waits, not the call's seconds / B; per priced
+platform (cloud, region, instance type) and plan the qualifying point with the most images/s per
+chip is chosen, ties broken by the cheaper $ per 1,000 images. Then, as for tokens,
+
+    replicas       = ceil(R / (images/s/chip * chips per replica))
+    instances      = budget.instances_needed(replicas, chips per replica, chips_per_instance)
+    monthly_usd    = instances * instance $/h * 730 h      (CI from the images/s/chip CI)
+    monthly_kwh    = images_per_day * 730 / 24 * PUE * J per image / 3.6e6
+
+(J per image: the point's joules per chip-second times its chip-seconds per image,
+`image_j_per_image` of money/energy.py; owned capacity adds its cost to the monthly cost). A point
+wider than a TPU slice is left out of that slice type; platforms with no qualifying point are
+listed with the point that came closest to the latency limit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from tpubench.errors import UserError
+from tpubench.money import cost
+from tpubench.money.budget import (DAYS_PER_MONTH, HOURS_PER_MONTH, PLATFORM_COLUMNS, SECONDS_PER_DAY, Power,
+                                   only_scenarios, within_tpu_slices, blended_rate, ceil_whole,
+                                   instances_needed)
+from tpubench.money.carbon import JOULES_PER_KWH
+from tpubench.records.columns import numeric_column
+
+
+@dataclass(frozen=True)
+class ImageTraffic:
+    images_per_day: float
+    peak_factor: float = 1.0
+    max_image_latency_s: float | None = None   # p99 seconds a point's call (a user's wait for an image) may take
+
+    def __post_init__(self):
+        if not (isinstance(self.images_per_day, (int, float)) and math.isfinite(self.images_per_day)
+                and self.images_per_day > 0):
+            raise UserError(f"must be a positive number of images, got {self.images_per_day}",
+                            field="--images-per-day")
+        if not self.peak_factor >= 1:
+            raise UserError(f"peak-to-average factor must be >= 1, got {self.peak_factor}", field="--peak-factor")
+        if self.max_image_latency_s is not None and not (math.isfinite(self.max_image_latency_s)
+                                                         and self.max_image_latency_s > 0):
+            raise UserError(f"a latency limit is a positive number of seconds, got {self.max_image_latency_s}",
+                            field="--max-image-latency-s")
+
+    @property
+    def peak_images_per_s(self) -> float:
+        return self.images_per_day * self.peak_factor / SECONDS_PER_DAY
+
+
+@dataclass
+class ImageBudget:
+    traffic: ImageTraffic
+    options: pd.DataFrame          # one row per platform x plan with a qualifying point, ranked
+    infeasible: pd.DataFrame       # platforms with no qualifying point, with the closest one
+    unpriced: pd.DataFrame         # results that could not be priced, and why
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_images(results: pd.DataFrame, prices: pd.DataFrame, *, images_per_day: float, peak_factor: float = 1.0,
+                max_image_latency_s: float | None = None, plans=None, cloud=None, region=None,
+                today: date | None = None, scenarios: Sequence[str] | str | None = None,
+                include_flagged: bool = False, power: Power | None = None) -> ImageBudget:
+    """Size a fleet on every priced platform and plan for `images_per_day` (module docstring).
+    `results` is `load_results(...)`, `prices` `pricing.load_prices(...)`; `power` adds monthly
+    energy, its cost and carbon (in the monthly cost for owned capacity), as for tokens."""
+    traffic = ImageTraffic(float(images_per_day), float(peak_factor),
+                           None if max_image_latency_s is None else float(max_image_latency_s))
+    power = power or Power()
+    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today,
+                                          include_flagged=include_flagged, grid_gco2_per_kwh=power.grid_gco2_per_kwh)
+    notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
+    if scenarios is not None:
+        priced, note = only_scenarios(priced, scenarios)
+        if note:
+            notes.append(note)
+    imaging = cost.is_imaging(priced)
+    others = priced.loc[~imaging, "file"].nunique()
+    if others:
+        notes.append(f"{others} result(s) without per-image figures left out (token points: use --tokens-per-day)")
+    images = priced[imaging]
+    candidates = images[images["valid"].astype(bool)].copy()
+    if len(candidates) < len(images):
+        notes.append(f"{images.loc[~images['valid'].astype(bool), 'file'].nunique()} invalid image run(s) "
+                     "left out of the budget")
+    # Sized on the cost basis's chip-seconds, as tokens are: the low rate from the high bound.
+    for rate, chip_s in (("", ""), ("_ci95_low", "_ci95_high"), ("_ci95_high", "_ci95_low")):
+        candidates["images_per_s_per_chip" + rate] = blended_rate(
+            numeric_column(candidates, "image_chip_s_per_image" + chip_s))
+    candidates = candidates[np.isfinite(candidates["images_per_s_per_chip"])]
+    candidates, note = within_tpu_slices(candidates)
+    notes += [note] if note else []
+    candidates["latency_ratio"] = _latency_ratio(candidates, traffic.max_image_latency_s)
+    meets = candidates[candidates["latency_ratio"] <= 1]
+    best = (meets.sort_values(["images_per_s_per_chip", "image_usd_per_kimage"], ascending=[False, True],
+                              kind="stable")
+            .drop_duplicates(PLATFORM_COLUMNS + ["plan"], keep="first").copy())
+    options = _size_fleet(best, traffic, power)
+    if power.owned and options["monthly_usd"].isna().any():
+        notes.append(f"{int(options['monthly_usd'].isna().sum())} option(s) have no energy figure (their points "
+                     "were measured without energy): no owned-capacity monthly cost, listed last")
+    return ImageBudget(traffic=traffic, options=options.reset_index(drop=True),
+                       infeasible=_closest_points(candidates, meets, traffic).reset_index(drop=True),
+                       unpriced=unpriced, notes=notes)
+
+
+def _latency_ratio(df: pd.DataFrame, limit_s: float | None) -> pd.Series:
+    """p99 seconds per call / the limit: <= 1 qualifies; a missing p99 never does."""
+    if limit_s is None:
+        return pd.Series(0.0, index=df.index)
+    return (numeric_column(df, "call_p99_s") / limit_s).fillna(math.inf)
+
+
+def monthly_image_energy(images_per_day, joules_per_image, pue: float):
+    """kWh a month for the images at their joules each, facility overhead (PUE) included."""
+    return np.multiply(images_per_day * DAYS_PER_MONTH * pue, joules_per_image) / JOULES_PER_KWH
+
+
+def _size_fleet(best: pd.DataFrame, traffic: ImageTraffic, power: Power) -> pd.DataFrame:
+    peak = traffic.peak_images_per_s
+    out = best
+    chips = out["chips"].astype(float)
+    for suffix, column in (("", "images_per_s_per_chip"), ("_ci95_low", "images_per_s_per_chip_ci95_high"),
+                           ("_ci95_high", "images_per_s_per_chip_ci95_low")):
+        # The low cost bound comes from the high throughput bound, and vice versa.
+        replicas = ceil_whole(peak / (out[column].astype(float) * chips))
+        instances = instances_needed(replicas, chips, out["chips_per_instance"])
+        out["monthly_usd" + suffix] = instances * out["usd_per_instance_hour"].astype(float) * HOURS_PER_MONTH
+        if not suffix:
+            out["replicas"] = replicas.astype(int)
+            out["required_chips"] = (replicas * chips).astype(int)
+            out["instances"] = instances.astype(int)
+            out["rented_chips"] = (instances * out["chips_per_instance"]).astype(int)
+            out["fleet_utilisation"] = peak / (out[column] * out["rented_chips"])
+    out["images_per_day"] = traffic.images_per_day
+    out["replica_spans_instances"] = out["chips"] > out["chips_per_instance"]
+    out["monthly_kwh"] = monthly_image_energy(traffic.images_per_day, numeric_column(out, "image_j_per_image"),
+                                              power.pue)
+    if power.grid_gco2_per_kwh is not None:
+        out["grid_gco2e_per_kwh"], out["grid_source"] = power.grid_gco2_per_kwh, "user: --grid-gco2-per-kwh"
+    out["monthly_kg_co2e"] = out["monthly_kwh"] * numeric_column(out, "grid_gco2e_per_kwh") / 1000
+    out["monthly_energy_usd"] = out["monthly_kwh"] * power.usd_per_kwh if power.usd_per_kwh is not None else np.nan
+    out["energy_in_monthly_usd"] = power.owned
+    if power.owned:   # no energy figure: NaN, never a bare price that would undercut measured options
+        for bound in ("", "_ci95_low", "_ci95_high"):
+            out["monthly_usd" + bound] = out["monthly_usd" + bound] + out["monthly_energy_usd"]
+    out = out.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
+    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"], dropna=False).cumcount() + 1
+    out["rank_overall"] = out.groupby(["workload", "scale"], dropna=False).cumcount() + 1
+    for column in IMAGE_OPTION_COLUMNS:
+        if column not in out:
+            out[column] = np.nan
+    return out[IMAGE_OPTION_COLUMNS]
+
+
+def _closest_points(candidates: pd.DataFrame, meets: pd.DataFrame, traffic: ImageTraffic) -> pd.DataFrame:
+    point_columns = ["batch_size", "resolution_px", "denoise_steps", "dtype", "chips", "call_p99_s", "latency_ratio"]
+    columns = PLATFORM_COLUMNS + ["closest_file"] + point_columns + ["misses"]
+    feasible = set(map(tuple, meets[PLATFORM_COLUMNS].drop_duplicates().itertuples(index=False)))
+    rows = []
+    platforms = candidates.drop_duplicates(PLATFORM_COLUMNS + ["file"])
+    for key, group in platforms.groupby(PLATFORM_COLUMNS, sort=True, dropna=False):
+        if tuple(key) in feasible:
+            continue
+        closest = group.sort_values(["latency_ratio", "images_per_s_per_chip"], ascending=[True, False]).iloc[0]
+        rows.append({**dict(zip(PLATFORM_COLUMNS, key)), "closest_file": closest["file"],
+                     **{c: closest.get(c) for c in point_columns},
+                     "misses": f"p99 {closest['call_p99_s']:.3g} s per call > {traffic.max_image_latency_s:g} s"})
+    return pd.DataFrame(rows, columns=columns)
+
+
+IMAGE_OPTION_COLUMNS = [
+    "rank_overall", "rank_in_plan", "workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
+    "chips_per_instance", "plan", "usd_per_instance_hour", "images_per_day", "monthly_usd", "monthly_usd_ci95_low",
+    "monthly_usd_ci95_high", "instances", "rented_chips", "required_chips", "replicas", "fleet_utilisation",
+    "replica_spans_instances", "images_per_s_per_chip", "images_per_s_per_chip_ci95_low",
+    "images_per_s_per_chip_ci95_high", "image_p50_s", "image_p99_s", "call_p99_s", "image_usd_per_kimage",
+    "image_usd_per_kimage_ci95_low", "image_usd_per_kimage_ci95_high", "image_chip_s_per_image", "image_j_per_image",
+    "image_j_per_image_ci95_low", "image_j_per_image_ci95_high",
+    "scenario_kind", "batch_size", "resolution_px", "denoise_steps", "dtype", "execution_mode", "chips", "backend",
+    "device", "accelerator", "torch_version", "file", "price_source", "price_as_of", "price_age_days",
+    "price_flagged", "price_flag_reason", "monthly_kwh", "monthly_kg_co2e", "monthly_energy_usd",
+    "energy_in_monthly_usd", "energy_method", "grid_gco2e_per_kwh", "grid_source",
+]
