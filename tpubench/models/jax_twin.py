@@ -59,9 +59,12 @@ __all__ = [
     "greedy_generate",
     "param_count",
     "jax_device_info",
+    "with_routing",
+    "route_trace",
 ]
 
-_MOE_IMPLS = ("gather", "ragged", "dense")
+# "ragged_dot" is the workload's name for "ragged" (jax.lax.ragged_dot in its general form).
+_MOE_IMPLS = ("gather", "ragged", "ragged_dot", "dense")
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,6 +95,11 @@ class TwinConfig:
     # implementation choices (not architecture): see module docstring
     moe_prefill: str = "ragged"
     moe_decode: str = "gather"
+    # routing control (models/routing.py): params["routing"] holds one schedule table [P,k] per
+    # MoE layer and the router's selection is biased onto it; record_routes makes prefill and
+    # decode_step also return the chosen experts [MoE layers, tokens, k] (an untimed pass).
+    routed: bool = False
+    record_routes: bool = False
 
     def __post_init__(self):
         if self.arch not in ("qwen3", "qwen3_moe"):
@@ -410,13 +418,21 @@ def _ragged(lhs, rhs, group_sizes):
     return jax.lax.ragged_dot_general(lhs, rhs, group_sizes, dn)
 
 
-def _moe(cfg: TwinConfig, lp, x, impl: str):
+def _moe(cfg: TwinConfig, lp, x, impl: str, table=None, offset=None):
+    """The MoE block; returns (output [B,T,D], chosen experts [B*T,K])."""
     B, T, D = x.shape
     E, K, I = cfg.num_experts, cfg.top_k, cfg.moe_intermediate_size
     xf = x.reshape(B * T, D)
     logits = _linear(xf, lp["router"])  # [N,E] model dtype
     probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
-    topv, topi = jax.lax.top_k(probs, K)  # [N,K]
+    if table is None:
+        topv, topi = jax.lax.top_k(probs, K)  # [N,K]
+    else:  # the scheduled experts win top-k (+2 > any probability); gates stay the router's own
+        n = B * T
+        scheduled = table[(offset + jnp.arange(n)) % table.shape[0]]
+        bias = jnp.zeros_like(probs).at[jnp.arange(n)[:, None], scheduled].set(2.0)
+        _, topi = jax.lax.top_k(probs + bias, K)
+        topv = jnp.take_along_axis(probs, topi, axis=-1)
     if cfg.norm_topk_prob:
         topv = topv / jnp.sum(topv, axis=-1, keepdims=True)
     topv = topv.astype(x.dtype)
@@ -442,7 +458,7 @@ def _moe(cfg: TwinConfig, lp, x, impl: str):
         y = _ragged(a, wd, group_sizes)  # [N*K, D]
         y = y[jnp.argsort(order)].reshape(B * T, K, D)  # unsort (gather, not scatter)
         out = jnp.einsum("nkd,nk->nd", y, topv)
-    return out.reshape(B, T, D)
+    return out.reshape(B, T, D), topi
 
 
 def _forward(cfg: TwinConfig, params, ids, cache, start, decode: bool):
@@ -452,15 +468,27 @@ def _forward(cfg: TwinConfig, params, ids, cache, start, decode: bool):
     cos, sin = _rope(cfg, start + jnp.arange(T), dtype)
     moe_impl = cfg.moe_decode if decode else cfg.moe_prefill
     ks, vs = list(cache["k"]), list(cache["v"])
+    # Token (row r, position p) is number B*p + r of the stream since the cache was emptied (the
+    # prefill starts at 0, row-major): the index of its routing schedule, as in torch.
+    offset = ids.shape[0] * start
+    routes = []
     for i, lp in enumerate(params["layers"]):
         h = _rms_norm(x, lp["ln1"], cfg.rms_norm_eps)
         h, ks[i], vs[i] = _attention(cfg, lp, h, cos, sin, ks[i], vs[i], start, decode)
         x = x + h
         h = _rms_norm(x, lp["ln2"], cfg.rms_norm_eps)
-        x = x + (_moe(cfg, lp, h, moe_impl) if cfg.moe_layers[i] else _dense_mlp(lp, h))
+        if cfg.moe_layers[i]:
+            table = params["routing"][len(routes)] if cfg.routed else None
+            h, chosen = _moe(cfg, lp, h, moe_impl, table, offset)
+            routes.append(chosen)
+            x = x + h
+        else:
+            x = x + _dense_mlp(lp, h)
     x = _rms_norm(x[:, -1], params["final_norm"], cfg.rms_norm_eps)
     head = params["embed"] if cfg.tie_word_embeddings else params["lm_head"]
     logits = _linear(x, head).astype(jnp.float32)
+    if cfg.record_routes:
+        return logits, {"k": ks, "v": vs}, jnp.stack(routes)
     return logits, {"k": ks, "v": vs}
 
 
@@ -531,6 +559,30 @@ def greedy_generate(
     out = np.stack([np.asarray(t) for t in toks], axis=1)
     if return_logits:
         return out, np.stack([np.asarray(x) for x in all_logits])
+    return out
+
+
+def with_routing(params, config, tables):
+    """``(params, config)`` that route by schedule ``tables`` ([MoE layers, P, k], models/routing.py)."""
+    cfg = dataclasses.replace(_as_twin_config(config), routed=True)
+    return {**params, "routing": [jnp.asarray(t, jnp.int32) for t in tables]}, cfg
+
+
+def route_trace(params, config, ids, steps: int, *, max_len: int | None = None) -> list[np.ndarray]:
+    """The experts chosen at every step of a greedy generation of ``steps`` tokens after ``ids``:
+    one int array ``[MoE layers, tokens, k]`` per forward call (the prefill's first). A pass of
+    its own (compiled apart), so timed executables carry no extra output."""
+    cfg = dataclasses.replace(_as_twin_config(config), record_routes=True)
+    ids = np.asarray(ids, np.int32)
+    B, I = ids.shape
+    pf, dec = jax.jit(prefill, static_argnums=(1,)), jax.jit(decode_step, static_argnums=(1,))
+    cache = init_cache(cfg, B, max_len or I + steps, params["embed"].dtype)
+    logits, cache, chosen = pf(params, cfg, ids, cache)
+    out = [np.asarray(chosen)]
+    for s in range(steps - 1):
+        token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        logits, cache, chosen = dec(params, cfg, token, jnp.int32(I + s), cache)
+        out.append(np.asarray(chosen))
     return out
 
 

@@ -10,6 +10,20 @@ from tpubench.hardware.model_shape import bytes_per_element
 
 
 
+def generate_decode_note(device: str, implementations: dict) -> str | None:
+    """What transformers' `generate()` would do differently here, or None.
+
+    transformers 5.24's generate() (generation/utils.py, `_optimize_model_for_decode`) switches every
+    "grouped_mm" experts implementation to "batched_mm" for its decode loop on any non-CPU device;
+    tpubench's own loop keeps the point's implementation, so its decode numbers are not what a
+    generate() user gets there."""
+    if device == "cpu" or "grouped_mm" not in implementations.values():
+        return None
+    return (f"decode used experts implementation grouped_mm; transformers' generate() would switch it to "
+            f"batched_mm for decode on {device} (generation/utils.py _optimize_model_for_decode), so "
+            f"generate() users get batched_mm's decode speed here")
+
+
 def hf_config(point):
     """The transformers config object for the point's family and resolved config values."""
     from transformers import CONFIG_MAPPING
@@ -136,6 +150,11 @@ def load_sharded(point, checkpoint: str):
 
 
 def _ready(model, point):
+    from tpubench.spec.sections import JAX_EXPERTS
+
+    if point.experts_implementation in JAX_EXPERTS:
+        raise UserError(f"experts implementation {point.experts_implementation} is the JAX twin's (--backend jax); "
+                        "torch runs eager, grouped_mm or batched_mm", field="model.experts_implementation")
     if point.experts_implementation:
         if not getattr(model, "_can_set_experts_implementation", lambda: False)():
             raise UserError(f"{point.family} has no switchable experts implementation",
