@@ -416,3 +416,22 @@ def test_spec_table_interconnect_figures():
         assert chip_peaks(name)["interconnect_bytes_per_s"] is None, name
     assert peaks_for("cuda", "NVIDIA H100 80GB HBM3", "bfloat16")["interconnect_send_bytes_per_s"] == 450e9
     assert peaks_for("tpu", "TPU v6e", "bfloat16")["interconnect_send_bytes_per_s"] == 400e9
+
+
+def test_roofline_metrics_use_measured_distinct_experts():
+    """The measured distinct experts per decode step (one per MoE layer) replace uniform routing's
+    expectation in the decode bytes: batch 4 of 4 experts top-2 expects 3.75, so a measured 3
+    reads 0.75 expert of 144 fp32 parameters less (432 B), a measured 4 reads 0.25 more (144 B)."""
+    from tpubench.measure.efficiency import roofline_metrics
+
+    point = _tiny_point()
+    point.batch_size = 4
+    metrics = {"ttft_p50_s": 1e-3, "tpot_p50_s": 1e-3}
+    chip = {"peak_flops": 2e12, "peak_bytes_per_s": 4e12, "shared_by_world": False, "tolerance": 1.0}
+    expected, _ = roofline_metrics(point, metrics, chip)
+    fewer, _ = roofline_metrics(point, metrics, chip, distinct_experts=[3.0])
+    every, _ = roofline_metrics(point, metrics, chip, distinct_experts=[4.0])
+    assert expected["expected_distinct_experts"] == pytest.approx(3.75)
+    assert expected["decode_bytes_per_step"] - fewer["decode_bytes_per_step"] == pytest.approx(432)
+    assert every["decode_bytes_per_step"] - expected["decode_bytes_per_step"] == pytest.approx(144)
+    assert fewer["decode_mbu"] < expected["decode_mbu"] < every["decode_mbu"]

@@ -28,6 +28,8 @@ def test_an_invalid_point_is_listed_unpriced_with_its_reasons(tmp_path):
     assert "unpriced b16 in1024 out128 cuda: invalid point (output tokens/s is negative (-324.0)); not priced" in text
     table = text.split("cost per million tokens")[1]
     assert "b8 in1024 out128" in table and "b16" not in table
+    # Plans by their labels (money/plans.plan_label), as in every report.
+    assert "on-demand" in table and "on_demand" not in table
 
 
 def test_the_run_cost_table_passes_over_flagged_prices_unless_included(tmp_path):

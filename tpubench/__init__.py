@@ -2,21 +2,23 @@
 
 from tpubench.version import __version__
 
-__all__ = ["__version__", "load_requests", "load_results"]
+__all__ = ["__version__", "compare_published", "load_requests", "load_results"]
 
 
-def load_results(paths, *, warn=None, keep="latest"):
+def load_results(paths, *, warn=None, keep="latest", include_published=False):
     """Load result files or folders into a tidy pandas DataFrame, one row per run point.
 
     A point measured several times counts once: keep="latest" (the default) keeps its most recent
     result, keep="all" every file; the `older_runs` column and df.attrs["older_runs_left_out"] say
-    how many older runs there are (see tpubench.output.frames.load_results).
+    how many older runs there are (see tpubench.output.frames.load_results). Published results
+    imported beside them (`tpubench import`) join as rows with source "published" only when
+    `include_published=True`.
 
     Imported lazily so that `import tpubench` stays cheap (no pandas, torch or jax).
     """
     from tpubench.output.frames import load_results as _load
 
-    return _load(paths, warn=warn, keep=keep)
+    return _load(paths, warn=warn, keep=keep, include_published=include_published)
 
 
 def load_requests(paths, *, warn=None, keep="latest"):
@@ -25,3 +27,15 @@ def load_requests(paths, *, warn=None, keep="latest"):
     from tpubench.output.frames import load_requests as _load
 
     return _load(paths, warn=warn, keep=keep)
+
+
+def compare_published(paths, *, tolerance=0.10, warn=None, keep="latest"):
+    """Your measured points beside the published results imported under `paths` (`tpubench
+    import`): per point and matching published front (same model, lengths, accelerator and
+    precision), the front's throughput per chip interpolated at the point's interactivity, the
+    deviation and a verdict ("agrees within 10%", "differs by -35%: check your stack"); see
+    tpubench.output.published.match."""
+    from tpubench.output.frames import load_results as _load
+    from tpubench.output.published import compare_published as _compare, read_published
+
+    return _compare(_load(paths, warn=warn, keep=keep), read_published(paths, warn=warn), tolerance)

@@ -67,6 +67,9 @@ def run(
     chip_power_w: Optional[float] = typer.Option(None, "--chip-power-w", min=0.0,
                                                  help="Where nothing measures power: model each chip at this many "
                                                       "watts (labelled modelled)."),
+    profile: bool = typer.Option(False, "--profile",
+                                 help="After each point's timed loop, one profiled pass: time by category "
+                                      "(experts, router, attention, ...) and a trace file beside the result."),
 ):
     """Measure every point of a workload's sweep and write one result file per point.
 
@@ -81,7 +84,7 @@ def run(
                              resume=resume, retry_failed=retry_failed, reporter=reporter,
                              tensor_parallel=tensor_parallel, expert_parallel=expert_parallel, server_url=server_url,
                              data_parallel=data_parallel, fsdp=fsdp, energy=energy, chip_power_w=chip_power_w,
-                             **({"max_points": max_points} if max_points else {}))
+                             profile=profile, **({"max_points": max_points} if max_points else {}))
     if os.environ.get("RANK", "0") != "0":
         return   # under torchrun, rank 0 reports for the world
     render_run_table(console, outcomes)
@@ -111,8 +114,11 @@ def validate(
         limit = {"max_points": max_points} if max_points else {}
         sizes = {name: check_sweep_size(w, name, source=str(path), **limit) for name in scale_names(w)}
         detail = ", ".join(f"{name}: {n:,} point{'s' * (n != 1)}" for name, n in sizes.items())
-        # A serve workload may leave the model to its server: there is no family to name or check.
-        family = w.model.family if w.model is not None else "the server's model"
+        # A serve workload may leave the model to its server, a diffusion one names a pipeline: there
+        # is no model family to name or check.
+        pipeline = getattr(w.scenario, "pipeline", None)
+        family = (w.model.family if w.model is not None else f"{pipeline} pipeline" if pipeline
+                  else "the server's model")
         console.print(f"[green]ok[/green] {escape(str(path))}: {w.name} ({escape(family)}); {detail}")
         if w.model is not None and not covered_family(w.model.family):
             _warn_stderr(f"{path}: tpubench's config table does not cover '{w.model.family}': its model.config "
@@ -148,7 +154,8 @@ def report(
     fmt: str = typer.Option("md", "--format", "-f", help="md, html or csv."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of the terminal."),
     prices: List[Path] = typer.Option([], "--prices", help="Your price file(s), layered over the shipped table."),
-    plan: List[str] = typer.Option([], "--plan", help="on_demand, spot, commit_1y, commit_3y (repeatable)."),
+    plan: List[str] = typer.Option([], "--plan", help="on_demand, spot, commit_1y, commit_3y, reservation, "
+                                                     "flex_start, capacity_block (repeatable)."),
     discount: Optional[float] = typer.Option(None, "--discount", help="Add a plan: on-demand less this percent."),
     cloud: Optional[str] = typer.Option(None, "--cloud"),
     region: Optional[str] = typer.Option(None, "--region"),
@@ -159,14 +166,21 @@ def report(
     include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
     grid_gco2_per_kwh: Optional[float] = typer.Option(None, "--grid-gco2-per-kwh",
                                                       help="Grid carbon intensity to use instead of the regions'."),
+    published_tolerance: float = typer.Option(10.0, "--published-tolerance", min=0.0,
+                                              help="Percent within which your point agrees with published results "
+                                                   "(tpubench import)."),
+    tco: Optional[Path] = typer.Option(None, "--tco", help="CSV of TCO tiers (as for budget): on-demand $/Mtok "
+                                                           "at each tier's rate beside the list price."),
 ):
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
+    from tpubench.money.tco import load_tco
     from tpubench.output.report import build_report, render
 
     data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
                         region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
                         keep="all" if all_runs else "latest", include_flagged=include_flagged,
-                        grid_gco2_per_kwh=grid_gco2_per_kwh)
+                        grid_gco2_per_kwh=grid_gco2_per_kwh, published_tolerance=published_tolerance / 100,
+                        tco_tiers=None if tco is None else load_tco(tco))
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
@@ -181,6 +195,13 @@ def budget(
     train_tokens: Optional[float] = typer.Option(None, "--train-tokens",
                                                  help="Instead: a training token budget (e.g. 1e9): dollars, hours "
                                                       "and the slice to rent per platform and plan."),
+    images_per_day: Optional[float] = typer.Option(None, "--images-per-day",
+                                                   help="Instead: images per day (scenario diffuse points): the "
+                                                        "fleet per platform and plan, priced per month."),
+    max_image_latency_s: Optional[float] = typer.Option(None, "--max-image-latency-s",
+                                                        help="With --images-per-day: only points whose p99 seconds "
+                                                             "per call (a user's wait for an image) is "
+                                                             "within this qualify."),
     output_share: float = typer.Option(0.25, "--output-share", help="Fraction of the tokens that are output."),
     peak_factor: float = typer.Option(1.0, "--peak-factor", help="Peak-to-average traffic ratio."),
     slo_ttft_ms: Optional[float] = typer.Option(None, "--slo-ttft-ms", help="p99 TTFT limit."),
@@ -209,24 +230,51 @@ def budget(
                                                       "to the monthly cost (a cloud's price includes it)."),
     grid_gco2_per_kwh: Optional[float] = typer.Option(None, "--grid-gco2-per-kwh",
                                                       help="Grid carbon intensity to use instead of the region's."),
+    months: Optional[float] = typer.Option(None, "--months", help="Horizon in months: choose how to buy per "
+                                           "platform (commitments for the base, on-demand or spot for the peak)."),
+    peak_hours: Optional[float] = typer.Option(None, "--peak-hours", help="Hours a day at the peak (with "
+                                               "--peak-factor): the rest of the day runs at the base load."),
+    spot_lost_hours: float = typer.Option(0.25, "--spot-lost-hours",
+                                          help="Hours of an instance's work lost per spot preemption."),
+    spot_preemption_rate: Optional[float] = typer.Option(None, "--spot-preemption-rate",
+                                                         help="Spot preemptions per hour where the price table "
+                                                              "gives none."),
+    tco: Optional[Path] = typer.Option(None, "--tco", help="CSV of TCO tiers (hyperscaler, neocloud, owned...) "
+                                                           "shown beside list prices."),
+    include_published: bool = typer.Option(False, "--include-published",
+                                           help="Also size on published results imported beside yours "
+                                                "(tpubench import); left out by default."),
 ):
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
-    With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget."""
+    With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget.
+    With --images-per-day instead: the fleet for an image load under a p99 seconds-per-image limit."""
     from tpubench.money.budget import Power, plan_budget, plan_training
+    from tpubench.money.tco import load_tco
     from tpubench.output.report import render_budget
     from tpubench.output.report.data import older_runs_note
     from tpubench.output.frames import load_results
 
-    if (tokens_per_day is None) == (train_tokens is None):
-        raise UserError("give exactly one of --tokens-per-day (inference traffic) and --train-tokens "
-                        "(a training token budget)", field="--tokens-per-day")
+    if sum(v is not None for v in (tokens_per_day, train_tokens, images_per_day)) != 1:
+        raise UserError("give exactly one of --tokens-per-day (inference traffic), --train-tokens "
+                        "(a training token budget) and --images-per-day (image traffic)", field="--tokens-per-day")
+    if max_image_latency_s is not None and images_per_day is None:
+        raise UserError("a limit on seconds per call applies to --images-per-day", field="--max-image-latency-s")
+    if images_per_day is not None:
+        given = [flag for flag, value in (("--slo-ttft-ms", slo_ttft_ms), ("--slo-tpot-ms", slo_tpot_ms),
+                                          ("--current", current), ("--months", months), ("--peak-hours", peak_hours),
+                                          ("--tco", tco)) if value is not None] + (["--split"] if split else [])
+        if given:
+            raise UserError(f"{', '.join(given)} apply to --tokens-per-day, not to an image budget",
+                            field="--images-per-day")
     if train_tokens is not None:
         given = [flag for flag, value in (("--slo-ttft-ms", slo_ttft_ms), ("--slo-tpot-ms", slo_tpot_ms),
-                                          ("--current", current)) if value is not None]
+                                          ("--current", current), ("--months", months),
+                                          ("--peak-hours", peak_hours), ("--tco", tco)) if value is not None]
         if given:
             raise UserError(f"{', '.join(given)} apply to --tokens-per-day, not to a training budget",
                             field="--train-tokens")
-    df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest")
+    df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest",
+                      include_published=include_published)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
     if train_tokens is not None:
@@ -235,17 +283,29 @@ def budget(
                                  include_flagged=include_flagged)
         _emit(render_budget(training, fmt), out)
         return
+    if images_per_day is not None:
+        from tpubench.money.image_budget import plan_images
+
+        images = plan_images(df, _load_prices(prices, discount), images_per_day=images_per_day,
+                             peak_factor=peak_factor, max_image_latency_s=max_image_latency_s, plans=plan or None,
+                             cloud=cloud, region=region, scenarios=scenario or None, include_flagged=include_flagged,
+                             power=Power(power_price, pue, owned, grid_gco2_per_kwh))
+        _emit(render_budget(images, fmt), out)
+        return
     result = plan_budget(df, _load_prices(prices, discount), tokens_per_day=tokens_per_day,
                          output_share=output_share, peak_factor=peak_factor,
                          slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
                          slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
                          plans=plan or None, current=current, cloud=cloud, region=region,
                          scenarios=scenario or None, split=split, include_flagged=include_flagged,
-                         power=Power(power_price, pue, owned, grid_gco2_per_kwh))
+                         power=Power(power_price, pue, owned, grid_gco2_per_kwh), months=months,
+                         peak_hours=peak_hours, spot_lost_hours=spot_lost_hours,
+                         spot_preemption_rate=spot_preemption_rate, tco_tiers=None if tco is None else load_tco(tco))
     _emit(render_budget(result, fmt), out)
 
 
-pricing_app = typer.Typer(help="Price tables: validate, list, import a SkyPilot catalog.", no_args_is_help=True)
+pricing_app = typer.Typer(help="Price tables: validate, list, import a SkyPilot catalog or a cloud's own price file.",
+                          no_args_is_help=True)
 app.add_typer(pricing_app, name="pricing")
 
 
@@ -265,10 +325,12 @@ def pricing_list(
     prices: List[Path] = typer.Option([], "--prices"),
     discount: Optional[float] = typer.Option(None, "--discount"),
 ):
-    """The price table (shipped rows plus yours), USD per instance-hour per plan."""
+    """The price table (shipped rows plus yours), USD per instance-hour per plan (a plan with an
+    upfront part at its effective price: upfront spread over the term)."""
     from rich.table import Table
 
-    from tpubench.money.pricing import prices_wide
+    from tpubench.money.plans import plan_label
+    from tpubench.money.pricing import prices_wide, upfront_notes
 
     long = _load_prices(prices, discount)
     wide = prices_wide(long)
@@ -277,12 +339,14 @@ def pricing_list(
         if wide.empty:
             raise UserError(f"no price rows for accelerator '{accelerator}'", field="--accelerator")
     cols = [c for c in wide.columns if c != "source"]
-    table = Table(*cols)
+    table = Table(*[plan_label(c) for c in cols])      # plan columns by their labels, the rest as named
     shown = wide[cols].assign(flagged=wide["flagged"].map({True: "⚠ flagged", False: ""}))
     for row in shown.itertuples(index=False):
         table.add_row(*[escape("" if (isinstance(v, float) and v != v) else
                                (f"{v:g}" if isinstance(v, float) else str(v))) for v in row])
     _console().print(table)
+    for line in upfront_notes(long[long["instance_type"].isin(set(wide["instance_type"]))]):
+        _console().print(escape(line))
     flagged = long[long["flagged"] & long["instance_type"].isin(set(wide["instance_type"]))]
     for r in flagged.drop_duplicates(["cloud", "region", "instance_type"]).itertuples(index=False):
         _console().print(escape(f"⚠ flagged {r.cloud} {r.region} {r.instance_type}: {r.flag_reason}"))
@@ -308,6 +372,69 @@ def pricing_import(
     _console().print(f"wrote {len(rows)} price row(s) to {out}; check it with: tpubench pricing validate {out}")
 
 
+def _import_cloud_prices(cloud: str, file: Path, out: Optional[Path], as_of: Optional[str]) -> None:
+    """Shared by import-gcp / import-aws / import-azure: import, write, say what was left out and why."""
+    from importlib import import_module
+
+    from tpubench.money.pricing import write_price_csv
+
+    if as_of is not None:
+        from datetime import date
+
+        from tpubench.money.pricing import today_utc
+
+        try:
+            day = date.fromisoformat(as_of)
+        except ValueError:
+            raise UserError(f"'{as_of}' is not an ISO date (YYYY-MM-DD)", field="--as-of") from None
+        if day > today_utc():
+            raise UserError(f"date {as_of} is in the future", field="--as-of")
+        as_of = day.isoformat()
+    module = import_module(f"tpubench.money.price_imports.{cloud}")
+    result = getattr(module, f"import_{cloud}")(file, as_of=as_of)
+    table = result.table()
+    out = out or Path("pricing") / f"{cloud}-imported.csv"
+    write_price_csv(table, out, float_format="%.10g")
+    plans_found = ", ".join(sorted(set(table["plan"]))) if len(table) else "none"
+    _console().print(escape(f"wrote {len(table)} price row(s) to {out} (plans: {plans_found}); use it with "
+                            f"--prices {out}, check it with: tpubench pricing validate {out}"))
+    for line in result.summary():
+        _console().print(escape(line))
+
+
+_IMPORT_AS_OF_HELP = "Date the prices are valid for (YYYY-MM-DD); default: the file's own date."
+
+
+@pricing_app.command("import-gcp")
+def pricing_import_gcp(
+    file: Path = typer.Argument(..., help="Cloud Billing Catalog API SKUs JSON you saved (services/ID/skus)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Default: pricing/gcp-imported.csv."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help=_IMPORT_AS_OF_HELP),
+):
+    """GCP TPU prices (per chip-hour SKUs -> slices) by plan from a saved Cloud Billing Catalog file."""
+    _import_cloud_prices("gcp", file, out, as_of)
+
+
+@pricing_app.command("import-aws")
+def pricing_import_aws(
+    file: Path = typer.Argument(..., help="AWS Price List offer file (AmazonEC2 or AmazonSageMaker index.json)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Default: pricing/aws-imported.csv."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help=_IMPORT_AS_OF_HELP),
+):
+    """AWS accelerator-instance prices (on-demand, reserved 1y/3y with upfront) from a saved offer file."""
+    _import_cloud_prices("aws", file, out, as_of)
+
+
+@pricing_app.command("import-azure")
+def pricing_import_azure(
+    file: Path = typer.Argument(..., help="Azure Retail Prices API JSON you saved (Items[])."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Default: pricing/azure-imported.csv."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help=_IMPORT_AS_OF_HELP),
+):
+    """Azure accelerator-VM prices (on-demand, spot, reservations 1y/3y) from a saved Retail Prices file."""
+    _import_cloud_prices("azure", file, out, as_of)
+
+
 def _emit(text: str, out: Optional[Path]) -> None:
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -321,6 +448,60 @@ def _read(paths: List[Path]):
     from tpubench.records.result import read_results
 
     return read_results(paths, warn=_warn_stderr)
+
+
+# ----------------------------------------------------------------------------- import (published results)
+
+import_app = typer.Typer(help="Published results (InferenceX, MLPerf) beside yours: stored under RESULTS/published/, "
+                              "compared in `tpubench report`, never priced or budgeted unless asked.",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+_INTO_HELP = "Results folder to keep them in (its published/ folder), where `tpubench report` finds them."
+_MODEL_HELP = "The model as your workloads name it (its Hugging Face id), to match your points; default: the publisher's name."
+
+
+def _store_published(rows, notes: list[str], publisher: str, source: Path, into: Path, replace: bool) -> None:
+    from tpubench.output.published import store_name, write_published
+
+    for note in notes:
+        _warn_stderr(note)
+    if rows.empty:
+        raise UserError("no published row to compare with in it", where=str(source))
+    path = write_published(rows, into, store_name(publisher, source), replace=replace)
+    _console().print(f"imported {len(rows)} published row(s) into {path}; see them beside yours: tpubench report {into}")
+
+
+@import_app.command("inferencex")
+def import_inferencex(
+    file: Path = typer.Argument(..., help="A saved answer of InferenceX's /api/v1/benchmarks?model=... (JSON)."),
+    into: Path = typer.Option(Path("results"), "--into", help=_INTO_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help=_MODEL_HELP),
+    replace: bool = typer.Option(False, "--replace", help="Replace an earlier import of the same file."),
+):
+    """InferenceX API rows: throughput per GPU, interactivity, TTFT/TPOT per hardware, framework and load."""
+    from tpubench.output.published.inferencex import PUBLISHER, import_inferencex as read
+
+    rows, notes = read(file, model=model)
+    _store_published(rows, notes, PUBLISHER, file, into, replace)
+
+
+@import_app.command("mlperf")
+def import_mlperf(
+    folder: Path = typer.Argument(..., help="MLPerf Inference results: a submission tree (systems/ + results/) or "
+                                            "a summary.csv."),
+    into: Path = typer.Option(Path("results"), "--into", help=_INTO_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help=_MODEL_HELP),
+    input_length: Optional[int] = typer.Option(None, "--input-length", min=1,
+                                               help="Input length to compare these results at (MLPerf fixes none)."),
+    output_length: Optional[int] = typer.Option(None, "--output-length", min=1,
+                                                help="Output length to compare these results at."),
+    replace: bool = typer.Option(False, "--replace", help="Replace an earlier import of the same folder."),
+):
+    """MLPerf Inference LLM results: token rate per accelerator, TTFT/TPOT of Server runs, system and software."""
+    from tpubench.output.published.mlperf import PUBLISHER, import_mlperf as read
+
+    rows, notes = read(folder, model=model, input_length=input_length, output_length=output_length)
+    _store_published(rows, notes, PUBLISHER, folder, into, replace)
 
 
 @app.command()

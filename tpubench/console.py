@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpubench import units
+from tpubench.money.plans import plan_label
 from tpubench.run.runner import PointOutcome
 from tpubench.scenarios.registry import point_label, row_label, scenario_of
 from tpubench.scenarios.run_table import MISSING
@@ -44,12 +45,18 @@ class RichReporter:
         self.progress.update(self.phase_task, description=f"  {name}", completed=done, total=max(total, 1),
                              visible=True)
 
+    def points_added(self, count):
+        task = next(t for t in self.progress.tasks if t.id == self.points_task)
+        self.progress.update(self.points_task, total=(task.total or 0) + count)
+
     def point_finished(self, index, outcome: PointOutcome):
         self.progress.advance(self.points_task)
         if outcome.skipped:
             self.console.print(f"skipped {point_label(outcome.point)}: already measured (--resume)")
         elif outcome.result.status == "failed":
             self.console.print(f"[red]failed[/red] {point_label(outcome.point)}: {escape(str(outcome.result.error))}")
+        elif outcome.result.status == "skipped":
+            self.console.print(f"skipped {point_label(outcome.point)}: {escape(str(outcome.result.error))}")
 
 
 def render_run_table(console, outcomes: list[PointOutcome]) -> None:
@@ -96,6 +103,11 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
                 ratio = f"{m.ratio:.3f} ± {m.half_width:.3f}" if units.finite(m.ratio) else MISSING
                 table.add_row(m.metric, fmt(m.a), fmt(m.b), ratio, m.verdict)
             console.print(table)
+        if c.profile and not numerics_only:   # both ran with --profile (measure/profile.py)
+            console.print("where the time moved (profiled pass, per iteration):")
+            for m in c.profile:
+                console.print(f"  {m.category} {units.ms(m.a_s)} -> {units.ms(m.b_s)} ms "
+                              f"({'+' if m.change_s > 0 else ''}{units.ms(m.change_s)} ms)")
         n = c.numerics
         colour = {"agree": "green", "disagree": "red"}.get(n.verdict, "yellow")
         console.print(f"numerics: [{colour}]{n.verdict}[/{colour}] ({escape(n.detail)})")
@@ -146,16 +158,19 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
 
 
 def _inference_cost_table(console, priced):
+    best = priced.sort_values("blended_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
+    # A server's share of input served from its prefix cache, beside its $/Mtok, where known.
+    cached = "cached_input_share" in best and any(units.finite(v) for v in best["cached_input_share"])
     table = _cost_table("cost per million tokens (cheapest instance per plan)",
                         ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "in/out split",
-                         "$/Mtok blended (95% CI)"))
-    best = priced.sort_values("blended_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
+                         "$/Mtok blended (95% CI)", *(("cached input",) if cached else ())))
     for _, r in best.iterrows():
         label = escape(_priced_label(r))
-        table.add_row(label, _priced_as(r), str(r["plan"]), _usd(r["input_usd_per_mtok"]),
+        table.add_row(label, _priced_as(r), plan_label(str(r["plan"])), _usd(r["input_usd_per_mtok"]),
                       _usd(r["output_usd_per_mtok"]), escape(str(r.get("split_method") or "-")),
                       f"{_usd(r['blended_usd_per_mtok'])} ({_usd(r['blended_usd_per_mtok_ci95_low'])}"
-                      f"-{_usd(r['blended_usd_per_mtok_ci95_high'])})")
+                      f"-{_usd(r['blended_usd_per_mtok_ci95_high'])})",
+                      *((units.share(r.get("cached_input_share"), "-"),) if cached else ()))
     console.print(table)
     return best.iloc[0]
 
@@ -166,7 +181,7 @@ def _train_cost_table(console, priced):
                         ("point", "priced as", "plan", "train tok/s per chip", "$/M training tokens (95% CI)"))
     best = priced.sort_values("train_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     for _, r in best.iterrows():
-        table.add_row(escape(_priced_label(r)), _priced_as(r), str(r["plan"]),
+        table.add_row(escape(_priced_label(r)), _priced_as(r), plan_label(str(r["plan"])),
                       _number(r.get("train_tokens_per_s_per_chip"), ",.1f"),
                       f"{_usd(r['train_usd_per_mtok'])} ({_usd(r['train_usd_per_mtok_ci95_low'])}"
                       f"-{_usd(r['train_usd_per_mtok_ci95_high'])})")

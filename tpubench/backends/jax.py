@@ -7,6 +7,7 @@ apart, and fences with `block_until_ready()`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import resource
 import time
@@ -93,6 +94,15 @@ class JaxBackend:
             **device_chips("cpu" if on_cpu else jax.default_backend(), 1, name),
         }
 
+    def check_execution_mode(self, mode: str) -> None:
+        """JAX compiles every point ahead of time; TorchTPU's eager modes are torch's."""
+        if mode in ("eager_fused", "eager_sync"):
+            raise UserError(f"execution mode {mode} is a TorchTPU eager mode (--backend torch --device tpu); "
+                            "the JAX backend always compiles", field="execution.mode")
+
+    def process_environment(self, point) -> dict[str, str]:
+        return {}
+
     def estimate_memory(self, point) -> tuple[int, int | None]:
         from tpubench.models.torch_models import estimate_bytes, weight_bytes
 
@@ -108,7 +118,8 @@ class JaxBackend:
         from tpubench.models.torch_models import build_model
 
         _count_compiles()
-        torch_model = build_model(point, init_device="cpu")
+        # The weights only: which experts implementation torch would run is no concern of the twin.
+        torch_model = build_model(dataclasses.replace(point, experts_implementation=None), init_device="cpu")
         try:
             config = jax_twin.TwinConfig.from_hf(torch_model.config)
         except NotImplementedError as exc:
@@ -120,6 +131,38 @@ class JaxBackend:
 
     def session(self, built, point, prompt) -> "JaxSession":
         return JaxSession(self, built, point, prompt)
+
+
+def _with_experts(config, point, platform: str):
+    """The twin's decode formulation for the point: the one it names (gather, ragged_dot), else the
+    default: ragged_dot on an accelerator (grouped matmuls read each routed expert once), gather on
+    the CPU, where XLA lowers ragged_dot to a dense dot over every expert. A torch implementation
+    name (eager, grouped_mm, batched_mm) is transformers' and leaves the default. The prefill always
+    uses ragged_dot (gather would copy expert weights per prompt token)."""
+    from tpubench.spec.sections import JAX_EXPERTS
+
+    if not any(config.moe_layers):
+        return config
+    impl = point.experts_implementation if point.experts_implementation in JAX_EXPERTS else (
+        "gather" if platform == "cpu" else "ragged_dot")
+    return dataclasses.replace(config, moe_decode=impl, moe_prefill="ragged_dot")
+
+
+def _routed(config, params, point):
+    """The twin's (config, params) with the point's routing schedule (models/routing.py)."""
+    from tpubench.models import jax_twin
+    from tpubench.models.routing import kind, schedule
+
+    routing = getattr(point, "routing", "natural")
+    if kind(routing) == "natural":
+        return config, params
+    layers = sum(config.moe_layers)
+    if not layers:
+        raise UserError(f"routing {kind(routing)} needs a mixture-of-experts model; {point.family} has no router",
+                        field="model.routing")
+    tables = schedule(routing, layers, config.num_experts, config.top_k, point.measurement.get("seed", 0))
+    params, config = jax_twin.with_routing(params, config, tables)
+    return config, params
 
 
 class JaxSession:
@@ -135,8 +178,11 @@ class JaxSession:
         self.device = backend.device
         self.config, self.params = built
         self.matmul_precision = set_matmul_precision(getattr(point, "matmul_precision", None))
+        self.config, self.params = _routed(self.config, self.params, point)
+        self.config = _with_experts(self.config, point, backend.platform())
         config = self.config
         b, i, o = point.batch_size, point.input_length, point.output_length
+        self._prompt, self._steps = prompt, o
         dtype = jnp.dtype(point.dtype)
         self.ids = jax.device_put(jnp.asarray(prompt, jnp.int32))
         self.positions = [jax.device_put(jnp.int32(i + s)) for s in range(o)]
@@ -159,6 +205,8 @@ class JaxSession:
         self._decode = jax.jit(decode, donate_argnums=(3,)).lower(self.params, token, self.positions[0],
                                                                   self.cache).compile()
         self.aot_compile = {"prefill_compile_s": t_mid - t, "decode_compile_s": time.perf_counter() - t_mid}
+        self.compile_diagnostics = lambda: ({"jax_moe_decode": config.moe_decode, "jax_moe_prefill": config.moe_prefill}
+                                            if any(config.moe_layers) else {})
         self.last_logits = None
         self._last = None
 
@@ -184,6 +232,15 @@ class JaxSession:
         token, self.last_logits, self.cache = self._decode(self.params, tokens, self.positions[step], self.cache)
         self._last = token
         return token
+
+    def expert_routes(self, run) -> tuple[list, int] | None:
+        """(the experts chosen at every step of one iteration, the experts per layer), or None for a
+        dense model: from a separately compiled pass that also returns them (`run` is not needed)."""
+        from tpubench.models import jax_twin
+
+        if not any(self.config.moe_layers):
+            return None
+        return jax_twin.route_trace(self.params, self.config, self._prompt, self._steps), self.config.num_experts
 
     def fence(self) -> None:
         import jax

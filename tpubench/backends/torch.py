@@ -17,6 +17,9 @@ import warnings
 from typing import Any
 
 from tpubench.backends.base import Availability
+from tpubench.errors import UserError
+from tpubench.models.torch_models import generate_decode_note
+from tpubench.models.torch_routing import install_routing, model_experts
 from tpubench.hardware.environment import cpu_model_name, device_chips
 from tpubench.hardware.host_accelerators import ec2_instance_type
 
@@ -41,6 +44,15 @@ _PROCESS_GROUP_SOURCES = {
 }
 _COMPILE_BACKENDS = {"cpu": "inductor", "cuda": "inductor", "mps": "inductor", "tpu": "tpu",
                      "neuron": "neuron", "xla": "openxla"}
+# TorchTPU's eager modes beside its default strict asynchronous eager (execution.mode), read from
+# the environment when torch loads TorchTPU, so set in a fresh process's environment. The names are
+# torch_tpu's own (its common/env_vars.h and its execution-modes guide: TPU_DEFER_AND_FUSE,
+# TPU_LAUNCH_BLOCKING); TORCH_TPU_DEFER_AND_FUSE, the name in TorchTPU's launch material, is set too
+# (where unread it changes nothing).
+EAGER_MODE_ENVIRONMENT = {
+    "eager_fused": {"TPU_DEFER_AND_FUSE": "1", "TORCH_TPU_DEFER_AND_FUSE": "1"},
+    "eager_sync": {"TPU_LAUNCH_BLOCKING": "1"},
+}
 # Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
 # device gets bit-identical weights and numerics fingerprints are comparable across devices.
 _HOST_INIT_LIMIT_BYTES = 2 << 30
@@ -141,6 +153,18 @@ class TorchBackend:
             if version:
                 env[dist.replace("-", "_")] = version
         return env
+
+    # ------------------------------------------------------------------ execution modes
+    def check_execution_mode(self, mode: str) -> None:
+        """TorchTPU's eager modes exist on a TPU only: refused anywhere else, before anything runs."""
+        if mode in EAGER_MODE_ENVIRONMENT and self.device != "tpu":
+            raise UserError(f"execution mode {mode} is a TorchTPU eager mode (--device tpu); this run's device is "
+                            f"{self.device}: use eager or compile", field="execution.mode")
+
+    def process_environment(self, point) -> dict[str, str]:
+        """Variables a point's process needs set before torch is imported (a fresh process runs it
+        when this is not empty)."""
+        return dict(EAGER_MODE_ENVIRONMENT.get(point.execution_mode, {}))
 
     # ------------------------------------------------------------------ memory estimate
     def estimate_memory(self, point) -> tuple[int, int | None]:
@@ -310,6 +334,15 @@ class TorchDevice:
                 torch.accelerator.memory.empty_cache()
 
 
+def experts_in_use(model) -> dict[str, str | None]:
+    """The experts implementation of every (sub)config of the model (transformers' own view)."""
+    getter = getattr(model, "get_experts_implementation", None)
+    try:
+        return dict(getter()) if getter is not None and model_experts(model) else {}
+    except Exception:  # noqa: BLE001 - a model without switchable experts has nothing to report
+        return {}
+
+
 class TorchSession(TorchDevice):
     """The model, a static KV cache and pre-built position tensors for one run point, on its
     device (TorchDevice: fence, counters, memory)."""
@@ -332,6 +365,15 @@ class TorchSession(TorchDevice):
         self.prefill_positions = torch.arange(point.input_length, device=dev)
         self.decode_positions = [torch.tensor([point.input_length + s], device=dev) for s in range(point.output_length)]
         self.forward = model.forward
+        missing = {k: v for k, v in EAGER_MODE_ENVIRONMENT.get(point.execution_mode, {}).items()
+                   if os.environ.get(k) != v}
+        if missing:   # the mode is set at torch's import: a process started without it cannot switch
+            raise RuntimeError(f"execution mode {point.execution_mode} needs {missing} set before torch is imported")
+        self.generate_note = generate_decode_note(self.device, experts_in_use(model))
+        # The point's routing (models/routing.py) as hooks on the routers, before any compile;
+        # removed when the session closes (the next point may reuse the model).
+        self.routing = install_routing(model, getattr(point, "routing", "natural"), point.family,
+                                       point.measurement.get("seed", 0))
         # Before torch.compile: inductor reads the precision when it compiles.
         self.matmul_precision = set_matmul_precision(self.device, getattr(point, "matmul_precision", None))
         if point.execution_mode == "compile":
@@ -349,10 +391,31 @@ class TorchSession(TorchDevice):
         return self
 
     def __exit__(self, *exc):
+        if self.routing is not None:
+            self.routing.remove()   # the model is reused by the next point, with its own routing
         return self._inference.__exit__(*exc)
 
     def reset(self) -> None:
         self.cache.reset()
+        if self.routing is not None:
+            self.routing.reset()   # schedules restart with the stream, as the cache does
+
+    def expert_routes(self, run) -> tuple[list, int] | None:
+        """(the experts every router chose during `run()`, one iteration; the experts per layer),
+        or None for a dense model. Run on the eager forward: recording hooks on a compiled one
+        would recompile it; the routing (hooks, schedule) is the same."""
+        from tpubench.models.torch_routing import model_experts, recorded_routes
+
+        shape = model_experts(self.model)
+        if shape is None:
+            return None
+        forward, self.forward = self.forward, self.model.forward
+        try:
+            with recorded_routes(self.model) as steps:
+                run()
+        finally:
+            self.forward = forward
+        return steps, shape[1]
 
     def prefill(self):
         out = self.forward(input_ids=self.prompt_ids, cache=self.cache, cache_position=self.prefill_positions,

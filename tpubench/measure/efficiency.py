@@ -59,8 +59,11 @@ def _per_chip(peak: float | None, peaks: dict, world_size: int) -> float | None:
     return peak / world_size
 
 
-def roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bool]:
-    """(metrics to add, exceeds_peak) from median TTFT and TPOT; empty when the family is unknown."""
+def roofline_metrics(point, metrics: dict, peaks: dict | None,
+                     distinct_experts: list[float] | None = None) -> tuple[dict, bool]:
+    """(metrics to add, exceeds_peak) from median TTFT and TPOT; empty when the family is unknown.
+    `distinct_experts`: measured distinct experts per decode step per MoE layer (models/routing.py),
+    used for the decode bytes instead of the uniform-routing expectation."""
     from tpubench.models.torch_models import full_config
     from tpubench.hardware.roofline import efficiency_for_run
 
@@ -75,6 +78,7 @@ def roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[dict, bo
                                  tpot if tpot and math.isfinite(tpot) else None,
                                  _per_chip(peaks.get("peak_flops"), peaks, n),
                                  _per_chip(peaks.get("peak_bytes_per_s"), peaks, n),
+                                 distinct_experts=distinct_experts,
                                  world_size=n, expert_parallel=getattr(point, "expert_parallel", 1) > 1,
                                  interconnect_send_bytes_per_s=peaks.get("interconnect_send_bytes_per_s"))
     except (ValueError, KeyError, NotImplementedError):

@@ -53,6 +53,8 @@ def compare_numerics(a, b) -> Parity:
         return Parity("not comparable", f"different {', '.join(different)}: not the same model, weights and prompt")
     if not (fa.get("weights_identical_across_devices") and fb.get("weights_identical_across_devices")):
         return Parity("not comparable", "weights were initialised on the device, so they differ between devices")
+    if "tensors" in fa or "tensors" in fb:
+        return compare_tensors(a, b)
 
     ta, tb = fa["greedy_tokens"], fb["greedy_tokens"]
     n = min(len(ta), len(tb))
@@ -87,3 +89,31 @@ def _logits_by_id(f: dict) -> dict[int, float]:
     values = dict(zip(f.get("logits_sample_ids", []), f.get("logits_sample", [])))
     values.update(zip(f.get("top_ids", []), f.get("top_values", [])))
     return values
+
+
+def compare_tensors(a, b) -> Parity:
+    """Parity of two `tensors` fingerprints (named tensors, each a fixed sample of values with its
+    spread: an image pipeline's first noise prediction and final latents). Every tensor both have
+    must agree within the dtype-aware tolerance, relative to the tensor's spread in half precision."""
+    if (a.point.get("params") or {}) != (b.point.get("params") or {}):
+        return Parity("not comparable", "different scenario settings (resolution, steps, scheduler, ...)")
+    ta, tb = a.numerics.get("tensors") or {}, b.numerics.get("tensors") or {}
+    names = sorted(ta.keys() & tb.keys())
+    if not names:
+        return Parity("not comparable", "the fingerprints share no tensor")
+    problems, worst, worst_tol = [], -math.inf, math.nan
+    for name in names:
+        fa, fb = ta[name], tb[name]
+        if fa.get("shape") != fb.get("shape") or fa.get("sample_ids") != fb.get("sample_ids"):
+            problems.append(f"{name}: shapes differ ({fa.get('shape')} vs {fb.get('shape')})")
+            continue
+        delta = float(np.max(np.abs(np.subtract(fa["sample"], fb["sample"])))) if fa["sample"] else 0.0
+        std = float(np.mean([fa.get("std", 0.0), fb.get("std", 0.0)]))
+        tol, _ = tolerance(a.point["dtype"], b.point["dtype"], std)
+        if not delta <= tol:   # NaN fails too
+            problems.append(f"{name}: max |delta| {delta:.3g} > {tol:.3g}")
+        if not delta <= worst:   # the largest, or a NaN
+            worst, worst_tol = delta, tol
+    verdict = "disagree" if problems else "agree"
+    detail = "; ".join(problems) or f"max |delta| {worst:.3g} <= {worst_tol:.3g} over {', '.join(names)}"
+    return Parity(verdict, detail, max_abs_delta=worst if worst != -math.inf else math.nan, tolerance=worst_tol)

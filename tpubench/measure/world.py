@@ -136,6 +136,7 @@ class _FaultReporter:
     def sweep_started(self, points): pass
     def point_started(self, index, point): pass
     def point_finished(self, index, outcome): pass
+    def points_added(self, count): pass
 
 
 def worker_main(spec_path: str, in_world_of: Callable[[str], InWorld]) -> None:
@@ -328,7 +329,9 @@ def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, 
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                f"--nproc-per-node={n}", "--max-restarts=0", "--monitor-interval=0.2",
                "-m", RANK_MODULE, str(spec_path)]
-        env = {**os.environ, "TPUBENCH_OWN_WORLD": "1", "OMP_NUM_THREADS": str(spec["threads_per_rank"])}
+        env = {**os.environ, "TPUBENCH_OWN_WORLD": "1", "OMP_NUM_THREADS": str(spec["threads_per_rank"]),
+               # What must be set before torch is imported (TorchTPU's eager modes): fresh processes only.
+               **getattr(be, "process_environment", lambda p: {})(point)}
         log_path = folder / "launcher.log"
         with open(log_path, "wb") as log:
             proc = start_in_new_group(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)

@@ -73,13 +73,14 @@ import numpy as np
 import pandas as pd
 
 from tpubench.measure.per_token import mix_rate
-from tpubench.money import cost
+from tpubench.money import buying, cost, tco
+from tpubench.money import plans as plan_vocab
 from tpubench.money.carbon import JOULES_PER_KWH
 from tpubench.records.columns import numeric_column
 from tpubench.scenarios import SPLIT_BLENDED_ONLY
 from tpubench.errors import UserError
 
-HOURS_PER_MONTH = 730.0
+HOURS_PER_MONTH = plan_vocab.HOURS_PER_MONTH   # one month for every cost: the plan vocabulary's
 SECONDS_PER_DAY = 86400.0
 PLATFORM_COLUMNS = ["workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
                     "chips_per_instance"]
@@ -184,6 +185,14 @@ class BudgetResult:
     current: str | None = None
     notes: list[str] = field(default_factory=list)
     sizing: str = SIZING_BLENDED   # SIZING_BLENDED or SIZING_SPLIT (module docstring)
+    # With a horizon (`months`): how to buy per platform (money/buying.py), one row per platform,
+    # and each commitment's break-even utilisation, one row per platform x committed plan.
+    mixes: pd.DataFrame | None = None
+    commitments: pd.DataFrame | None = None
+    profile: buying.LoadProfile | None = None
+    months: float | None = None     # the horizon
+    # With TCO tiers (money/tco.py): each platform's fleet at each tier's rate beside list on-demand.
+    tco: pd.DataFrame | None = None
 
 
 def ceil_whole(x) -> np.ndarray:
@@ -263,7 +272,9 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
                 slo_tpot_s: float | None = None, plans=None, current: str | None = None,
                 cloud=None, region=None, today: date | None = None,
                 scenarios: Sequence[str] | str | None = None, split: bool = False,
-                include_flagged: bool = False, power: Power | None = None) -> BudgetResult:
+                include_flagged: bool = False, power: Power | None = None, months: float | None = None,
+                peak_hours: float | None = None, spot_lost_hours: float = buying.DEFAULT_SPOT_LOST_HOURS,
+                spot_preemption_rate: float | None = None, tco_tiers: pd.DataFrame | None = None) -> BudgetResult:
     """Size a fleet on every priced platform and plan for the traffic and SLOs (module docstring).
 
     `results` is `load_results(...)`; `prices` is `pricing.load_prices(...)`. `current` names the
@@ -273,8 +284,18 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     `split` sizes on the traffic's input/output mix instead of blended tokens (module docstring);
     `include_flagged` lets flagged prices compete (cost.choose_prices). `power` adds each option's
     monthly energy, carbon and energy cost (`_with_energy`), in the monthly cost for owned capacity.
+    `months` (a horizon) adds how to buy per platform (`_purchase_mixes`, money/buying.py) for a day
+    with `peak_hours` hours at the peak; `tco_tiers` (money/tco.load_tco) prices each platform's
+    fleet at each tier beside list on-demand (`tco.tier_costs`).
     """
     traffic = Traffic(float(tokens_per_day), float(output_share), float(peak_factor))
+    profile = None
+    if months is not None:
+        months = buying.check_horizon(months)
+        profile = buying.LoadProfile(traffic.tokens_per_day / SECONDS_PER_DAY, traffic.peak_factor, peak_hours)
+        buying.check_spot_inputs(spot_lost_hours, spot_preemption_rate)
+    elif peak_hours is not None:
+        raise UserError("peak hours shape the buying choice over a horizon: give --months too", field="--peak-hours")
     power = power or Power()
     slo = Slo(slo_ttft_s, slo_tpot_s)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
@@ -282,9 +303,15 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
                                           grid_gco2_per_kwh=power.grid_gco2_per_kwh)
     notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
     if scenarios is not None:
-        priced, note = _only_scenarios(priced, scenarios)
+        priced, note = only_scenarios(priced, scenarios)
         if note:
             notes.append(note)
+    if "capacity_probe" in results:   # a capacity search's probes: its capacity point is the number
+        probes = results["capacity_probe"].fillna(0).astype(float) == 1
+        if probes.any():
+            notes.append(f"{results.loc[probes, 'file'].nunique()} capacity-search probe(s) left out: "
+                         "their search's capacity point is sized on (scenarios/serve/capacity.py)")
+            priced = priced[~priced["file"].isin(set(results.loc[probes, "file"]))]
     candidates = priced[priced["valid"].astype(bool)].copy()
     if len(candidates) < len(priced):
         notes.append(f"{priced.loc[~priced['valid'].astype(bool), 'file'].nunique()} invalid run(s) "
@@ -294,11 +321,8 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     notes.append(note)
     candidates["slo_ratio"] = _slo_ratio(candidates, slo)
     candidates = candidates[np.isfinite(candidates["tokens_per_s_per_chip"])]
-    wider = _wider_than_tpu_slice(candidates)
-    if wider.any():
-        notes.append(f"{candidates.loc[wider, 'file'].nunique()} multi-chip point(s) left out on TPU slices "
-                     "smaller than their world (ICI links chips only within one slice)")
-        candidates = candidates[~wider]
+    candidates, note = within_tpu_slices(candidates)
+    notes += [note] if note else []
     meets = candidates[candidates["slo_ratio"] <= 1]
 
     group = PLATFORM_COLUMNS + ["plan"]
@@ -314,9 +338,20 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
         options, note = _compare_with_current(options, current)
         if note:
             notes.append(note)
+    mixes = commitments = tiers = None
+    if profile is not None:
+        mixes, commitments, mix_notes = _purchase_mixes(options, prices, profile, months, power,
+                                                        spot_lost_hours, spot_preemption_rate, current)
+        notes += mix_notes
+    if tco_tiers is not None:
+        tiers, tco_notes = tco.tier_costs(options, tco_tiers, power)
+        notes += tco_notes
+    options = _with_platform_columns(options, mixes, tiers)
     return BudgetResult(traffic=traffic, slo=slo, options=options.reset_index(drop=True),
                         infeasible=infeasible.reset_index(drop=True), unpriced=unpriced,
-                        current=current, notes=notes, sizing=SIZING_SPLIT if split else SIZING_BLENDED)
+                        current=current, notes=notes, sizing=SIZING_SPLIT if split else SIZING_BLENDED,
+                        mixes=mixes, commitments=commitments, profile=profile, months=months,
+                        tco=tiers)
 
 
 def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -> tuple[pd.DataFrame, str]:
@@ -349,7 +384,7 @@ def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -
     return candidates, note
 
 
-def _only_scenarios(priced: pd.DataFrame, scenarios: Sequence[str] | str) -> tuple[pd.DataFrame, str | None]:
+def only_scenarios(priced: pd.DataFrame, scenarios: Sequence[str] | str) -> tuple[pd.DataFrame, str | None]:
     """The rows of the named scenario kinds, and a note on how many results were left out."""
     wanted = {scenarios} if isinstance(scenarios, str) else set(scenarios)
     wanted = {str(k).strip().lower() for k in wanted}
@@ -360,11 +395,21 @@ def _only_scenarios(priced: pd.DataFrame, scenarios: Sequence[str] | str) -> tup
     return priced[keep], note
 
 
-def _wider_than_tpu_slice(df: pd.DataFrame) -> pd.Series:
+def wider_than_tpu_slice(df: pd.DataFrame) -> pd.Series:
     """Rows pricing a replica of more chips than one TPU slice (an instance type named tpu-...,
     as the price table names whole slices) holds."""
     tpu = df["instance_type"].astype(str).str.lower().str.startswith("tpu-")
     return tpu & (df["chips"].astype(float) > df["chips_per_instance"].astype(float))
+
+
+def within_tpu_slices(candidates: pd.DataFrame, what: str = "multi-chip") -> tuple[pd.DataFrame, str | None]:
+    """(`candidates` without the rows wider_than_tpu_slice finds, the note saying how many `what`
+    points that left out, or None)."""
+    wider = wider_than_tpu_slice(candidates)
+    if not wider.any():
+        return candidates, None
+    return candidates[~wider], (f"{candidates.loc[wider, 'file'].nunique()} {what} point(s) left out on TPU slices "
+                                "smaller than their world (ICI links chips only within one slice)")
 
 
 def _size_fleet(best: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
@@ -457,6 +502,175 @@ def _compare_with_current(options: pd.DataFrame, current: str) -> tuple[pd.DataF
     return out, None
 
 
+# ----------------------------------------------------------------------------- how to buy
+
+MIX_COLUMNS = [
+    "rank", "workload", "scale", "priced_accelerator", "cloud", "region", "instance_type", "chips_per_instance",
+    "months", "base_tokens_per_s", "peak_tokens_per_s", "peak_hours", "peak_utilisation",
+    "base_instances", "peak_instances", "base_plan", "base_usd", "peak_plan", "peak_usd",
+    "horizon_usd", "monthly_usd", "monthly_usd_ci95_low", "monthly_usd_ci95_high",
+    "on_demand_monthly_usd", "saving_vs_on_demand_usd_per_month", "energy_in_monthly_usd",
+    "tokens_per_s_per_chip", "tokens_per_s_per_chip_ci95_low", "tokens_per_s_per_chip_ci95_high", "chips", "file",
+]
+COMMITMENT_COLUMNS = ["workload", "scale", "cloud", "region", "instance_type", "plan", "usd_per_instance_hour",
+                      "term_months", "horizon_usd_per_instance", "break_even_utilisation", "bought_for"]
+
+
+def _with_platform_columns(options: pd.DataFrame, mixes: pd.DataFrame | None,
+                           tiers: pd.DataFrame | None) -> pd.DataFrame:
+    """The per-platform mix (`buy_*`) and tier costs (`tco_<tier>_monthly_usd`) on every option row
+    of the platform, so that the CSV carries them beside each plan's own cost."""
+    def key(df: pd.DataFrame) -> pd.Series:
+        # A result without a scale (a server's) has NaN there, typed differently frame to frame.
+        parts = df[["workload", "scale", "cloud", "region", "instance_type"]].astype(object).fillna("").astype(str)
+        return pd.Series(["|".join(p) for p in parts.itertuples(index=False)], index=df.index, dtype=object)
+
+    if options.empty:
+        return options
+    out = options.assign(_platform=key(options))
+    if mixes is not None and len(mixes):
+        buy = mixes[["months", "base_plan", "peak_plan", "monthly_usd", "monthly_usd_ci95_low",
+                     "monthly_usd_ci95_high"]].add_prefix("buy_").assign(_platform=key(mixes))
+        out = out.merge(buy, on="_platform", how="left")
+    if tiers is not None and len(tiers):
+        for tier, rows in tiers.groupby("tier", sort=False):
+            column = tco.tier_column(tier)
+            out = out.merge(rows[["monthly_usd"]].rename(columns={"monthly_usd": column}).assign(
+                _platform=key(rows)), on="_platform", how="left")
+    return out.drop(columns="_platform")
+
+
+def _offers(group: pd.DataFrame, prices: pd.DataFrame) -> list[buying.Offer]:
+    """One platform's plans as offers, with the term and preemption rate its price rows carry."""
+    extra = [c for c in ("term_months", "preemption_rate_per_h") if c in prices]
+    rows = group.merge(prices[["cloud", "region", "instance_type", "plan"] + extra].drop_duplicates(
+        ["cloud", "region", "instance_type", "plan"]), on=["cloud", "region", "instance_type", "plan"], how="left")
+    offers = []
+    for _, r in rows.iterrows():
+        term = r.get("term_months")
+        rate = r.get("preemption_rate_per_h")
+        offer = buying.Offer.of_plan(str(r["plan"]), float(r["usd_per_instance_hour"]),
+                                     term_months=float(term) if pd.notna(term) else None,
+                                     preemption_rate_per_h=float(rate) if pd.notna(rate) else None)
+        if offer is not None and math.isfinite(offer.usd_per_hour):
+            offers.append(offer)
+    # The vocabulary's order (on-demand, spot, 1y, 3y, ...): ties and tables read the same every time.
+    order = {name: i for i, name in enumerate(plan_vocab.PLAN_NAMES)}
+    return sorted(offers, key=lambda o: (order.get(plan_vocab.base_plan_name(o.plan), len(order)), o.plan))
+
+
+def _fleet_instances(rate_per_chip: float, tokens_per_s: float, chips: float, per_instance: float) -> float:
+    """Whole instances serving `tokens_per_s`, as `_size_fleet` sizes them; inf when the rate is 0 (a
+    throughput CI reaching zero: the fleet is unbounded, as its cost is in the options table)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        replicas = ceil_whole(np.divide(tokens_per_s, rate_per_chip * chips))
+    return float(instances_needed(replicas, chips, per_instance))
+
+
+def _purchase_mixes(options: pd.DataFrame, prices: pd.DataFrame, profile: buying.LoadProfile, months: float,
+                    power: Power, lost_hours: float, spot_rate: float | None,
+                    current: str | None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Per workload, scale and platform: the cheapest mix of plans over `months` (money/buying.py) for
+    the fleet sized at the base and at the peak with the platform's chosen point, its CI from the
+    point's throughput CI; and each commitment's break-even utilisation against on-demand."""
+    notes: list[str] = []
+    rows, commits = [], []
+    unrated_spot = 0
+    keys = ["workload", "scale"] + PLATFORM_COLUMNS[2:]
+    for key, group in options.groupby(keys, sort=False, dropna=False):
+        point = group.sort_values("tokens_per_s_per_chip", ascending=False, kind="stable").iloc[0]
+        offers = _offers(group, prices)
+        unrated_spot += any(o.interruptible and o.preemption_rate_per_h is None for o in offers) and spot_rate is None
+        chips, per_instance = float(point["chips"]), float(point["chips_per_instance"])
+        mixes = {}
+        # The low cost comes from the high throughput bound, and vice versa.
+        for bound, rate_col in (("", "tokens_per_s_per_chip"), ("_ci95_low", "tokens_per_s_per_chip_ci95_high"),
+                                ("_ci95_high", "tokens_per_s_per_chip_ci95_low")):
+            rate = float(point[rate_col])
+            base_n = _fleet_instances(rate, profile.base_tokens_per_s, chips, per_instance)
+            peak_n = _fleet_instances(rate, profile.peak_tokens_per_s, chips, per_instance)
+            mixes[bound] = (buying.choose_mix(offers, base_n, peak_n, profile.peak_utilisation, months,
+                                              lost_hours=lost_hours, default_preemption_rate=spot_rate)
+                            if math.isfinite(base_n) and math.isfinite(peak_n) else None, base_n, peak_n)
+        mix, base_n, peak_n = mixes[""]
+        if mix is None:
+            continue
+        if mix.base.plan is None and base_n > 0:
+            notes.append(f"{point['instance_type']} ({point['region']}) has no plan for the base load (spot, its "
+                         "only price, is never bought for the base): its mix has no cost")
+        energy = float(point["monthly_energy_usd"]) if power.owned else 0.0
+        on_demand = next((o for o in offers if o.plan == "on_demand"), None)
+        od_monthly = peak_n * on_demand.usd_per_hour * HOURS_PER_MONTH if on_demand else math.nan
+        # A bound without a mix: unbounded (inf) where its fleet is, unknown (NaN) where its rate is.
+        monthly = {b: (m.monthly_usd if m is not None else math.inf if math.inf in (bn, pn) else math.nan) + energy
+                   for b, (m, bn, pn) in mixes.items()}
+        rows.append({**dict(zip(keys, key)), "months": months,
+                     "base_tokens_per_s": profile.base_tokens_per_s, "peak_tokens_per_s": profile.peak_tokens_per_s,
+                     "peak_hours": profile.peak_hours, "peak_utilisation": profile.peak_utilisation,
+                     "base_instances": int(base_n), "peak_instances": int(peak_n),
+                     "base_plan": mix.base.plan, "base_usd": mix.base.usd, "peak_plan": mix.peak.plan,
+                     "peak_usd": mix.peak.usd, "horizon_usd": mix.usd + energy * months,
+                     "monthly_usd": monthly[""], "monthly_usd_ci95_low": monthly["_ci95_low"],
+                     "monthly_usd_ci95_high": monthly["_ci95_high"], "on_demand_monthly_usd": od_monthly + energy,
+                     "saving_vs_on_demand_usd_per_month": od_monthly + energy - monthly[""],
+                     "energy_in_monthly_usd": power.owned,
+                     **{c: point[c] for c in ("tokens_per_s_per_chip", "tokens_per_s_per_chip_ci95_low",
+                                              "tokens_per_s_per_chip_ci95_high", "chips", "file")}})
+        for offer in offers:
+            if offer.committed:
+                used = [layer for layer, choice in (("base", mix.base), ("peak", mix.peak))
+                        if choice.plan == offer.plan]
+                commits.append({"workload": key[0], "scale": key[1], "cloud": point["cloud"],
+                                "region": point["region"], "instance_type": point["instance_type"],
+                                "plan": offer.plan, "usd_per_instance_hour": offer.usd_per_hour,
+                                "term_months": offer.term_months,
+                                "horizon_usd_per_instance": buying.committed_usd_per_instance(offer, months),
+                                "break_even_utilisation": buying.break_even_utilisation(
+                                    offer, on_demand.usd_per_hour if on_demand else math.nan, months),
+                                "bought_for": "+".join(used)})
+                if offer.term_months and offer.term_months > months:
+                    notes.append(f"{offer.plan} on {point['instance_type']} runs {offer.term_months:g} months, "
+                                 f"past the {months:g}-month horizon: its whole term is costed")
+    table = pd.DataFrame(rows, columns=[c for c in MIX_COLUMNS if c != "rank"])
+    table = table.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
+    table.insert(0, "rank", table.groupby(["workload", "scale"], dropna=False).cumcount() + 1)
+    if unrated_spot:
+        notes.append(f"spot left out of {unrated_spot} platform(s)' mix: no preemption rate in the price table "
+                     "(--spot-preemption-rate prices its risk)")
+    notes = list(dict.fromkeys(notes))
+    if current and len(table):
+        table, note = _mix_vs_current(table, current)
+        if note:
+            notes.append(note)
+    return table.reset_index(drop=True), pd.DataFrame(commits, columns=COMMITMENT_COLUMNS), notes
+
+
+def _mix_vs_current(table: pd.DataFrame, current: str) -> tuple[pd.DataFrame, str | None]:
+    """Each mix's monthly saving (positive) against the current platform's own best mix."""
+    mask = _match_platform(table, parse_platform(current))
+    if not mask.any():
+        return table, f"current platform '{current}' has no buying mix: no savings of the mix computed"
+    def key(row):  # a server's result has no scale: NaN, which never equals itself as a key
+        return row["workload"], "" if pd.isna(row["scale"]) else str(row["scale"])
+
+    reference = {}
+    for _, row in table[mask].iterrows():
+        reference.setdefault(key(row), row)
+    out = table.copy()
+    ref = [reference.get(key(row)) for _, row in out.iterrows()]
+    ref_cost = np.array([r["monthly_usd"] if r is not None else math.nan for r in ref], dtype=float)
+    ref_half = np.array([(r["monthly_usd_ci95_high"] - r["monthly_usd_ci95_low"]) / 2 if r is not None else math.nan
+                         for r in ref], dtype=float)
+    out["current_monthly_usd"] = ref_cost
+    out["saving_vs_current_usd_per_month"] = ref_cost - out["monthly_usd"]
+    out["saving_vs_current_pct"] = out["saving_vs_current_usd_per_month"] / ref_cost * 100
+    out["vs_current"] = [cost.compare_costs(a, (ah - al) / 2, b, bh) if math.isfinite(b) else "unknown"
+                         for a, al, ah, b, bh in zip(out["monthly_usd"], out["monthly_usd_ci95_low"],
+                                                     out["monthly_usd_ci95_high"], ref_cost, ref_half)]
+    out["is_current"] = mask.values
+    return out, None
+
+
 # ----------------------------------------------------------------------------- training budget
 
 @dataclass
@@ -505,7 +719,7 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
                                           include_flagged=include_flagged)
     notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
     if scenarios is not None:
-        priced, note = _only_scenarios(priced, scenarios)
+        priced, note = only_scenarios(priced, scenarios)
         if note:
             notes.append(note)
     training = priced[cost.is_training(priced)]
@@ -519,11 +733,8 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
                      "run(s) left out of the budget")
     candidates = candidates[np.isfinite(candidates["train_chip_s_per_token"].astype(float))
                             & (candidates["train_chip_s_per_token"].astype(float) > 0)]
-    wider = _wider_than_tpu_slice(candidates)
-    if wider.any():
-        notes.append(f"{candidates.loc[wider, 'file'].nunique()} training point(s) left out on TPU slices "
-                     "smaller than their world (ICI links chips only within one slice)")
-        candidates = candidates[~wider]
+    candidates, note = within_tpu_slices(candidates, "training")
+    notes += [note] if note else []
     options = _size_training(candidates, float(train_tokens))
     return TrainingBudget(train_tokens=float(train_tokens), options=options.reset_index(drop=True),
                           unpriced=unpriced, notes=notes)

@@ -36,6 +36,13 @@ without training figures, and the inference $/Mtok columns are NaN for rows with
 figures (a training row has no TTFT, E2E or output tokens), so neither is ever read as the other;
 `is_training` tells the rows apart by column.
 
+Images (a scenario whose unit is an image, docs/definitions.md#diffusion) are priced per 1,000
+images: every `X_chip_s_per_image` column a cost basis writes becomes
+
+    $/1k images X = c_X * p * 1000      (`X_usd_per_kimage`, CI from c_X's bounds)
+
+NaN on rows without it; images/s per chip is `images_per_s` / chips (CI from its bounds).
+
 Uncertainty: a cost proportional to a time takes that time's 95% CI; a cost proportional to
 1/throughput takes its bounds from the opposite throughput bounds (the low cost bound comes from
 the high throughput bound; measure/stats.py). The functions accept floats or numpy/pandas arrays alike.
@@ -129,6 +136,17 @@ TRAIN_PERFORMANCE_COLUMNS = [
     "train_tokens_per_s_per_chip_ci95_high", "step_mean_s", "step_p50_s", "step_ci95_low_s",
     "step_ci95_high_s", "mfu", "loss_first", "loss_last",
 ]
+# Images (docs/definitions.md#diffusion): $ per 1,000 images and the chip-seconds behind it, and
+# what was measured per image.
+IMAGES_PER_KIMAGE = 1000
+IMAGE_COST_COLUMNS = [f"image_{name}{bound}" for name in ("usd_per_kimage", "chip_s_per_image")
+                      for bound in ("", "_ci95_low", "_ci95_high")]
+IMAGE_PERFORMANCE_COLUMNS = [
+    "images_per_s", "images_per_s_per_chip", "images_per_s_per_chip_ci95_low", "images_per_s_per_chip_ci95_high",
+    "image_mean_s", "image_p50_s", "image_p99_s", "image_ci95_low_s", "image_ci95_high_s", "call_p50_s", "call_p99_s",
+    "text_encode_s_per_image", "prepare_s_per_image", "denoise_s_per_image", "vae_decode_s_per_image",
+    "postprocess_s_per_image", "denoise_step_p50_s", "denoise_mfu", "resolution_px", "denoise_steps",
+]
 PERFORMANCE_COLUMNS = [
     "output_tokens_per_s", "output_tokens_per_s_per_chip", "output_tokens_per_s_per_chip_ci95_low",
     "output_tokens_per_s_per_chip_ci95_high", "interactivity_tokens_per_s_per_user",
@@ -136,18 +154,26 @@ PERFORMANCE_COLUMNS = [
     "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "tpot_min_s", "tpot_max_s",
     "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "prefill_mfu", "decode_mbu",
     "input_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "failure_rate",
+    # A server's share of input tokens served from its prefix cache (scenarios/serve/cost.py) and
+    # its engine's peak KV-cache usage (serving/engine_metrics.py).
+    "cached_input_share", "engine_kv_cache_usage_peak",
 ]
 PRICED_COLUMNS = (IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
-                  + TRAIN_PERFORMANCE_COLUMNS + TRAIN_COST_COLUMNS + ENERGY_COLUMNS)
+                  + TRAIN_PERFORMANCE_COLUMNS + TRAIN_COST_COLUMNS + IMAGE_PERFORMANCE_COLUMNS + IMAGE_COST_COLUMNS
+                  + ENERGY_COLUMNS)
 UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", "accelerator", "chips",
                     "priced_accelerator", "reason", "scenario_kind", "server_name", "server_version"]
 
 
 def _ensure(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    for col in columns:
-        if col not in df:
-            df[col] = None
-    return df
+    missing = {col: None for col in columns if col not in df}
+    return with_columns(df, missing) if missing else df
+
+
+def with_columns(df: pd.DataFrame, new: dict) -> pd.DataFrame:
+    """`df` with the `new` columns (replacing same-named ones) added at once: a frame grown column
+    by column is fragmented (pandas warns "highly fragmented", and later code slows)."""
+    return pd.concat([df.drop(columns=[c for c in new if c in df]), pd.DataFrame(new, index=df.index)], axis=1)
 
 
 LAYOUT_COLUMNS = ["tensor_parallel", "expert_parallel", "world_size"]
@@ -175,8 +201,9 @@ def _with_kind(df: pd.DataFrame) -> pd.DataFrame:
 
 # What a cost basis writes (module docstring): chip-seconds per unit with CIs, and the split.
 CHIP_SECONDS_COLUMNS = [c for c in COST_COLUMNS + TRAIN_COST_COLUMNS if "_chip_s_per_token" in c]
+IMAGE_CHIP_SECONDS_COLUMNS = [c for c in IMAGE_COST_COLUMNS if "_chip_s_per_image" in c]
 SPLIT_LABEL_COLUMNS = ["split_method", "split_note"]
-BASIS_COLUMNS = CHIP_SECONDS_COLUMNS + SPLIT_LABEL_COLUMNS
+BASIS_COLUMNS = CHIP_SECONDS_COLUMNS + IMAGE_CHIP_SECONDS_COLUMNS + SPLIT_LABEL_COLUMNS
 
 
 def chip_seconds(df: pd.DataFrame) -> pd.DataFrame:
@@ -197,19 +224,21 @@ def is_training(df: pd.DataFrame) -> pd.Series:
     return numeric_column(df, "train_s_per_token").notna() | numeric_column(df, "train_tokens_per_s").notna()
 
 
+def is_imaging(df: pd.DataFrame) -> pd.Series:
+    """Rows that carry per-image figures (images/s or chip-seconds per image)."""
+    return numeric_column(df, "images_per_s").notna() | numeric_column(df, "image_chip_s_per_image").notna()
+
+
 def add_train_costs(df: pd.DataFrame) -> pd.DataFrame:
     """Training throughput per chip for rows with training figures (module docstring); NaN on every
     other row. Their $ per million training tokens is priced with every other figure (add_costs)."""
     chips = numeric_column(df, "chips")
     tput = numeric_column(df, "train_tokens_per_s")
-    df["train_tokens_per_s"] = tput
-    df["train_tokens_per_s_per_chip"] = tput / chips
+    new = {"train_tokens_per_s": tput, "train_tokens_per_s_per_chip": tput / chips}
     for bound in ("_ci95_low", "_ci95_high"):
-        df[f"train_tokens_per_s_per_chip{bound}"] = numeric_column(df, f"train_tokens_per_s{bound}") / chips
-    for col in TRAIN_PERFORMANCE_COLUMNS:
-        if col not in df:
-            df[col] = numeric_column(df, col)
-    return df
+        new[f"train_tokens_per_s_per_chip{bound}"] = numeric_column(df, f"train_tokens_per_s{bound}") / chips
+    new.update({col: numeric_column(df, col) for col in TRAIN_PERFORMANCE_COLUMNS if col not in df and col not in new})
+    return with_columns(df, new)
 
 
 def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
@@ -220,27 +249,45 @@ def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
     per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"].astype(float), 1)
 
     # Every chip-seconds-per-token figure priced: X_chip_s_per_token -> X_usd_per_mtok.
-    for column in CHIP_SECONDS_COLUMNS:
-        df[column.replace("_chip_s_per_token", "_usd_per_mtok")] = usd_per_mtok_from_chip_seconds(
-            numeric_column(df, column), per_chip_s)
+    new = {column.replace("_chip_s_per_token", "_usd_per_mtok"):
+           usd_per_mtok_from_chip_seconds(numeric_column(df, column), per_chip_s) for column in CHIP_SECONDS_COLUMNS}
 
     tput = numeric_column(df, "output_tokens_per_s")
     tput_low, tput_high = numeric_column(df, "output_tokens_per_s_ci95_low"), numeric_column(df, "output_tokens_per_s_ci95_high")
-    df["inferencex_usd_per_mtok"] = inferencex_usd_per_mtok(tput, chips, df["usd_per_chip_hour"])
-    low, high = cost_ci_from_throughput_ci(df["inferencex_usd_per_mtok"], tput, tput_low, tput_high)
-    df["inferencex_usd_per_mtok_ci95_low"], df["inferencex_usd_per_mtok_ci95_high"] = low, high
-    df["tokens_per_usd"] = tokens_per_usd(df["blended_usd_per_mtok"])
-    df["output_tokens_per_usd_inferencex"] = tokens_per_usd(df["inferencex_usd_per_mtok"])
+    inferencex = new["inferencex_usd_per_mtok"] = inferencex_usd_per_mtok(tput, chips, df["usd_per_chip_hour"])
+    low, high = cost_ci_from_throughput_ci(inferencex, tput, tput_low, tput_high)
+    new["inferencex_usd_per_mtok_ci95_low"], new["inferencex_usd_per_mtok_ci95_high"] = low, high
+    new["tokens_per_usd"] = tokens_per_usd(new["blended_usd_per_mtok"])
+    new["output_tokens_per_usd_inferencex"] = tokens_per_usd(inferencex)
 
-    df["output_tokens_per_s"] = tput
-    df["output_tokens_per_s_per_chip"] = tput / chips
-    df["output_tokens_per_s_per_chip_ci95_low"] = tput_low / chips
-    df["output_tokens_per_s_per_chip_ci95_high"] = tput_high / chips
-    df["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(df)
-    for col in PERFORMANCE_COLUMNS:
-        if col not in df:
-            df[col] = numeric_column(df, col)
-    return add_train_costs(df)
+    new["output_tokens_per_s"] = tput
+    new["output_tokens_per_s_per_chip"] = tput / chips
+    new["output_tokens_per_s_per_chip_ci95_low"] = tput_low / chips
+    new["output_tokens_per_s_per_chip_ci95_high"] = tput_high / chips
+    new["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(df)
+    new.update({col: numeric_column(df, col) for col in PERFORMANCE_COLUMNS if col not in df and col not in new})
+    return add_image_costs(add_train_costs(with_columns(df, new)), per_chip_s)
+
+
+def usd_per_kimage_from_chip_seconds(chip_s_per_image, usd_per_chip_s):
+    """USD per 1,000 images at `chip_s_per_image` chip-seconds each."""
+    return np.multiply(chip_s_per_image, usd_per_chip_s) * IMAGES_PER_KIMAGE
+
+
+def add_image_costs(df: pd.DataFrame, usd_per_chip_s) -> pd.DataFrame:
+    """Every chip-seconds-per-image figure priced (X_chip_s_per_image -> X_usd_per_kimage) and
+    images/s per chip, for rows with per-image figures; NaN on every other row (module docstring)."""
+    new = {column.replace("_chip_s_per_image", "_usd_per_kimage"):
+           usd_per_kimage_from_chip_seconds(numeric_column(df, column), usd_per_chip_s)
+           for column in df.columns if "_chip_s_per_image" in column}
+    chips = numeric_column(df, "chips")
+    new["images_per_s"] = numeric_column(df, "images_per_s")
+    new["images_per_s_per_chip"] = new["images_per_s"] / chips
+    for bound in ("_ci95_low", "_ci95_high"):
+        new[f"images_per_s_per_chip{bound}"] = numeric_column(df, f"images_per_s{bound}") / chips
+    new.update({col: numeric_column(df, col) for col in IMAGE_PERFORMANCE_COLUMNS + IMAGE_COST_COLUMNS
+                if col not in df and col not in new})
+    return with_columns(df, new)
 
 
 def interactivity_tokens_per_s(df: pd.DataFrame) -> pd.Series:

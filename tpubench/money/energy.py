@@ -10,7 +10,9 @@ cost basis): for every `X_chip_s_per_token` column,
 
     X_j_per_token = X_chip_s_per_token * J per chip-second
 
-(input, output and blended tokens of inference, training tokens of training). Then
+(input, output and blended tokens of inference, training tokens of training), and likewise for
+the chip-seconds per image of an image row (`image_j_per_image`, with its CI bounds: the
+chip-seconds' bounds times the one power figure of the window). Then
 
     tokens per kWh            = 3.6e6 / blended J per token
     gCO2e per million tokens  = J per token * 1e6 / 3.6e6 * grid gCO2e per kWh   (money/carbon.py)
@@ -29,7 +31,8 @@ from tpubench.money import carbon
 from tpubench.records.columns import numeric_column
 
 ENERGY_FIGURES = ["input", "output", "blended", "train"]
-ENERGY_COLUMNS = ([f"{name}_j_per_token" for name in ENERGY_FIGURES]
+IMAGE_ENERGY_COLUMNS = [f"image_j_per_image{bound}" for bound in ("", "_ci95_low", "_ci95_high")]
+ENERGY_COLUMNS = ([f"{name}_j_per_token" for name in ENERGY_FIGURES] + IMAGE_ENERGY_COLUMNS
                   + ["tokens_per_kwh", "energy_method", "grid_gco2e_per_kwh", "grid_source",
                      "blended_gco2e_per_mtok", "train_gco2e_per_mtok"])
 
@@ -44,10 +47,13 @@ def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
                user_gco2_per_kwh: float | None = None) -> pd.DataFrame:
     """`ENERGY_COLUMNS` for priced rows that carry their chip-seconds per token (cost.chip_seconds)
     and a cloud and region (their price row's)."""
+    df = df.copy()   # consolidated: the columns below are added one at a time (pandas warns otherwise)
     per_chip_s = joules_per_chip_second(numeric_column(df, "energy_j"), numeric_column(df, "energy_window_s"),
                                         numeric_column(df, "chips"))
     for name in ENERGY_FIGURES:
         df[f"{name}_j_per_token"] = numeric_column(df, f"{name}_chip_s_per_token") * per_chip_s
+    for column in IMAGE_ENERGY_COLUMNS:   # NaN on rows without chip-seconds per image
+        df[column] = numeric_column(df, column.replace("_j_per_image", "_chip_s_per_image")) * per_chip_s
     df["tokens_per_kwh"] = carbon.tokens_per_kwh(df["blended_j_per_token"])
     if "energy_method" not in df:
         df["energy_method"] = None

@@ -37,18 +37,24 @@ METRICS = (
     # training (scenario train)
     ("train_tokens_per_s", True),
     ("step_mean_s", False),
+    # images (docs/definitions.md#diffusion)
+    ("images_per_s", True),
+    ("image_mean_s", False),
     # energy over the timed window (docs/measurement.md#energy), where both sides measured it alike
     ("joules_per_token", False),
     ("joules_per_train_token", False),
+    ("joules_per_image", False),
 )
 ENERGY_WORDS = ("less energy", "more energy")
+# How many profile categories (run --profile) a comparison shows: those that moved most.
+PROFILE_MOVES = 3
 # Throughputs grow with the chips a point runs on; latencies do not.
 THROUGHPUTS = tuple(name for name, _ in METRICS if name.endswith("_per_s"))
 PER_CHIP = "_per_chip"
 # The throughput a pair is judged by (--fail-if-slower): generation's, else training's; per chip
 # when the two sides ran on different numbers of chips.
-HEADLINES = ("output_tokens_per_s_per_chip", "train_tokens_per_s_per_chip", "output_tokens_per_s",
-             "train_tokens_per_s")
+HEADLINES = ("output_tokens_per_s_per_chip", "train_tokens_per_s_per_chip", "images_per_s_per_chip",
+             "output_tokens_per_s", "train_tokens_per_s", "images_per_s")
 
 # Parts of a point that do not define what was measured: how long and with which seed it was
 # measured, the model's provenance and compile options (the stack under comparison, as the
@@ -86,6 +92,8 @@ class PairComparison:
     numerics: Parity | None = None
     # "total", or "per chip" when the two sides ran on different numbers of chips.
     basis: str = "total"
+    # Where both ran with --profile: the categories that moved most (profile_moves).
+    profile: list["ProfileMove"] = field(default_factory=list)
 
     def headline(self) -> MetricComparison | None:
         by_name = {m.metric: m for m in self.metrics}
@@ -263,7 +271,32 @@ def compare_pair(a, b) -> PairComparison:
                                   PER_CHIP_METRICS)
         basis = "per chip"
         label += f" (per chip: {ca:g} vs {cb:g} chips)"
-    return PairComparison(label, str(fa), str(fb), _energy_alike(metrics, ra, rb), compare_numerics(ra, rb), basis)
+    return PairComparison(label, str(fa), str(fb), _energy_alike(metrics, ra, rb), compare_numerics(ra, rb), basis,
+                          profile_moves(ra.profile, rb.profile))
+
+
+@dataclass
+class ProfileMove:
+    category: str      # a measure/profile.py category, e.g. "attention_s"
+    a_s: float         # seconds per iteration in A's profiled pass
+    b_s: float
+
+    @property
+    def change_s(self) -> float:
+        return self.b_s - self.a_s
+
+
+def profile_moves(a_profile: dict, b_profile: dict, top: int = PROFILE_MOVES) -> list[ProfileMove]:
+    """The `top` categories whose seconds per iteration changed most between two profiled passes
+    (largest absolute change first; unchanged ones left out); [] unless both have categories.
+    Each profiled pass is one iteration (a generate batch, a training step, a pipeline call), so its
+    seconds are per iteration on both sides."""
+    a, b = (p.get("categories") or {} for p in (a_profile or {}, b_profile or {}))
+    if not a or not b:
+        return []
+    moves = [ProfileMove(k, float(a.get(k, 0.0)), float(b.get(k, 0.0))) for k in dict.fromkeys([*a, *b])]
+    moves = [m for m in moves if math.isfinite(m.change_s) and m.change_s != 0]
+    return sorted(moves, key=lambda m: -abs(m.change_s))[:top]
 
 
 def _energy_alike(metrics: list[MetricComparison], ra, rb) -> list[MetricComparison]:

@@ -3,12 +3,13 @@ identifying columns first, every metric its own column; a point measured again c
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Callable
 
 from tpubench.errors import UserError
 from tpubench.records.result import RunResult, read_results
-from tpubench.spec.point import DEFAULT_KIND
+from tpubench.spec.point import DEFAULT_KIND, routing_label
 
 # Columns every row has, in this order; metric columns follow, sorted.
 BASE_COLUMNS = [
@@ -62,6 +63,9 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     row["data_parallel"] = p.get("data_parallel") or 1
     row["world_size"] = env.get("world_size", 1)
     row["scenario_kind"] = p.get("scenario_kind", DEFAULT_KIND)
+    # What the model is (to match published results), and that this row was measured here.
+    row["hub_id"] = p.get("hub_id")
+    row["source"] = "measured"
     # Serving: the stack measured and the load point.
     load = (p.get("params") or {}).get("load") or {}
     row["server_name"] = env.get("server_name")
@@ -72,6 +76,13 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     row["process_group_backend"] = env.get("process_group_backend")
     for key, value in result.metrics.items():
         row[key] = math.nan if value is None else value
+    # MoE: the routing asked for, and the per-layer expert load (JSON text: a list in a cell would
+    # break pandas' hashing) for the report's heat map (models/routing.py).
+    row["routing"] = routing_label(p.get("routing"))
+    if result.moe.get("expert_load"):
+        row["expert_load_json"] = json.dumps(result.moe["expert_load"])
+    if (result.profile or {}).get("categories"):   # run --profile: time by category (measure/profile.py)
+        row["profile_json"] = json.dumps({k: result.profile.get(k) for k in ("total_s", "categories", "top_ops")})
     if result.energy:   # how the energy metrics above were made (docs/measurement.md#energy)
         row["energy_method"] = result.energy.get("method")
         row["energy_source"] = result.energy.get("detail")
@@ -119,7 +130,8 @@ def check_keep(keep: str) -> None:
         raise UserError(f"must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}", field="keep")
 
 
-def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest"):
+def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest",
+                 include_published: bool = False):
     """A tidy pandas DataFrame, one row per run point (failed points included, status='failed').
 
     A point measured more than once (several files with the same `point_key`, `environment_key`,
@@ -135,6 +147,11 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     keep="all" it numbers a point's runs from 0 (the oldest) to n - 1 (the latest, which has the
     same value as under keep="latest"). `df.attrs["older_runs_left_out"]` is the total number of rows left out (0 for
     keep="all"). Any other `keep` raises UserError.
+
+    Every measured row has `source` "measured". `include_published=True` appends the published
+    results imported beside them (`tpubench import`, stored in a `published/` folder under
+    `paths`) as rows with `source` "published" and their publisher (output/published/rows.py);
+    by default they are left out, so nothing priced or budgeted mixes them in unasked.
     """
     import pandas as pd
 
@@ -145,7 +162,7 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     if df.empty:
         df = pd.DataFrame(columns=BASE_COLUMNS).assign(older_runs=pd.Series(dtype="int64"))
         df.attrs["older_runs_left_out"] = 0
-        return df
+        return _with_published(df, paths, warn) if include_published else df
     older, newer = _run_order(df, [r.environment_key for _, r in loaded], [f.name for f, _ in loaded])
     df["older_runs"] = older
     left_out = 0
@@ -157,7 +174,24 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     extra = sorted(c for c in df.columns if c not in BASE_COLUMNS)
     df = df[[c for c in BASE_COLUMNS if c in df.columns] + extra]
     df.attrs["older_runs_left_out"] = left_out
-    return df
+    return _with_published(df, paths, warn) if include_published else df
+
+
+def _with_published(df, paths, warn):
+    """`df` with the published rows stored under `paths` appended (output/published/)."""
+    import pandas as pd
+
+    from tpubench.output.published.rows import as_result_rows
+    from tpubench.output.published.store import read_published
+
+    published = read_published(paths, warn=warn)
+    if published.empty:
+        return df
+    left_out = df.attrs.get("older_runs_left_out", 0)
+    rows = as_result_rows(published, files=published["file"])
+    out = pd.concat([df, rows], ignore_index=True) if len(df) else rows
+    out.attrs["older_runs_left_out"] = left_out
+    return out
 
 
 def _run_order(df, environment_keys: list[str], names: list[str]):

@@ -33,7 +33,7 @@ class RunResult(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     schema_version: int = SCHEMA_VERSION
-    status: Literal["ok", "failed"] = "ok"
+    status: Literal["ok", "failed", "skipped"] = "ok"   # skipped: not measured, `error` says why
     error: str | None = None
     workload_file: str = ""
     point: dict[str, Any]                  # RunPoint.to_dict()
@@ -55,6 +55,10 @@ class RunResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     # Energy over the timed window (measure/energy.py), {} where none was measured.
     energy: dict[str, Any] = Field(default_factory=dict)
+    # MoE points: per-expert load per layer over the timed loop and its imbalance (models/routing.py).
+    moe: dict[str, Any] = Field(default_factory=dict)
+    # run --profile: one profiled pass after the timed loop, time by category (measure/profile.py).
+    profile: dict[str, Any] = Field(default_factory=dict)
 
 
 def now_iso() -> str:

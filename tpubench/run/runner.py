@@ -2,13 +2,16 @@
 
 A point that fails is recorded as a failed result and the sweep goes on; every finished point is
 on disk before the next one starts, so Ctrl-C or a kill loses nothing that was measured, and
-`resume=True` skips points already present for this environment.
+`resume=True` skips points already present for this environment. A scenario may steer its sweep
+(`Measurement.steering`): add points after what earlier ones measured, skip pending ones with a
+reason (recorded as a `skipped` result).
 """
 
 from __future__ import annotations
 
 import os
 import traceback
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -38,6 +41,7 @@ class Reporter(Protocol):
     def point_started(self, index: int, point: RunPoint) -> None: ...
     def phase(self, name: str, done: int, total: int) -> None: ...
     def point_finished(self, index: int, outcome: "PointOutcome") -> None: ...
+    def points_added(self, count: int) -> None: ...   # a steered sweep grew (Measurement.steering)
 
 
 class SilentReporter:
@@ -46,6 +50,7 @@ class SilentReporter:
     def point_started(self, index, point): pass
     def phase(self, name, done, total): pass
     def point_finished(self, index, outcome): pass
+    def points_added(self, count): pass
 
 
 @dataclass
@@ -84,7 +89,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
               max_points: int = MAX_POINTS, tensor_parallel: int | None = None,
               expert_parallel: int | None = None, server_url: str | None = None,
               data_parallel: int | None = None, fsdp: bool | None = None, energy: bool = True,
-              chip_power_w: float | None = None) -> list[PointOutcome]:
+              chip_power_w: float | None = None, profile: bool = False) -> list[PointOutcome]:
     reporter = reporter or SilentReporter()
     workload = load_workload(workload_path)
     for name in scale_names(workload):   # an absurd sweep is refused before touching any device
@@ -109,11 +114,11 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
 
     scenario = measurement_of(workload.scenario.kind)
     env, peaks = _environment(be, points)
-    plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), scenario_of(workload.scenario.kind).builds_model)
+    plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), scenario_of(workload.scenario.kind).meters_energy)
     try:   # whatever stops the sweep, the energy source (NVML) is closed
         ctx = SweepContext(backend=be, source=str(workload_path), peaks=peaks, reporter=reporter,
                            collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
-                           energy=plan)
+                           energy=plan, profile_dir=Path(out_dir) if profile else None)
         if energy and plan.source is None:
             reporter.note(f"energy: not measured ({plan.why_not})")
         source = plan.source
@@ -121,33 +126,45 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                                 if source is not None else {"name": None, "why_not": plan.why_not})
         env_key = environment_key(be.name, be.device, env)
         cannot_run, notes = scenario.check(ctx, points)
-        done = _already_measured(out_dir, env_key, retry_failed) if resume else set()
+        done = _already_measured(out_dir, env_key, retry_failed) if resume else {}
         # Under a user's torchrun every rank measures, rank 0 writes.
         writes = not user_world or int(os.environ.get("RANK", "0")) == 0
 
         reporter.sweep_started(points)
         outcomes: list[PointOutcome] = []
+        # A scenario may steer its sweep (Measurement.steering): points added after what earlier
+        # ones measured (run next), pending ones skipped with a reason (recorded as skipped).
+        steering = scenario.steering(points) if hasattr(scenario, "steering") else None
+        pending, skip = deque(points), {}
+        index = -1
         with scenario.open(ctx, points) as measure:
-            for index, point in enumerate(points):
+            while pending:
+                point = pending.popleft()
+                index += 1
                 if point.key() in done:
                     outcome = PointOutcome(point, skipped=True)
                     outcomes.append(outcome)
                     reporter.point_finished(index, outcome)
+                    _steer(steering, point, done[point.key()], pending, skip, reporter)
                     continue
                 reporter.point_started(index, point)
                 base = dict(workload_file=str(workload_path), point=point.to_dict(), point_key=point.key(),
                             environment_key=env_key, backend=be.name, device=be.device, environment=env,
                             started_at=now_iso())
                 try:
-                    if point.key() in cannot_run:
-                        raise MemoryError(cannot_run[point.key()])
-                    result = measure(point, base)
-                    if point.key() in notes:
-                        result.warnings.append(notes[point.key()])
+                    if point.key() in skip:
+                        result = _skipped(base, skip[point.key()])
+                    else:
+                        if point.key() in cannot_run:
+                            raise MemoryError(cannot_run[point.key()])
+                        result = measure(point, base)
+                        if point.key() in notes:
+                            result.warnings.append(notes[point.key()])
                 except KeyboardInterrupt:
                     raise
                 except Exception as exc:  # a failed point is data, not a crash: record it and go on
                     result = _failed(base, exc)
+                _steer(steering, point, result, pending, skip, reporter)   # may add its conclusions to the result
                 path = None
                 if writes:
                     # Always written: texts a result cannot store are escaped, and a result that still
@@ -161,21 +178,44 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
         plan.close()
 
 
-def _energy_plan(be, wanted: bool, chip_power_w: float | None, chips, builds_model: bool) -> EnergyPlan:
+def _energy_plan(be, wanted: bool, chip_power_w: float | None, chips, meters_energy: bool) -> EnergyPlan:
     """The sweep's energy source (docs/measurement.md#energy): the device's sensor, else the user's
-    per-chip figure for the point's `chips` (modelled), else none and why. Only points on a model
-    tpubench runs here are metered: a server's chips may be anywhere."""
+    per-chip figure for the point's `chips` (modelled), else none and why. Only scenarios whose work
+    runs on this host's chips (Scenario.meters_energy) are metered: a server's chips may be anywhere."""
     if chip_power_w is not None and not chip_power_w > 0:
         raise UserError(f"a chip's power is a positive number of watts, got {chip_power_w:g}", field="--chip-power-w")
     if not wanted:
         return EnergyPlan(None, "--no-energy")
-    if not builds_model:
-        return EnergyPlan(None, "this version meters points on a model tpubench runs, not a server's")
+    if not meters_energy:
+        return EnergyPlan(None, "this version meters work tpubench runs on this host's chips, not a server's")
     device = be.device if be.name == "torch" else {"gpu": "cuda"}.get(be.platform(), be.platform())
     if device == "xla" and os.environ.get("PJRT_DEVICE", "").upper() == "TPU":
         device = "tpu"   # the legacy PyTorch/XLA path on a TPU: libtpu's duty cycle applies the same
     source, why = find_source(device, chips=chips or 1, chip_power_w=chip_power_w)
     return EnergyPlan(source, why, settings={"device": device, "chip_power_w": chip_power_w})
+
+
+def _steer(steering, point: RunPoint, result: RunResult, pending: deque, skip: dict[str, str], reporter) -> None:
+    """Tell the scenario's steering what a point gave: the points it adds run next, in its order."""
+    if steering is None:
+        return
+    try:
+        added, skipped = steering.after(point, result)
+    except Exception as exc:  # noqa: BLE001 - the point's measurement is still written; the sweep goes on as listed
+        result.warnings.append(f"the sweep's steering failed after this point ({_describe(exc)}): "
+                               "no point was added or skipped because of it")
+        return
+    pending.extendleft(reversed(added))
+    skip.update(skipped)
+    if added:
+        reporter.points_added(len(added))
+
+
+def _skipped(base: dict, reason: str) -> RunResult:
+    result = RunResult(**base, status="skipped", error=reason, finished_at=now_iso())
+    result.validity.valid = False
+    result.validity.reasons.append(f"not measured: {reason}")
+    return result
 
 
 def _failed(base: dict, exc: Exception) -> RunResult:
@@ -210,12 +250,15 @@ def _on_accelerator(be) -> bool:
     return be.device != "cpu"
 
 
-def _already_measured(out_dir, env_key: str, retry_failed: bool) -> set[str]:
-    """Points with a result for this environment; failed ones too unless they are to be retried."""
+def _already_measured(out_dir, env_key: str, retry_failed: bool) -> dict[str, RunResult]:
+    """Points with a result for this environment, by key (the latest file of each); failed and
+    skipped ones too unless they are to be retried."""
     if not Path(out_dir).is_dir():
-        return set()
-    return {r.point_key for _, r in read_results(out_dir, warn=lambda m: None)
-            if r.environment_key == env_key and (r.status == "ok" or not retry_failed)}
+        return {}
+    found = sorted(((r.started_at or "", str(f), r) for f, r in read_results(out_dir, warn=lambda m: None)
+                    if r.environment_key == env_key and (r.status == "ok" or not retry_failed)),
+                   key=lambda x: x[:2])
+    return {r.point_key: r for _, _, r in found}
 
 
 def _describe(exc: BaseException) -> str:

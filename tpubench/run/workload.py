@@ -105,12 +105,15 @@ def load_workload(path: str | Path) -> Workload:
     if not isinstance(data, dict):
         raise UserError(f"expected a mapping at the top level, found {type(data).__name__}", where=str(path))
     try:
-        workload = Workload.model_validate(data)
+        # The directory of the file: where a routing trace named in it is read from.
+        workload = Workload.model_validate(data, context={"workload_dir": str(path.parent)})
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
         # The scenario's kind (pydantic's union tag) is in loc but not in the file.
         shown = tuple(p for i, p in enumerate(loc) if not (i == 1 and loc[0] == "scenario" and p in SCENARIOS))
+        # A tagged union (model.routing) repeats its tag before the member's own key: name it once.
+        shown = tuple(p for i, p in enumerate(shown) if i == 0 or p != shown[i - 1])
         raise _user_error(path, root, shown, _explain(err, loc)) from None
     _check_model(workload, path, root)
     return workload

@@ -50,6 +50,8 @@ class SweepContext:
     collective_timeout_s: float   # multi-chip worlds (workload `parallel`)
     user_world: bool              # running under a torchrun the user started
     energy: Any = None            # measure.energy.EnergyPlan: the sweep's energy source, or why there is none
+    profile_dir: Any = None       # run --profile: where profiled passes write their traces (the results
+                                  # folder), None without it (measure/profile.py)
 
 
 class Measurement(Protocol):
@@ -88,6 +90,8 @@ class Scenario(Protocol):
     schema: type[BaseModel]       # its `scenario:` section; `kind` is a Literal of `kind`
     builds_model: bool            # measures a model tpubench builds from the `model` block: the block
                                   # is required, and roofline peaks and weight-size checks apply
+    meters_energy: bool           # its work runs on this host's chips inside the timed loop, so the
+                                  # sweep's energy source can meter it (not a server's, which may be anywhere)
     layout: tuple[str, ...]       # the `parallel` fields it takes ("tensor", "expert", "data", "fsdp")
     measurement: str              # the module that measures its points (Measurement)
     cost_basis: str               # "module:function" of its cost basis: chip_seconds(rows) -> the

@@ -8,12 +8,13 @@ from typing import Mapping
 
 from tpubench.errors import UserError
 from tpubench.scenarios import Scenario
+from tpubench.scenarios.diffuse import Diffuse
 from tpubench.scenarios.generate import Generate
 from tpubench.scenarios.serve import Serve
 from tpubench.scenarios.train import Train
 from tpubench.spec.point import DEFAULT_KIND, RunPoint
 
-SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (Generate(), Serve(), Train())}
+SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (Generate(), Serve(), Train(), Diffuse())}
 
 assert DEFAULT_KIND in SCENARIOS, "results without a kind must have a scenario"
 

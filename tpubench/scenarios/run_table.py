@@ -46,12 +46,17 @@ def run_table(title: str, columns: tuple[str, ...]) -> Table:
 
 
 def measured(table: Table, outcomes: list, label):
-    """(outcome, result, metrics) of each measured point; a failed one gets its row of dashes here."""
+    """(outcome, result, metrics) of each measured point; a failed or skipped one gets its row of
+    dashes here."""
     for o in outcomes:
         if o.result is None:
             continue
         if o.result.status == "failed":
             table.add_row(label(o.point), *[MISSING] * (len(table.columns) - 2), "[red]failed[/red]")
+            continue
+        if o.result.status == "skipped":   # not measured, on purpose (the runner's steering)
+            table.add_row(label(o.point), *[MISSING] * (len(table.columns) - 2),
+                          "[dim]skipped: " + escape(str(o.result.error)) + "[/dim]")
             continue
         yield o, o.result, o.result.metrics
 

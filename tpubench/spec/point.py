@@ -38,6 +38,8 @@ class RunPoint:
     params: dict = field(default_factory=dict, hash=False)
     compile_options: dict = field(default_factory=dict, hash=False)
     measurement: dict = field(default_factory=dict, hash=False)
+    # model.routing (models/routing.py): "natural", "uniform" or a one-key dict (skewed, hot, trace).
+    routing: object = field(default="natural", hash=False)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,7 +54,7 @@ class RunPoint:
         matmul precision 'highest' (torch's own default before the field existed)."""
         data = self.to_dict()
         for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", DEFAULT_KIND),
-                              ("params", {}), ("data_parallel", 1)):
+                              ("params", {}), ("data_parallel", 1), ("routing", "natural")):
             if data[name] == default:
                 del data[name]
         if data.get("matmul_precision") in (None, "highest"):
@@ -81,6 +83,18 @@ def layout_words(point: dict) -> list[str]:
     """'tp2', 'ep4', 'dp2': the parallel layout of a point dict, where it spans chips."""
     return [f"{tag}{point[key]}" for tag, key in (("tp", "tensor_parallel"), ("ep", "expert_parallel"),
                                                   ("dp", "data_parallel")) if (point.get(key) or 1) > 1]
+
+
+def routing_label(routing) -> str:
+    """Short words for a point's routing: 'uniform', 'zipf1.2', 'hot4@0.5', 'trace:file.json'."""
+    if routing is None or isinstance(routing, str):
+        return routing or "natural"
+    kind, body = next(iter(routing.items()))
+    if kind == "skewed":
+        return f"zipf{body['zipf']:g}"
+    if kind == "hot":
+        return f"hot{body['experts']}@{body['share']:g}"
+    return f"trace:{str(body.get('file', '')).replace(chr(92), '/').rsplit('/', 1)[-1]}"
 
 
 def lengths_words(row) -> str:

@@ -8,13 +8,21 @@ the whole workload is assembled over the scenario registry in tpubench/run/workl
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PositiveInt, PrivateAttr, Tag, ValidationInfo,
+                      field_validator, model_validator)
 
 Dtype = Literal["float32", "bfloat16", "float16"]
-ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm"]
-ExecutionMode = Literal["eager", "compile"]
+# transformers' experts implementations (the torch backend), then the JAX twin's decode formulations
+# (the JAX backend): gather (one expert copy per token and slot) and ragged_dot (grouped matmuls
+# over tokens sorted by expert, jax.lax.ragged_dot_general). Each backend refuses the other's.
+TORCH_EXPERTS = ("eager", "grouped_mm", "batched_mm")
+JAX_EXPERTS = ("gather", "ragged_dot")
+ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm", "gather", "ragged_dot"]
+# eager_fused / eager_sync: TorchTPU's deferred-and-fused and synchronous eager modes (TPU only,
+# set in a fresh process's environment: backends/torch.py EAGER_MODE_ENVIRONMENT).
+ExecutionMode = Literal["eager", "compile", "eager_fused", "eager_sync"]
 MatmulPrecision = Literal["highest", "high", "medium"]
 FULL_SCALE = "full"
 # Names travel into file names, CSV cells and HTML: letters, digits, '.', '_' and '-' only.
@@ -43,6 +51,69 @@ def as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+class _Zipf(Strict):
+    zipf: float = Field(gt=0, le=10, description="Zipf exponent s: expert e takes weight 1/(e+1)^s")
+
+
+class _HotSet(Strict):
+    experts: PositiveInt = Field(description="hot experts: experts 0..n-1")
+    share: float = Field(gt=0, le=1, description="share of all (token, expert) assignments on the hot set")
+
+
+class Skewed(Strict):
+    skewed: _Zipf
+
+    def point_value(self) -> dict:
+        return {"skewed": self.skewed.model_dump()}
+
+
+class Hot(Strict):
+    hot: _HotSet
+
+    def point_value(self) -> dict:
+        return {"hot": self.hot.model_dump()}
+
+
+class Trace(Strict):
+    """Per-layer expert histograms from a JSON file ({"layers": [[...], ...]}), relative to the
+    workload file; read and checked on load, and carried in the run point."""
+
+    trace: str
+    _layers: list = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _read(self, info: ValidationInfo):
+        from pathlib import Path
+
+        from tpubench.spec.routing_trace import read_trace
+
+        path = Path(self.trace)
+        if not path.is_absolute():
+            path = Path((info.context or {}).get("workload_dir", ".")) / path
+        self._layers = read_trace(path)
+        return self
+
+    def point_value(self) -> dict:
+        return {"trace": {"file": self.trace, "layers": self._layers}}
+
+
+def _routing_tag(value) -> str | None:
+    """Which kind a routing value is ('natural', 'skewed', ...): errors then name only that kind."""
+    if isinstance(value, str):
+        return "name"
+    if isinstance(value, dict) and len(value) == 1:
+        return next(iter(value))
+    return {Skewed: "skewed", Hot: "hot", Trace: "trace"}.get(type(value))   # an already-built value
+
+
+# model.routing (docs/workloads.md#routing; models/routing.py has the schedules).
+Routing = Annotated[Union[Annotated[Literal["natural", "uniform"], Tag("name")], Annotated[Skewed, Tag("skewed")],
+                          Annotated[Hot, Tag("hot")], Annotated[Trace, Tag("trace")]],
+                    Discriminator(_routing_tag, custom_error_type="routing",
+                                  custom_error_message="expected natural, uniform or one of {skewed: {zipf: S}}, "
+                                                       "{hot: {experts: N, share: P}}, {trace: FILE}")]
+
+
 class ModelSpec(Strict):
     family: str = Field(description="transformers model_type, e.g. qwen3_moe, qwen3, gemma4_text")
     hub_id: str | None = None
@@ -51,8 +122,16 @@ class ModelSpec(Strict):
     experts_implementation: Union[ExpertsImpl, list[ExpertsImpl], None] = None
     trust_remote_code: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
+    # How tokens are routed to experts (a sweep axis): natural, uniform, skewed, hot or trace.
+    routing: Union[Routing, list[Routing]] = "natural"
 
-    _non_empty = field_validator("dtype", "experts_implementation")(classmethod(lambda cls, v: axis(v)))
+    _non_empty = field_validator("dtype", "experts_implementation", "routing")(
+        classmethod(lambda cls, v: axis(v)))
+
+
+def routing_values(model: ModelSpec) -> list:
+    """The routing axis as run points store it: 'natural', 'uniform' or a one-key dict."""
+    return [v.point_value() if hasattr(v, "point_value") else v for v in as_list(model.routing)]
 
 
 class ScenarioOverride(Strict):

@@ -65,7 +65,8 @@ def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Se
 
 
 def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
-    """A budget.BudgetResult or budget.TrainingBudget as markdown (terminal) or CSV (spreadsheet)."""
+    """A budget.BudgetResult, budget.TrainingBudget or image_budget.ImageBudget as markdown (terminal)
+    or CSV (spreadsheet)."""
     fmt = _format(fmt)
     if fmt == "csv":
         from tpubench.output.report.csv import render_budget_csv
@@ -77,4 +78,9 @@ def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
 
     if hasattr(result, "train_tokens"):
         return render_training_budget_markdown(result, max_rows=max_rows)
+    if hasattr(getattr(result, "traffic", None), "images_per_day"):
+        from tpubench.output.report.budget_images import image_budget_markdown
+        from tpubench.output.report.markdown import budget_footer, table
+
+        return image_budget_markdown(result, table, budget_footer, max_rows=max_rows)
     return render_budget_markdown(result, max_rows=max_rows)

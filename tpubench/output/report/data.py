@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from tpubench.version import __version__
-from tpubench.money import cost, pricing
+from tpubench.money import cost, pricing, tco
 from tpubench.output.report.format import flagged_price_notes
+from tpubench.output.report.published import DEFAULT_TOLERANCE, published_beside
 
 PLATFORM_KEYS = ["priced_accelerator", "cloud", "region", "instance_type"]
 # The software a point's tokens came from: an offline run, or a serving stack (a platform may have
@@ -35,19 +36,40 @@ class ReportData:
     # Training (rows with training figures, cost.is_training): fastest, hence cheapest, point per
     # workload x platform x plan, by $ per million training tokens. Never mixed into `summary`.
     training: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Images (rows with per-image figures, cost.is_imaging): the cheapest point per workload x
+    # platform x plan by $ per 1,000 images. Never mixed into `summary` either.
+    images: pd.DataFrame = field(default_factory=pd.DataFrame)
     what_if_instance: str | None = None
     generated_at: str = ""
     tpubench_version: str = __version__
+    # Published results beside yours (report/published.py): one row per measured point and matching
+    # published front; `published_rows` counts the imported rows (0: no section).
+    published: pd.DataFrame = field(default_factory=pd.DataFrame)
+    published_rows: int = 0
+    # TCO tiers (money/tco.tier_usd_per_mtok) with `--tco`: each platform's cheapest on-demand point
+    # at each tier's rate beside the list price; None without a tier file (no section).
+    tco: pd.DataFrame | None = None
 
     @property
     def counts(self) -> dict[str, int]:
         r = self.results
         status = r["status"] if "status" in r else pd.Series(dtype=object)
         valid = r["valid"].astype(bool) if "valid" in r else pd.Series(dtype=bool)
-        return {"results": len(r), "ok": int((status == "ok").sum()), "failed": int((status != "ok").sum()),
+        return {"results": len(r), "ok": int((status == "ok").sum()), "failed": int((status == "failed").sum()),
                 "invalid": int(((status == "ok") & ~valid).sum()),
                 "priced": int(self.priced["file"].nunique()) if len(self.priced) else 0,
                 "unpriced": len(self.unpriced)}
+
+
+def generate_decode_notes(results: pd.DataFrame) -> list[str]:
+    """Per device, the results whose decode ran an experts implementation transformers' generate()
+    would have switched there (models/torch_models.generate_decode_note wrote it on the result)."""
+    if results.empty or "warnings" not in results:
+        return []
+    hit = results[results["warnings"].fillna("").astype(str).str.contains("generate() would switch", regex=False)]
+    return [f"{n} result(s) on {device}: decode used experts implementation grouped_mm; transformers' generate() "
+            f"switches it to batched_mm for decode there, so these decode speeds are not what generate() users get"
+            for device, n in hit.groupby("device").size().items()]
 
 
 def older_runs_note(left_out: int) -> str:
@@ -57,8 +79,13 @@ def older_runs_note(left_out: int) -> str:
 
 
 def inference_rows(priced: pd.DataFrame) -> pd.DataFrame:
-    """Priced rows with inference figures (every row without training figures)."""
-    return priced[~cost.is_training(priced)] if len(priced) else priced
+    """Priced rows with per-token inference figures (every row without training or image figures)."""
+    return priced[~cost.is_training(priced) & ~cost.is_imaging(priced)] if len(priced) else priced
+
+
+def image_rows(priced: pd.DataFrame) -> pd.DataFrame:
+    """Priced rows with per-image figures (cost.is_imaging)."""
+    return priced[cost.is_imaging(priced)] if len(priced) else priced
 
 
 def training_rows(priced: pd.DataFrame) -> pd.DataFrame:
@@ -71,7 +98,8 @@ def summarise(priced: pd.DataFrame, column: str = "blended_usd_per_mtok") -> pd.
     stack (offline, or each serving stack) and plan, with a verdict against the cheapest of the same
     plan. Only rows of the kind `column` prices take part: inference rows for the $/Mtok columns,
     training rows for `train_usd_per_mtok` (`summarise_training`)."""
-    priced = training_rows(priced) if column.startswith("train_") else inference_rows(priced)
+    priced = (training_rows(priced) if column.startswith("train_") else
+              image_rows(priced) if column.startswith("image_") else inference_rows(priced))
     if priced.empty:
         return priced.assign(vs_cheapest=pd.Series(dtype=object))
     ranked = priced.assign(_invalid=~priced["valid"].astype(bool)).sort_values(
@@ -124,7 +152,9 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                  region=None, instance=None, what_if_instance: str | None = None,
                  today: date | None = None, warn: Callable[[str], None] | None = None,
                  keep: str = "latest", include_flagged: bool = False,
-                 grid_gco2_per_kwh: float | None = None) -> ReportData:
+                 grid_gco2_per_kwh: float | None = None,
+                 published_tolerance: float = DEFAULT_TOLERANCE,
+                 tco_tiers: pd.DataFrame | None = None) -> ReportData:
     """Load results (paths or a DataFrame from `load_results`), price them and summarise.
 
     `keep` is load_results': "latest" counts a point measured several times once (its most recent
@@ -132,7 +162,10 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     runs were left out (df.attrs["older_runs_left_out"]) a warning says how many. Flagged prices
     take part only where no unflagged row prices the accelerator and plan, unless `include_flagged`
     (cost.choose_prices); the warnings say which were set aside and which flagged ones were used.
-    `grid_gco2_per_kwh` replaces the regions' grid intensity in the carbon figures.
+    `grid_gco2_per_kwh` replaces the regions' grid intensity in the carbon figures. Published
+    results imported beside the results are compared with them (within `published_tolerance`,
+    a fraction) and never priced (report/published.py). `tco_tiers` (money/tco.load_tco) adds each
+    platform's on-demand $/Mtok at each TCO tier's rate (`ReportData.tco`).
     """
     today = today or pricing.today_utc()
     from tpubench.output.frames import check_keep, load_results
@@ -142,6 +175,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
         results = source
     else:
         results = load_results(source, warn=warn, keep=keep)
+    results, published, published_rows = published_beside(source, results, warn, published_tolerance)
     if prices is None:
         prices = pricing.load_prices(price_files, discount_pct=discount_pct, today=today)
     elif discount_pct is not None:
@@ -155,6 +189,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     provenance = price_provenance(prices, priced, today)
     used = priced.rename(columns={"price_as_of": "as_of"}) if len(priced) else prices
     warnings = pricing.stale_price_warnings(used, today) + price_notes + flagged_price_notes(priced)
+    warnings += generate_decode_notes(results)
     left_out = int(results.attrs.get("older_runs_left_out", 0) or 0)
     if left_out:
         warnings.append(older_runs_note(left_out))
@@ -164,7 +199,12 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     data = ReportData(results=results, priced=priced, unpriced=unpriced, summary=summarise(priced),
                       price_sources=provenance, plans=used_plans, primary_plan=primary,
                       warnings=warnings, training=summarise_training(priced), what_if_instance=what_if_instance,
-                      generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                      images=summarise(priced, "image_usd_per_kimage"),
+                      generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      published=published, published_rows=published_rows)
+    if tco_tiers is not None:      # money/tco.load_tco's rows: $/Mtok per tier beside list on-demand
+        data.tco, tco_notes = tco.tier_usd_per_mtok(data.summary, tco_tiers)
+        warnings += tco_notes
     if data.counts["invalid"]:
         warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy")
     return data

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tpubench.money.cost import interactivity_tokens_per_s, is_training
+from tpubench.output.published.match import pareto_mask
 from tpubench.output.report.format import (kind_label, load_label, plan_label, platform_label, stack_label,
                                     workload_label)
 from tpubench.units import number, share
@@ -26,24 +27,9 @@ _ISO_COST_STEPS = (1, 2, 5)
 
 
 def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
-    """Mask of points not dominated in both x and y (higher is better in both).
-
-    A point is dominated when another is at least as good in both and better in one.
-    """
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    keep = np.zeros(x.size, dtype=bool)
-    finite = np.isfinite(x) & np.isfinite(y)
-    idx = np.flatnonzero(finite)
-    # Sweep by x descending (ties: y descending); a point is on the front if its y beats every y
-    # seen so far, i.e. no point with x >= its x has y >= its y.
-    order = idx[np.lexsort((-y[idx], -x[idx]))]
-    best_y = -math.inf
-    for i in order:
-        if y[i] > best_y:
-            keep[i] = True
-            best_y = y[i]
-    return keep
+    """Mask of points not dominated in both x and y (higher is better in both); the one rule the
+    published comparison uses too (output/published/match.pareto_mask)."""
+    return pareto_mask(x, y)
 
 
 def _figure(width: float, height: float, left: float = 0.1, bottom_in: float = 0.6, top_in: float = 0.45):
@@ -197,10 +183,57 @@ def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, flo
                     color=colour, fontsize=7, va="bottom", ha="right" if at_right else "left")
     ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
     ax.set_ylabel("output tokens/s per chip")
-    ax.set_title(f"Throughput per chip vs interactivity; dashed: iso-cost at the {price_label} chip price")
+    # Say which price the iso-cost lines use: InferenceX's own tables use TCO tiers, not list prices.
+    ax.set_title(f"Throughput per chip vs interactivity; dashed: InferenceX-style iso-cost at the cheapest "
+                 f"{price_label} chip-hour price in the price table (list unless --prices / --discount)", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="best")
     return fig
+
+
+def published_beside_yours(rows: pd.DataFrame, title: str):
+    """Your points over the published Pareto fronts they were compared with (report/published.py):
+    one dashed line per publisher, accelerator and precision, your points ringed, each labelled
+    with its deviation from the front."""
+    fig = _figure(10, 5.0, left=0.08)
+    ax = fig.add_subplot()
+    fronts = rows.drop_duplicates(["publisher", "published_accelerator", "published_precision"])
+    for i, (_, r) in enumerate(fronts.iterrows()):
+        fx, fy = zip(*r["front"])
+        ax.plot(fx, fy, ls="--", marker="s", ms=4, lw=1, color=f"C{i % 10}",
+                label=f"{r['publisher']} {r['published_accelerator']} {r['published_precision']} "
+                      f"({r['published_frameworks']})")
+    points = rows.drop_duplicates("file")
+    x = points["interactivity_tokens_per_s"].to_numpy(float)
+    y = points["output_tokens_per_s_per_chip"].to_numpy(float)
+    ax.scatter(x, y, s=60, color="black", zorder=5, label="yours")
+    for _, r in rows.iterrows():
+        if math.isfinite(r["deviation"]):
+            ax.annotate(f"{r['deviation']:+.0%}", (r["interactivity_tokens_per_s"], r["output_tokens_per_s_per_chip"]),
+                        textcoords="offset points", xytext=(6, 6), fontsize=8)
+    _log_axis(ax, "x")
+    _log_axis(ax, "y")
+    ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
+    ax.set_ylabel("output tokens/s per chip")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def published_figures(data) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, kind) per workload with a published comparison (ReportData.published)."""
+    rows = data.published
+    if rows is None or rows.empty:
+        return []
+    out = []
+    for n, ((workload, scale), group) in enumerate(rows.groupby(["workload", "scale"], sort=False, dropna=False)):
+        if n >= MAX_WORKLOADS:
+            break
+        tag = workload_label({"workload": workload, "scale": scale})
+        caption = f"Yours beside published results, {tag}"
+        out.append((f"published-{n}", caption, published_beside_yours(group, caption), "svg"))
+    return out
 
 
 def _ms(row, column: str) -> float:
@@ -314,7 +347,81 @@ def report_figures(data) -> list[tuple[str, str, object, str]]:
             rows = rows.assign(label=[f"{r['label']} ×{number(r['chips'])} {load_label(r)}"
                                       for _, r in rows.iterrows()])
         figures.append((f"latency-{n}", f"Latency distributions, {tag}", latency_distributions(rows), "svg"))
+    return figures + moe_figures(data) + profile_figures(data)
+
+
+def expert_load_heatmap(load: Sequence[Sequence[float]], title: str = ""):
+    """Per-layer heat map of expert load (models/routing.py expert_load): one row per MoE layer,
+    one column per expert, colour = the expert's share of its layer's load over the mean share
+    (1 = balanced), so layers and runs of any length read on one scale."""
+    counts = np.asarray(load, dtype=float)
+    mean = counts.mean(axis=1, keepdims=True)
+    ratio = np.divide(counts, mean, out=np.zeros_like(counts), where=mean > 0)
+    layers, experts = ratio.shape
+    fig = _figure(min(12.0, 3 + experts * 0.08), min(9.0, 1.8 + layers * 0.18), left=0.1)
+    ax = fig.add_subplot()
+    image = ax.imshow(ratio, aspect="auto", cmap="magma", vmin=0, vmax=max(2.0, float(ratio.max())),
+                      interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="load / mean load")
+    ax.set_xlabel("expert")
+    ax.set_ylabel("MoE layer")
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def moe_figures(data) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, 'png') of the expert-load heat map of each MoE result that recorded one
+    (at most MAX_BOXES: one per point, labelled with its routing and shape)."""
+    results = data.results
+    if results.empty or "expert_load_json" not in results:
+        return []
+    import json
+
+    rows = results[results["expert_load_json"].notna() & (results["status"] == "ok")].head(MAX_BOXES)
+    figures = []
+    for n, (_, row) in enumerate(rows.iterrows()):
+        routing = row.get("routing") if isinstance(row.get("routing"), str) else "natural"
+        imbalance = row.get("expert_load_imbalance")
+        tag = (f"{workload_label(row)} {row['backend']}:{row['device']} b{number(row['batch_size'])} "
+               f"routing {routing}" + (f", max/mean {imbalance:.2f}" if isinstance(imbalance, float)
+                                       and math.isfinite(imbalance) else ""))
+        figures.append((f"expert-load-{n}", f"Expert load per layer, {tag}",
+                        expert_load_heatmap(json.loads(row["expert_load_json"]), tag), "png"))
     return figures
+
+
+def profile_breakdown(labels: Sequence[str], profiles: Sequence[dict], title: str = ""):
+    """One horizontal stacked bar per profiled point (run --profile, measure/profile.py): the
+    milliseconds of its profiled pass by category, in report/profile.py's order and names."""
+    from tpubench.output.report.profile import LABELS
+
+    fig = _figure(10.0, 1.9 + 0.35 * len(labels), left=0.3, bottom_in=1.25)
+    ax = fig.add_subplot()
+    y = np.arange(len(labels))
+    left = np.zeros(len(labels))
+    colours = ["#b2182b", "#ef8a62", "#fddbc7", "#67a9cf", "#2166ac", "#a6dba0", "#762a83", "#bababa", "#f7f7f7"]
+    for colour, (category, label) in zip(colours, LABELS.items()):
+        widths = np.array([(p.get("categories") or {}).get(category, 0.0) * 1e3 for p in profiles])
+        ax.barh(y, widths, left=left, color=colour, edgecolor="#555555", linewidth=0.4, label=label)
+        left += widths
+    ax.set_yticks(y, [str(x) for x in labels], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms in the profiled pass (one iteration)")
+    ax.set_title(title, fontsize=9)
+    fig.legend(loc="lower center", ncol=5, fontsize=7, frameon=False)
+    return fig
+
+
+def profile_figures(data) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, 'svg') of the stacked bars of the profiled points, if any."""
+    from tpubench.output.report.profile import profiled
+
+    rows = profiled(data.results)
+    if rows.empty:
+        return []
+    caption = "Where the time goes: the profiled pass of each point by category (run --profile)"
+    labels = [f"{r['profile_label']} {r['backend']}:{r['device']}" for _, r in rows.iterrows()]
+    return [("profile", caption, profile_breakdown(labels, list(rows["profile"]), caption), "svg")]
 
 
 def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):

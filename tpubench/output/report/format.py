@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-# The reports' unit formatters, used here and as `format.sig`, `format.usd`, ... by the renderers.
+# Plan labels have one source, the plan vocabulary: every report, the budget and `pricing list` use it.
+from tpubench.money.plans import plan_label  # noqa: F401
 from tpubench.scenarios.registry import SCENARIOS, describing
+# The reports' unit formatters, used here and as `format.sig`, `format.usd`, ... by the renderers.
 from tpubench.units import finite, ms, number, pct, share, sig, usd, usd_whole, with_ci  # noqa: F401
-
-PLAN_LABELS = {"on_demand": "on-demand", "spot": "spot", "commit_1y": "1-year commit",
-               "commit_3y": "3-year commit"}
 
 
 def ci_cell(row, column: str) -> str:
     """`column` with its `_ci95_low` / `_ci95_high` companions."""
     return with_ci(row[column], row[f"{column}_ci95_low"], row[f"{column}_ci95_high"])
-
-
-def plan_label(plan: str) -> str:
-    return PLAN_LABELS.get(plan, plan.replace("_", "-"))
 
 
 FLAG_MARK = "⚠ flagged price"
@@ -203,7 +198,11 @@ METHOD_NOTES = [
     "priced ('blended only', with the reason). Offline batches split by prefill and decode time "
     "('time-attributed').",
     "† InferenceX-compatible: the whole chip-hour charged to output tokens "
-    "(price per chip-hour × 1e6 / (3600 × output tokens/s per chip)), for comparison with published tables.",
+    "(price per chip-hour × 1e6 / (3600 × output tokens/s per chip)), for comparison with published tables. "
+    "Its price is the row's own: the cloud, instance and region in Platform, the Plan, the $/chip-h column "
+    "(a plan with an upfront part at its effective price), which is the price table's list price unless you "
+    "layered your own (--prices, --discount); InferenceX itself prices with TCO tiers (hyperscaler, neocloud, "
+    "3-year rental), not list prices, so equal throughput need not give its published $/Mtok.",
     "Brackets are 95% confidence intervals carried from the measured times and throughputs. "
     "'vs cheapest' compares blended cost with the cheapest platform of the same plan: "
     "cheaper, dearer or tie within noise.",
@@ -337,9 +336,23 @@ def energy_cell(row, figure: str = "blended") -> str:
     return text + (" (modelled)" if row.get("energy_method") == "modelled" else "")
 
 
+CACHE_HEADER = "Cached input / KV peak"
+
+
+def with_cache_column(runs, headers: list[str], cells):
+    """A run table's headers and cell maker, with a server's prefix-cache share of its input and its
+    engine's peak KV-cache usage (docs/scenarios/serve.md#what-the-engine-reports) when any run has them."""
+    if not any(c in runs and runs[c].notna().any() for c in ("cached_input_share", "engine_kv_cache_usage_peak")):
+        return headers, cells
+    return headers + [CACHE_HEADER], lambda row: cells(row) + [
+        f"{share(row.get('cached_input_share'))} / {share(row.get('engine_kv_cache_usage_peak'))}"]
+
+
 def with_energy_column(runs, figure: str, headers: list[str], cells):
     """A run table's headers and cell maker, with the energy column added when any run has energy
-    (docs/measurement.md#energy): a report of runs without energy looks as it always did."""
+    (docs/measurement.md#energy): a report of runs without energy looks as it always did; and the
+    serving cache column (with_cache_column) likewise."""
+    headers, cells = with_cache_column(runs, headers, cells)
     column = f"{figure}_j_per_token"
     if column not in runs or not runs[column].notna().any():
         return headers, cells

@@ -7,7 +7,10 @@ import base64
 import html
 
 from tpubench.output.report import format as f
-from tpubench.output.report.data import ReportData, result_rows
+from tpubench.output.report import profile as profile_section
+from tpubench.output.report import published
+from tpubench.output.report import tco as tco_section
+from tpubench.output.report.data import ReportData, image_rows, result_rows
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1800px;
@@ -98,6 +101,48 @@ def _training(data: ReportData, max_rows: int, figures: bool) -> list[str]:
     return body
 
 
+def _images(data: ReportData) -> list[str]:
+    """The diffusion section (report/images.py): $ per 1,000 images with seconds per image by stage
+    per workload, platform and plan, then the Pareto front of images/s per chip against latency."""
+    if not len(data.images):
+        return []
+    from tpubench.output.report import images
+
+    placement = images.placements(data.results)
+    body = []
+    for _, group in data.images.groupby(["workload", "scale"], sort=False, dropna=False):
+        body.append(f"<h2>Images, {_e(f.workload_label(group.iloc[0]))}: $ per 1,000 images per platform "
+                    "and plan</h2>")
+        body.append(_table(images.HEADERS, [images.cells(r, placement) for _, r in group.iterrows()],
+                           images.NUMERIC, ["" if bool(v) else "invalid" for v in group["valid"]],
+                           {5: lambda v: f"verdict-{v.split()[0]}" if v else "", 13: lambda v: "validity"}))
+    front = images.pareto(image_rows(data.priced))
+    if len(front):
+        body.append("<h2>Images: Pareto front of images/s per chip against seconds per call</h2>")
+        body.append(_table(images.PARETO_HEADERS, [images.pareto_cells(r) for _, r in front.iterrows()], {3, 4, 5}))
+    body.append('<ul class="note">' + "".join(f"<li>{_e(n)}</li>" for n in images.NOTES) + "</ul>")
+    return body
+
+
+def _published(data: ReportData, figures: bool = True) -> list[str]:
+    """Your points beside published ones (report/published.py); nothing when none were imported."""
+    if not data.published_rows:
+        return []
+    body = ["<h2>Published results beside yours</h2>"]
+    if data.published.empty:
+        return body + [f'<p class="note">{_e(published.empty_note(data.published_rows))}</p>']
+    rows = [published.cells(r) for _, r in data.published.iterrows()]
+    body.append(_table(published.HEADERS, rows, published.NUMERIC,
+                       cell_classes={11: lambda v: "verdict-cheapest" if v.startswith("agrees")
+                                     else "verdict-dearer" if v.startswith("differs") else ""}))
+    body.append(f'<p class="note">{_e(published.NOTE)}</p>')
+    if figures:
+        from tpubench.output.report.figures import published_figures
+
+        body.append(_figures(data, published_figures))
+    return body
+
+
 def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> str:
     c = data.counts
     body = ["<h1>tpubench cost report</h1>",
@@ -118,7 +163,12 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
             body.append(_table(f.SUMMARY_HEADERS, rows, _NUMERIC_SUMMARY, classes,
                                {7: lambda v: f"verdict-{v.split()[0]}", 15: lambda v: "validity"}))
         body.append('<ul class="note">' + "".join(f"<li>{_e(n)}</li>" for n in f.METHOD_NOTES) + "</ul>")
-    elif not len(data.training):
+        for title, rows in tco_section.sections(data):     # with --tco: $/Mtok per TCO tier
+            body.append(f"<h2>{_e(title)}</h2>" + (_table(tco_section.HEADERS, rows) if rows
+                                                    else f"<p>{_e(tco_section.EMPTY)}</p>"))
+        if data.tco is not None:
+            body.append(f'<p class="note">{_e(tco_section.NOTE)}</p>')
+    elif not len(data.training) and not len(data.images):
         body.append("<p>No result could be priced.</p>")
 
     drawn = _figures(data) if figures else ""
@@ -138,6 +188,9 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
             body.append(f'<p class="note">… {len(runs) - max_rows} more run(s): use --format csv for all rows.</p>')
 
     body += _training(data, max_rows, figures)
+    body += _images(data)
+    body += profile_section.html(data.results, _table, _e)
+    body += _published(data, figures)
 
     if len(data.unpriced):
         grouped = (data.unpriced.assign(accelerator=data.unpriced["accelerator"].astype(str))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from tpubench.money.budget import SIZING_SPLIT
 from tpubench.output.report import format as f
-from tpubench.output.report.data import ReportData, result_rows
+from tpubench.output.report import profile as profile_section
+from tpubench.output.report import tco as tco_section
+from tpubench.output.report import published
+from tpubench.output.report.data import ReportData, image_rows, result_rows
 
 
 def _escape(text) -> str:
@@ -53,6 +56,37 @@ def _training(data: ReportData, max_rows: int) -> list[str]:
     return out
 
 
+def _images(data: ReportData) -> list[str]:
+    """The diffusion section: per workload, platform and plan, $ per 1,000 images with seconds per
+    image by stage (report/images.py), then the Pareto front of images/s per chip against latency."""
+    if not len(data.images):
+        return []
+    from tpubench.output.report import images
+
+    placement = images.placements(data.results)
+    out = []
+    for _, group in data.images.groupby(["workload", "scale"], sort=False, dropna=False):
+        out += [f"## Images, {f.workload_label(group.iloc[0])}: $ per 1,000 images per platform and plan", ""]
+        out.append(table(images.HEADERS, [images.cells(r, placement) for _, r in group.iterrows()]))
+        out.append("")
+    front = images.pareto(image_rows(data.priced))
+    if len(front):
+        out += ["## Images: Pareto front of images/s per chip against seconds per call", "",
+                table(images.PARETO_HEADERS, [images.pareto_cells(r) for _, r in front.iterrows()]), ""]
+    return out + [f"- {note}" for note in images.NOTES] + [""]
+
+
+def _published(data: ReportData) -> list[str]:
+    """Your points beside published ones (report/published.py); nothing when none were imported."""
+    if not data.published_rows:
+        return []
+    out = ["## Published results beside yours", ""]
+    if data.published.empty:
+        return out + [published.empty_note(data.published_rows), ""]
+    rows = [published.cells(r) for _, r in data.published.iterrows()]
+    return out + [table(published.HEADERS, rows), "", f"- {published.NOTE}", ""]
+
+
 def _runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int,
                   energy_figure: str = "blended") -> list[str]:
     """One row per run, at most max_rows of them (the CSV has all)."""
@@ -80,12 +114,16 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
             out.append(table(f.SUMMARY_HEADERS, [f.summary_cells(r) for _, r in group.iterrows()]))
             out.append("")
         out += [f"- {note}" for note in f.METHOD_NOTES] + [""]
-    elif not len(data.training):
+        out += tco_section.markdown(data, table)
+    elif not len(data.training) and not len(data.images):
         out += ["No result could be priced.", ""]
     runs = result_rows(data)
     if len(runs):
         out += _runs_section(data, "Runs", runs, f.RUN_HEADERS, f.run_cells, max_rows)
     out += _training(data, max_rows)
+    out += _images(data)
+    out += profile_section.markdown(data.results, table)
+    out += _published(data)
     out += _unpriced(data)
     out += _sources(data)
     out += ["", "Figures (cost by platform, throughput vs interactivity, latency) are in `--format html`.", ""]
@@ -144,6 +182,9 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
         out += ["## Options, cheapest first", "", table(headers, rows), ""]
     else:
         out += ["No priced platform has a valid point meeting the SLOs.", ""]
+    from tpubench.output.report.budget_buying import buying_markdown, tco_markdown
+
+    out += buying_markdown(result, table, max_rows) + tco_markdown(result, table, max_rows)
     if len(result.infeasible):
         rows = [[f"{r['priced_accelerator']} · {r['cloud']} {r['instance_type']} ({r['region']})",
                  f"{f.point_label(r)} ×{f.number(r['chips'])}"
@@ -151,10 +192,10 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
                  r["misses"]] for _, r in result.infeasible.iterrows()]
         out += ["## Platforms with no point meeting the SLOs (closest point)", "",
                 table(["Platform", "Closest point", "Misses"], rows), ""]
-    return "\n".join(out + _budget_footer(result.unpriced, options))
+    return "\n".join(out + budget_footer(result.unpriced, options))
 
 
-def _budget_footer(unpriced, options) -> list[str]:
+def budget_footer(unpriced, options) -> list[str]:
     """What a budget could not price, and the sources of the prices it used."""
     out = []
     if len(unpriced):
@@ -188,4 +229,4 @@ def render_training_budget_markdown(result, max_rows: int = 50) -> str:
         out += ["## Options, cheapest first", "", table(headers, rows), ""]
     else:
         out += ["No priced platform has a valid training point.", ""]
-    return "\n".join(out + _budget_footer(result.unpriced, options))
+    return "\n".join(out + budget_footer(result.unpriced, options))

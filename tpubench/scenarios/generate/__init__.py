@@ -11,6 +11,7 @@ class Generate:
     kind = "generate"
     schema = GenerateSection
     builds_model = True
+    meters_energy = True
     layout = ("tensor", "expert")
     measurement = "tpubench.scenarios.generate.measure:GenerateRun"
     cost_basis = "tpubench.scenarios.generate.cost:chip_seconds"

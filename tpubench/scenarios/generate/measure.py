@@ -19,8 +19,11 @@ from tpubench.measure.energy import WindowEnergy, energy_metrics, with_energy_ci
 from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
 from tpubench.measure.world import (Checkpoints, WorldSync, plain_peaks, require_world_size, run_point_in_world,
                                world_environment)
+from tpubench.errors import UserError
 from tpubench.records.result import RunResult, now_iso
+from tpubench.measure.profile import WORLD_NOT_PROFILED
 from tpubench.measure.stats import summarize
+from tpubench.models.routing import load_metrics
 from tpubench.spec.point import RunPoint
 
 FINGERPRINT_SAMPLES = 512
@@ -269,7 +272,7 @@ class GenerateRun:
         world = WorldSync()
         reporter.phase("load", 0, 1)
         t = time.perf_counter()
-        built = be.build_sharded(point, checkpoint)
+        built = be.build_sharded(point, checkpoint) if point.world_size > 1 else be.build(point)
         load_s = max(world.gather(time.perf_counter() - t))
         base = {**base, "environment": {**base["environment"], "ranks": world.ranks(built.device)}}
         result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world, energy=energy)
@@ -278,6 +281,7 @@ class GenerateRun:
     def check(self, ctx, points):
         from tpubench.scenarios.generate.fit import check_fit
 
+        check_execution_modes(ctx, points)
         return check_fit(ctx.backend, points, ctx.source)
 
     @contextlib.contextmanager
@@ -288,12 +292,17 @@ class GenerateRun:
 
             def measure(point, base):
                 peaks = plain_peaks(ctx.peaks.get(point.dtype))
-                if point.world_size > 1 or ctx.user_world:
+                if point.world_size > 1 or ctx.user_world or ctx.backend.process_environment(point):
+                    # (a mode set in the environment before torch loads runs in a fresh process: a world of one)
                     single.release()   # one model in memory at a time
-                    return self._sharded(ctx, point, base, peaks, checkpoints)
+                    result = self._sharded(ctx, point, base, peaks, checkpoints)
+                    if ctx.profile_dir is not None:
+                        result.profile = {"available": False, "why": WORLD_NOT_PROFILED}
+                    return result
                 built, load_s, reused = single.get(point)
                 result = measure_point(ctx.backend, built, point, base, load_s, ctx.reporter, peaks,
-                                       energy=ctx.energy.meter() if ctx.energy is not None else None)
+                                       energy=ctx.energy.meter() if ctx.energy is not None else None,
+                                       profile_dir=ctx.profile_dir)
                 result.model_reused = reused
                 return result
 
@@ -303,8 +312,9 @@ class GenerateRun:
         """One point on a world of chips (tensor / expert parallel), from weights saved once."""
         require_world_size(ctx, point, f"{point.world_size} rank(s) (tensor {point.tensor_parallel} x expert "
                                        f"{point.expert_parallel})")
-        base = {**base, "environment": world_environment(ctx.backend, point, base["environment"])}
-        checkpoint = checkpoints.folder_for(point, ctx.reporter)
+        base = {**base, "environment": {**world_environment(ctx.backend, point, base["environment"]),
+                                        **_mode_environment(ctx.backend, point)}}
+        checkpoint = checkpoints.folder_for(point, ctx.reporter) if point.world_size > 1 or ctx.user_world else None
         return run_point_in_world(ctx, point, base, peaks, self.in_world, checkpoint)
 
 
@@ -333,9 +343,10 @@ class _SingleChipModel:
 
 
 def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter,
-                  peaks: dict | None, world=None, energy=None) -> RunResult:
+                  peaks: dict | None, world=None, energy=None, profile_dir=None) -> RunResult:
     """Measure one point on a built model into a RunResult; in a world (parallel.WorldSync), on
-    every rank."""
+    every rank. With `profile_dir` (run --profile), one profiled iteration after everything else
+    (measure/profile.py), its trace written there."""
     from tpubench.measure.efficiency import roofline_metrics
     from tpubench.measure.validity import assess, warnings_for
 
@@ -347,6 +358,8 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
     with session:
         m = measure_generate(session, point, on_phase=reporter.phase, world=world, energy=energy)
         on_device = session.on_requested_device()
+        moe = expert_load_after(session, point, m.measure_iterations)
+        profile = profile_after(be, session, point, m, profile_dir, base) if profile_dir is not None else {}
     m.compile["cpu_fallback_ops_timed"] = m.fallback_ops_timed
     m.compile["cpu_fallback_ops_untimed"] = m.fallback_ops_untimed
     if world is not None:
@@ -362,7 +375,11 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
         **energy_metrics(m.energy, m.measure_iterations * point.batch_size * (point.input_length + point.output_length)),
     })
     metrics.update(with_energy_ci(metrics, "joules_per_token", "e2e"))
-    roofline, exceeds_peak = roofline_metrics(point, metrics, peaks)
+    metrics.update(load_metrics(moe))
+    measured = moe.get("distinct_experts_per_decode_step_per_layer")
+    roofline, exceeds_peak = roofline_metrics(point, metrics, peaks, distinct_experts=measured)
+    if measured:   # the decode bytes counted the experts the batch really touched
+        roofline["roofline_distinct_experts"] = moe["distinct_experts_per_decode_step"]
     metrics.update(roofline)
     valid, reasons = assess(iterations=m.measure_iterations, measure_s=m.timing["measure_s"],
                             measurement=point.measurement, recompiles=m.compile["recompiles_timed"],
@@ -375,10 +392,60 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
                          point.measurement["max_cv"], graph_breaks=m.compile.get("graph_breaks", 0),
                          untimed_fallback_ops=m.compile["cpu_fallback_ops_untimed"])
     warns += [base["environment"]["chips_warning"]] if base["environment"].get("chips_warning") else []
-    return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile,
+    note = getattr(session, "generate_note", None)
+    if note:
+        moe["generate_decode_experts_implementation"] = "batched_mm"
+        warns.append(note)
+    return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile, moe=moe,
                      samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
                      metrics=metrics, numerics=m.numerics, validity={"valid": valid, "reasons": reasons},
-                     warnings=warns, energy=m.energy.as_dict() if m.energy is not None else {})
+                     warnings=warns, energy=m.energy.as_dict() if m.energy is not None else {}, profile=profile)
+
+
+def profile_after(be, session, point: RunPoint, m: GenerateMeasurement, out_dir, base: dict) -> dict:
+    """Where one iteration's time goes (measure/profile.py): one more iteration, under the
+    framework's profiler, after the timed loop and the expert-load pass, so neither carries it.
+    Its trace is named as a result file is (point, then time), so it sorts beside the result."""
+    from tpubench.measure.profile import profile_pass, trace_stem
+
+    return profile_pass(be.name, lambda: run_iteration(session, point.output_length), out_dir, trace_stem(base),
+                        model=getattr(session, "model", None), fence=session.fence, device=be.device or "cpu",
+                        compiled=point.execution_mode == "compile",
+                        timed_s=float(np.median(m.samples["e2e_s"])))
+
+
+def _mode_environment(be, point) -> dict:
+    """The variables the point's fresh process had set for its execution mode, for the result."""
+    env = be.process_environment(point)
+    return {"execution_mode_environment": env} if env else {}
+
+
+def check_execution_modes(ctx, points) -> None:
+    """Refuse an execution mode this backend and device do not have (TorchTPU's eager modes off a
+    TPU), naming the workload, before anything runs."""
+    for mode in sorted({p.execution_mode for p in points}):
+        try:
+            ctx.backend.check_execution_mode(mode)
+        except UserError as exc:
+            exc.where = exc.where or ctx.source
+            raise
+
+
+def expert_load_after(session, point: RunPoint, iterations: int) -> dict:
+    """Per-expert load over the timed loop (models/routing.py expert_load), from one more iteration
+    after it with the routers' choices recorded: every timed iteration ran the same prompt greedily
+    under the same routing, so one recorded iteration times the count is the timed loop's load,
+    and the timed loop itself carried no recording. Empty for a dense model."""
+    from tpubench.models.routing import expert_load
+
+    record = getattr(session, "expert_routes", None)
+    recorded = record(lambda: run_iteration(session, point.output_length)) if record else None
+    if not recorded:
+        return {}
+    steps, n_experts = recorded
+    load = expert_load(steps, n_experts, iterations)
+    load["recorded"] = "one untimed iteration after the timed loop, times its iterations"
+    return load
 
 
 def _merge_ranks(m, on_device: bool, world) -> bool:

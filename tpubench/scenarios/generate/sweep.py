@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from tpubench.spec.point import RunPoint, layout_words, lengths_words, shape_words
-from tpubench.spec.sections import ScaleSpec, ScenarioOverride, as_list
+from tpubench.spec.point import RunPoint, layout_words, lengths_words, routing_label, shape_words
+from tpubench.spec.sections import ScaleSpec, ScenarioOverride, as_list, routing_values
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
@@ -16,6 +16,7 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
     return {
         "dtype": as_list(dtypes),
         "experts_implementation": as_list(workload.model.experts_implementation),
+        "routing": routing_values(workload.model),
         "batch_size": as_list(over.batch_size or scen.batch_size),
         "input_length": as_list(over.input_length or scen.input_length),
         "output_length": as_list(over.output_length or scen.output_length),
@@ -45,6 +46,8 @@ def label(point: RunPoint) -> str:
              point.execution_mode]
     if point.experts_implementation:
         parts.append(f"experts={point.experts_implementation}")
+    if point.routing != "natural":
+        parts.append(f"routing={routing_label(point.routing)}")
     if point.tensor_parallel > 1:
         parts.append(f"tp{point.tensor_parallel}")
     if point.expert_parallel > 1:

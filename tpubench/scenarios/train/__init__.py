@@ -13,6 +13,7 @@ class Train:
     kind = "train"
     schema = TrainSection
     builds_model = True
+    meters_energy = True
     layout = ("data", "fsdp")
     measurement = "tpubench.scenarios.train.measure:TrainRun"
     cost_basis = "tpubench.scenarios.train.cost:chip_seconds"

@@ -23,6 +23,7 @@ from tpubench.backends.torch import TorchDevice, set_matmul_precision
 from tpubench.errors import UserError
 from tpubench.scenarios.train.sweep import label
 from tpubench.measure.energy import energy_metrics, with_energy_ci
+from tpubench.measure.profile import WORLD_NOT_PROFILED
 from tpubench.measure.timing import merge_rank_compiles
 from tpubench.measure.world import WorldSync, plain_peaks, require_world_size, run_point_in_world, world_environment
 from tpubench.records.result import RunResult, now_iso
@@ -42,6 +43,12 @@ class TrainRun:
         if be.name != "torch":
             raise UserError(f"scenario train runs on the torch backend, not {be.name}", where=ctx.source,
                             field="--backend")
+        for mode in sorted({p.execution_mode for p in points}):
+            try:
+                be.check_execution_mode(mode)   # TorchTPU's eager modes: on a TPU only
+            except UserError as exc:
+                exc.where = exc.where or ctx.source
+                raise
         shared = _shared_identities(points, be.device, ctx.user_world)
         cannot: dict[str, str] = {}
         for point in points:
@@ -75,10 +82,16 @@ class TrainRun:
         try:
             def measure(point, base):
                 peaks = plain_peaks(ctx.peaks.get(point.dtype))
-                if point.world_size > 1 or ctx.user_world:
+                # A mode set in the environment before torch loads (TorchTPU's eager modes) needs a
+                # fresh process: a world of one.
+                if point.world_size > 1 or ctx.user_world or ctx.backend.process_environment(point):
                     single.release()   # one model in memory at a time
-                    return self._in_a_world(ctx, point, base, peaks)
-                return single.measure(point, base, peaks, ctx.energy.meter() if ctx.energy is not None else None)
+                    result = self._in_a_world(ctx, point, base, peaks)
+                    if ctx.profile_dir is not None:
+                        result.profile = {"available": False, "why": WORLD_NOT_PROFILED}
+                    return result
+                return single.measure(point, base, peaks, ctx.energy.meter() if ctx.energy is not None else None,
+                                      profile_dir=ctx.profile_dir)
 
             yield measure
         finally:
@@ -195,11 +208,12 @@ class _SingleChipTrainModel:
         self.key = key
         return self.model, time.perf_counter() - t, False, 0.0
 
-    def measure(self, point, base: dict, peaks, energy=None) -> RunResult:
+    def measure(self, point, base: dict, peaks, energy=None, profile_dir=None) -> RunResult:
         precision = resolve_precision(point)
         try:
             model, load_s, reused, restore_s = self.get(point, precision)
-            result = measure_train_point(self.be, model, point, base, load_s, self.reporter, peaks, energy=energy)
+            result = measure_train_point(self.be, model, point, base, load_s, self.reporter, peaks, energy=energy,
+                                         profile_dir=profile_dir)
         except Exception as exc:
             if is_out_of_memory(exc):
                 if self.initial is None:
@@ -221,9 +235,10 @@ class _SingleChipTrainModel:
 
 
 def measure_train_point(be, model, point, base: dict, load_s: float, reporter, peaks: dict | None,
-                        world=None, energy=None) -> RunResult:
+                        world=None, energy=None, profile_dir=None) -> RunResult:
     """Train one point on a built model (in a world: on every rank, wrapped for data parallelism)
-    and turn the measurement into a RunResult."""
+    and turn the measurement into a RunResult. With `profile_dir` (run --profile), one more
+    optimizer step, profiled, after everything else (measure/profile.py); its loss is not recorded."""
     import torch
 
     from tpubench.measure.efficiency import train_roofline_metrics
@@ -232,6 +247,8 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
                                    set_activation_checkpointing, step_stats, tokens_per_step, train_rates,
                                    wrap_data_parallel)
     from tpubench.measure.validity import assess, warnings_for
+    from tpubench.models.routing import load_from_counts
+    from tpubench.models.torch_routing import install_routing
 
     precision = resolve_precision(point)
     device = next(model.parameters()).device
@@ -244,6 +261,10 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     base = {**base, "environment": {**base["environment"],
                                     **set_matmul_precision(be.device, getattr(point, "matmul_precision", None))}}
 
+    # The point's routing (models/routing.py) as hooks on the routers, before any compile; removed
+    # after the point (the model may be reused by the next).
+    routing = install_routing(model, getattr(point, "routing", "natural"), point.family,
+                              point.measurement.get("seed", 0))
     compile_fn = None
     if point.execution_mode == "compile":
         # Empty dynamo caches: graphs made for an earlier point must not change this one.
@@ -265,7 +286,11 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
         # How balanced routing was: one forward of this rank's first micro-batch with the weights
         # the timed steps left, on the model itself (eager, no DDP: hooks on the routers).
         counts = routing_counts(model, batch[0], step._autocast)
+        profile = (_profile_step(be, step, model, point, m, profile_dir, base)
+                   if profile_dir is not None and world is None else {})
     finally:
+        if routing is not None:
+            routing.remove()
         optimizer.zero_grad(set_to_none=True)
         del optimizer, step, call
         if point.execution_mode == "compile":
@@ -334,11 +359,30 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
         "routing_measured": ("one forward of each rank's first micro-batch after the timed steps, summed over "
                              "ranks") if counts else None,
     }
-    return RunResult(**base, finished_at=now_iso(), timing=timing, compile=m.compile,
+    # Per-expert load over the timed steps (as generate results carry it): the recorded micro-batch
+    # stands for each of the step's micro-batches on every step.
+    moe = load_from_counts(counts, len(batch) * m.iterations, m.iterations) if counts else {}
+    if moe:
+        moe["recorded"] = training["routing_measured"] + ", times micro-batches per step x timed steps"
+    return RunResult(**base, finished_at=now_iso(), timing=timing, compile=m.compile, moe=moe,
                      samples={"step_s": m.step_s, "train_tokens_per_s": rates, "loss": _finite_prefix(m.losses),
                               "warmup_step_s": m.warmup_step_s},
                      metrics=metrics, numerics={}, validity={"valid": not reasons, "reasons": reasons},
-                     warnings=warns, training=training, energy=m.energy.as_dict() if m.energy is not None else {})
+                     warnings=warns, training=training, energy=m.energy.as_dict() if m.energy is not None else {},
+                     profile=profile)
+
+
+def _profile_step(be, step, model, point, m, out_dir, base: dict) -> dict:
+    """Where one optimizer step's time goes (measure/profile.py): one more step, profiled, after
+    the timed steps and the routing count; its loss is not recorded, and a reused model gets its
+    initial weights back before the next point anyway."""
+    import numpy as np
+
+    from tpubench.measure.profile import profile_pass, trace_stem
+
+    return profile_pass(be.name, step.step, out_dir, trace_stem(base), model=model, fence=TorchDevice(be.device).fence,
+                        device=be.device or "cpu", compiled=point.execution_mode == "compile",
+                        timed_s=float(np.median(m.step_s)) if m.step_s else None)
 
 
 def _finite_prefix(values: list[float]) -> list[float]:

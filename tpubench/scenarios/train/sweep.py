@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from tpubench.spec.point import RunPoint, layout_words, shape_words
-from tpubench.spec.sections import ScaleSpec, ScenarioOverride, as_list
+from tpubench.spec.point import RunPoint, layout_words, routing_label, shape_words
+from tpubench.spec.sections import ScaleSpec, ScenarioOverride, as_list, routing_values
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
@@ -15,6 +15,7 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
     over = spec.scenario or ScenarioOverride()
     return {"batch_size": as_list(over.batch_size or scen.batch_size),
             "input_length": as_list(over.sequence_length or scen.sequence_length),
+            "routing": routing_values(workload.model),
             "execution_mode": as_list(workload.execution.mode),
             "matmul_precision": as_list(workload.execution.matmul_precision),
             "data_parallel": as_list(workload.parallel.data)}
@@ -46,6 +47,8 @@ def label(point: RunPoint) -> str:
              point.execution_mode]
     if point.params.get("gradient_accumulation", 1) > 1:
         parts.append(f"accum{point.params['gradient_accumulation']}")
+    if point.routing != "natural":
+        parts.append(f"routing={routing_label(point.routing)}")
     if point.data_parallel > 1:
         parts.append(f"{'fsdp' if point.params.get('fsdp') else 'dp'}{point.data_parallel}")
     if point.matmul_precision not in (None, "highest"):
