@@ -156,7 +156,9 @@ def test_transformers_serve_end_to_end(tmp_path):
         chunks = _stream_completion(server.base_url, server.model, prompt, max_tokens=7)
         usage = chunks[-1]["usage"]
         assert usage["prompt_tokens"] == 11 and usage["completion_tokens"] == 7
-        assert sum(1 for c in chunks if c["choices"] and c["choices"][0].get("text")) == 7
+        # Streamed: text arrives in several events, one a token unless a busy server (transformers
+        # 5.25 under CI's load) sends two tokens' text in one event; usage counts every token.
+        assert 2 <= sum(1 for c in chunks if c["choices"] and c["choices"][0].get("text")) <= 7
 
         # The same server seen as a running one, at its URL.
         with open_server(_spec(url=server.base_url + "/"), workload_model=None, workdir=tmp_path) as running:
