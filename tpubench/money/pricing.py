@@ -35,7 +35,7 @@ from tpubench.records.csv_safety import neutralize_frame
 from tpubench.records.result import replace_file
 from tpubench.errors import UserError
 from tpubench.money import plans as plan_vocab
-from tpubench.money.table_files import check_header, did_you_mean, read_rows
+from tpubench.money.table_files import check_header, did_you_mean, parse_number, read_rows
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 SHIPPED_PRICES = DATA_DIR / "prices.csv"
@@ -135,22 +135,8 @@ class _Price:
         return plan_vocab.effective_usd_per_hour(self.hourly_usd, self.upfront_usd, self.term_months)
 
 
-def _parse_number(text: str, where: str, field: str, what: str) -> float | None:
-    """None for an empty cell, else a finite float; anything else names file, row and column."""
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UserError(f"'{text}' is not a number ({what})", where=where, field=field) from None
-    if not math.isfinite(value):
-        raise UserError(f"'{text}' is not a finite number ({what})", where=where, field=field)
-    return value
-
-
 def _parse_positive_price(text: str, where: str, field: str) -> float | None:
-    value = _parse_number(text, where, field, "USD per instance-hour")
+    value = parse_number(text, where, field, "USD per instance-hour")
     if value is not None and value <= 0:
         raise UserError(f"price must be a positive number of USD per instance-hour, got {text.strip()} "
                         "(leave the cell empty when a plan is not offered)", where=where, field=field)
@@ -160,7 +146,7 @@ def _parse_positive_price(text: str, where: str, field: str) -> float | None:
 def _parse_hourly(text: str, where: str, field: str, upfront: float) -> float | None:
     """A plan's hourly part: positive, or zero when an upfront payment covers the whole term."""
     if upfront > 0:
-        value = _parse_number(text, where, field, "USD per instance-hour")
+        value = parse_number(text, where, field, "USD per instance-hour")
         if value is not None and value < 0:
             raise UserError(f"hourly price must be >= 0 USD per instance-hour, got {text.strip()}",
                             where=where, field=field)
@@ -169,7 +155,7 @@ def _parse_hourly(text: str, where: str, field: str, upfront: float) -> float | 
 
 
 def _parse_nonnegative(text: str, where: str, field: str, what: str) -> float:
-    value = _parse_number(text, where, field, what)
+    value = parse_number(text, where, field, what)
     if value is not None and value < 0:
         raise UserError(f"must be >= 0 ({what}), got {text.strip()}", where=where, field=field)
     return value or 0.0
@@ -191,7 +177,7 @@ def _parse_preemption(cell: dict, where: str) -> float | None:
 
 def _parse_term(text: str, where: str, plan: plan_vocab.Plan) -> float | None:
     """A row's term in months: the plan's fixed term (a different one is an error), else the cell."""
-    value = _parse_number(text, where, "term_months", "months")
+    value = parse_number(text, where, "term_months", "months")
     if value is not None and value <= 0:
         raise UserError(f"term must be a positive number of months, got {text.strip()}", where=where,
                         field="term_months")
@@ -205,7 +191,7 @@ def _parse_term(text: str, where: str, plan: plan_vocab.Plan) -> float | None:
 
 
 def _parse_chips(text: str, where: str) -> int | None:
-    value = _parse_number(text, where, "chips_per_instance", "chips")
+    value = parse_number(text, where, "chips_per_instance", "chips")
     if value is not None and (value < 1 or value != int(value)):
         raise UserError(f"chips per instance must be a whole number >= 1, got {text.strip()}",
                         where=where, field="chips_per_instance")

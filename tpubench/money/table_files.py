@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -59,3 +60,18 @@ def check_header(path: Path, header_line: int, header: list[str], columns: Seque
     for col in required:
         if col not in seen:
             raise UserError("missing column", where=where, field=col)
+
+
+def parse_number(text: str, where: str, field: str, what: str = "") -> float | None:
+    """None for an empty cell, else a finite float; anything else names file, row and column."""
+    text = text.strip()
+    if not text:
+        return None
+    about = f" ({what})" if what else ""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"'{text}' is not a number{about}", where=where, field=field) from None
+    if not math.isfinite(value):
+        raise UserError(f"'{text}' is not a finite number{about}", where=where, field=field)
+    return value

@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from tpubench.errors import UserError
-from tpubench.money.table_files import check_header, read_rows
+from tpubench.money.table_files import check_header, parse_number, read_rows
 
 COLUMNS = ("tier", "accelerator", "cloud", "usd_per_chip_hour", "list_multiplier", "adds_energy", "source", "as_of")
 REQUIRED = ("tier", "source", "as_of")
@@ -62,15 +62,9 @@ def tier_column(tier: str) -> str:
 
 
 def _positive(text: str, where: str, field: str) -> float | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UserError(f"'{text}' is not a number", where=where, field=field) from None
-    if not (math.isfinite(value) and value > 0):
-        raise UserError(f"must be a positive number, got {text}", where=where, field=field)
+    value = parse_number(text, where, field)
+    if value is not None and not value > 0:
+        raise UserError(f"must be a positive number, got {text.strip()}", where=where, field=field)
     return value
 
 
