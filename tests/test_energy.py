@@ -299,12 +299,12 @@ def test_the_sweep_plan_meters_only_models_run_here_and_refuses_a_silly_power():
     class Cpu:
         name, device = "torch", "cpu"
 
-    serve = _energy_plan(Cpu(), True, 100.0, 2, meters_energy=False)
+    serve = _energy_plan(Cpu(), True, 100.0, 2, "the server is at a URL: its chips may be on another host")
     assert serve.source is None and "server" in serve.why_not
-    modelled = _energy_plan(Cpu(), True, 100.0, 2, meters_energy=True)
+    modelled = _energy_plan(Cpu(), True, 100.0, 2, None)
     assert modelled.source is not None and modelled.source.read().watts == (200.0,) or modelled.source.name == "rapl"
     with pytest.raises(UserError):
-        _energy_plan(Cpu(), True, 0.0, 2, meters_energy=True)
+        _energy_plan(Cpu(), True, 0.0, 2, None)
 
 
 class _FakeAmdSmi:

@@ -383,3 +383,26 @@ def test_run_table_shows_the_engine_columns_only_when_a_point_has_them():
     assert [list(c.cells)[0] for c in table.columns][-4:-1] == ["63.5%", "25%", "pass"]
     plain = serve_table([outcome({"requests_ok": 1})], label=str)
     assert [c.header for c in plain.columns][-2:] == ["failed", "valid"]
+
+
+def test_the_scrape_window_opens_after_the_warm_up(metrics_server):
+    """The load calls on_window_start once the warm-up's replies are in and before any measured
+    request is sent; there the scrape re-reads its counters and drops the warm-up's gauge samples."""
+    from scripted_server import Script, ScriptedServer
+
+    from tpubench.serving.client import Endpoint, RequestSpec
+    from tpubench.serving.load import run_load
+
+    seen = []
+    with ScriptedServer(Script(ttft_ms=2, itl_ms=1)) as srv:
+        out = run_load(Endpoint(srv.url, "m"), [RequestSpec("p", 1, 3)] * 4, concurrency=2, warmup_requests=2,
+                       num_requests=4, on_window_start=lambda: seen.append(len(srv.log)))
+    assert seen == [2] and len(out.warmup_records) == 2 and len(out.records) == 4
+
+    _Metrics.texts = [VLLM_BEFORE, VLLM_AFTER]   # the warm-up moved the counters to AFTER's values
+    url = f"http://127.0.0.1:{metrics_server.server_address[1]}"
+    with PointScrape(url, interval_s=0.01) as scrape:
+        threading.Event().wait(0.05)
+        scrape.window_starts()
+    record, _ = scrape.result()
+    assert scrape.before == scrape.after and record["figures"]["prefix_cache_hits"] == 0

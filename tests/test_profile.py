@@ -290,6 +290,22 @@ def test_generate_point_with_profile_through_the_cli(tmp_path, monkeypatch, caps
     assert code == 0 and "## Where the time goes" in report, err
 
 
+@pytest.mark.slow   # a world of two processes (gloo)
+def test_a_tensor_parallel_point_is_profiled_on_every_rank_and_rank_0_writes(tmp_path, monkeypatch, capsys):
+    """Every rank runs the profiled pass (its all-reduces need both); rank 0's breakdown, with the
+    collectives in it, is the result's, and only its trace is written."""
+    out = tmp_path / "out"
+    code, _, err = cli(monkeypatch, capsys, "run", str(_generate_workload(tmp_path)), "--tensor-parallel", "2",
+                       "--profile", "--out", str(out), "--no-price", "--no-energy")
+    assert code == 0, err
+    (path,) = out.glob("*.json")
+    result = read_result(path)
+    assert result.status == "ok", result.error
+    p = _check_profile(result, out)
+    assert p["categories"]["collectives_s"] > 0
+    assert [f.name for f in out.glob("*.trace.json.gz")] == [p["trace_file"]]
+
+
 @pytest.mark.slow
 def test_train_point_with_profile_through_the_cli(tmp_path, monkeypatch, capsys):
     data = {"name": "tiny_train",

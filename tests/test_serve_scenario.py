@@ -40,6 +40,25 @@ def serve_workload(tmp_path: Path, **changes) -> Path:
     return path
 
 
+def _scripted_launch(tmp_path: Path, lifetime_s: float | None = None, **script) -> dict:
+    """`server.launch` of a scripted server on the port tpubench gives it (a server on this host);
+    with `lifetime_s`, one that exits hard that long after it started."""
+    path = tmp_path / "scripted_launch.py"
+    path.write_text(textwrap.dedent(f"""
+        import os, socket, sys, time
+        sys.path.insert(0, {str(TESTS)!r})
+        import scripted_server
+        def bound(host="127.0.0.1"):
+            sock = socket.socket(); sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, int(sys.argv[1]))); sock.listen(64); return sock
+        scripted_server._listening_socket = bound
+        scripted_server.ScriptedServer(scripted_server.Script(**{script!r})).start()
+        time.sleep({lifetime_s if lifetime_s is not None else 10**6})
+        os._exit(1)
+    """))
+    return {"launch": {"preset": "custom", "command": [sys.executable, str(path), "{port}"], "startup_timeout_s": 20}}
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -143,22 +162,9 @@ def test_server_that_never_becomes_ready(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_server_that_dies_mid_run_fails_its_points(tmp_path, monkeypatch, capsys):
-    # A scripted server on the port tpubench gives it, which exits hard after 4 seconds.
-    script = tmp_path / "dying_server.py"
-    script.write_text(textwrap.dedent(f"""
-        import os, socket, sys, time
-        sys.path.insert(0, {str(TESTS)!r})
-        import scripted_server
-        def bound(host="127.0.0.1"):
-            sock = socket.socket(); sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, int(sys.argv[1]))); sock.listen(64); return sock
-        scripted_server._listening_socket = bound
-        scripted_server.ScriptedServer(scripted_server.Script(ttft_ms=500, itl_ms=200)).start()
-        time.sleep(4)   # ready long before; each request takes 1.5 s, the points need about 9 s each
-        os._exit(1)
-    """))
-    workload = serve_workload(tmp_path, server={"launch": {
-        "preset": "custom", "command": [sys.executable, str(script), "{port}"], "startup_timeout_s": 10}})
+    # A scripted server on the port tpubench gives it, which exits hard after 4 seconds: ready long
+    # before; each request takes 1.5 s, the points need about 9 s each.
+    workload = serve_workload(tmp_path, server=_scripted_launch(tmp_path, lifetime_s=4, ttft_ms=500, itl_ms=200))
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
     assert code == 1, err + out   # every point failed
     results = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
@@ -279,3 +285,38 @@ def test_every_load_point_meets_a_cold_server(tmp_path, monkeypatch, capsys):
     assert kinds == (["reset"] + ["request"] * 5) * 4
     results = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
     assert len(results) == 4 and all(r.environment["prefix_cache_reset"] is True for r in results)
+
+
+@pytest.mark.slow
+def test_a_server_launched_here_is_metered_over_its_serve_window_and_one_at_a_url_is_not(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """A fake NVML behind the energy source: a launched server's point carries the power of exactly
+    its serve window (first send to last reply, not its warm-up), and its J per token; a server at a
+    URL has no energy, and the run says why once."""
+    from test_energy import _FakeNvml
+
+    from tpubench.hardware import energy_sources
+    from tpubench.run import runner
+
+    real = energy_sources.find_source
+    monkeypatch.setattr(runner, "find_source",
+                        lambda device, **kw: real("cuda", **{**kw, "chips": 1, "nvml": _FakeNvml(), "env": {}}))
+    workload = serve_workload(tmp_path, server=_scripted_launch(tmp_path, ttft_ms=30, itl_ms=10),
+                              load={"concurrency": 2, "num_requests": 6, "warmup_requests": 2})
+    code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
+    assert code == 0, err + out
+    (r,) = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
+    assert r.status == "ok" and r.energy["valid"], r.energy
+    assert r.energy["window_s"] == pytest.approx(r.timing["window_s"], rel=1e-6)
+    assert r.metrics["energy_j"] == pytest.approx(250.0 * r.timing["window_s"], rel=0.05)
+    tokens = sum(q["prompt_tokens"] + q["completion_tokens"] for q in r.requests if q["ok"])
+    assert r.metrics["joules_per_token"] == pytest.approx(r.metrics["energy_j"] / tokens)
+    assert load_results(tmp_path / "r").iloc[0]["energy_method"] == "measured"
+
+    with ScriptedServer(Script(ttft_ms=5, itl_ms=2)) as srv:
+        code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--server-url", srv.url,
+                             "--out", str(tmp_path / "u"))
+    assert code == 0, err + out
+    (u,) = [read_result(f) for f in (tmp_path / "u").glob("*.json")]
+    assert u.status == "ok" and not u.energy and "energy_j" not in u.metrics
+    assert "energy: not measured (the server is at a URL" in out

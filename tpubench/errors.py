@@ -28,3 +28,9 @@ class ExternalFailure(UserError):
     a bucket that cannot be read): one line like bad input, but exit code 1."""
 
     exit_code = 1
+
+
+class Unavailable(Exception):
+    """A point this device or installation cannot run, by design rather than by failure: a kernel
+    with no build for the device, a package the arm needs is not installed. The runner records it as
+    a `skipped` result with this one-line reason; nothing falls back silently to another arm."""

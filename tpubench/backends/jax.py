@@ -134,18 +134,34 @@ class JaxBackend:
 
 
 def _with_experts(config, point, platform: str):
-    """The twin's decode formulation for the point: the one it names (gather, ragged_dot), else the
-    default: ragged_dot on an accelerator (grouped matmuls read each routed expert once), gather on
-    the CPU, where XLA lowers ragged_dot to a dense dot over every expert. A torch implementation
-    name (eager, grouped_mm, batched_mm) is transformers' and leaves the default. The prefill always
-    uses ragged_dot (gather would copy expert weights per prompt token)."""
+    """The twin's decode formulation for the point: the one it names (gather, ragged_dot, tokamax),
+    else the default: ragged_dot on an accelerator (grouped matmuls read each routed expert once),
+    gather on the CPU, where XLA lowers ragged_dot to a dense dot over every expert. A torch
+    implementation name (eager, grouped_mm, batched_mm, kernels) is transformers' and leaves the
+    default. The prefill uses ragged_dot (gather would copy expert weights per prompt token), or
+    tokamax for a tokamax point, with the Tokamax implementation chosen for the platform
+    (models/jax_experts.py)."""
+    from tpubench.models.jax_experts import TOKAMAX, tokamax_implementation
     from tpubench.spec.sections import JAX_EXPERTS
 
     if not any(config.moe_layers):
         return config
     impl = point.experts_implementation if point.experts_implementation in JAX_EXPERTS else (
         "gather" if platform == "cpu" else "ragged_dot")
+    if impl == TOKAMAX:
+        return dataclasses.replace(config, moe_decode=TOKAMAX, moe_prefill=TOKAMAX,
+                                   tokamax_implementation=tokamax_implementation(platform))
     return dataclasses.replace(config, moe_decode=impl, moe_prefill="ragged_dot")
+
+
+def _experts_kernel(config) -> dict | None:
+    """The record of the kernel the decode's experts run (None for a dense model); for tokamax it
+    imports the package, so a missing one skips the point here, before anything is compiled or timed."""
+    from tpubench.models.jax_experts import kernel_record
+
+    if not any(config.moe_layers):
+        return None
+    return kernel_record(config.moe_decode, config.tokamax_implementation)
 
 
 def _routed(config, params, point):
@@ -174,6 +190,7 @@ class JaxSession:
         import jax.numpy as jnp
 
         from tpubench.models import jax_twin
+        from tpubench.models.jax_experts import TOKAMAX, cannot_run
 
         self.device = backend.device
         self.config, self.params = built
@@ -181,6 +198,7 @@ class JaxSession:
         self.config, self.params = _routed(self.config, self.params, point)
         self.config = _with_experts(self.config, point, backend.platform())
         config = self.config
+        self.experts_kernel = _experts_kernel(config)   # the result's moe.kernel (Unavailable: skipped)
         b, i, o = point.batch_size, point.input_length, point.output_length
         self._prompt, self._steps = prompt, o
         dtype = jnp.dtype(point.dtype)
@@ -200,10 +218,15 @@ class JaxSession:
         token = jnp.zeros((b,), jnp.int32)
         # Ahead-of-time: compile time is measured here, apart from every timed call.
         t = time.perf_counter()
-        self._prefill = jax.jit(prefill, donate_argnums=(2,)).lower(self.params, self.ids, self.cache).compile()
-        t_mid = time.perf_counter()
-        self._decode = jax.jit(decode, donate_argnums=(3,)).lower(self.params, token, self.positions[0],
-                                                                  self.cache).compile()
+        try:
+            self._prefill = jax.jit(prefill, donate_argnums=(2,)).lower(self.params, self.ids, self.cache).compile()
+            t_mid = time.perf_counter()
+            self._decode = jax.jit(decode, donate_argnums=(3,)).lower(self.params, token, self.positions[0],
+                                                                      self.cache).compile()
+        except NotImplementedError as exc:   # Tokamax refusing its kernel here: a skip, never a fallback
+            if config.moe_decode != TOKAMAX:
+                raise
+            raise cannot_run(config.tokamax_implementation, backend.platform(), exc) from None
         self.aot_compile = {"prefill_compile_s": t_mid - t, "decode_compile_s": time.perf_counter() - t_mid}
         self.compile_diagnostics = lambda: ({"jax_moe_decode": config.moe_decode, "jax_moe_prefill": config.moe_prefill}
                                             if any(config.moe_layers) else {})

@@ -19,6 +19,8 @@ from typing import Any
 from tpubench.backends.base import Availability
 from tpubench.errors import UserError
 from tpubench.models.torch_models import generate_decode_note
+from tpubench.models.hub_kernels import ARM as HUB_KERNELS_ARM, kernel_record
+from tpubench.spec.sections import HF_GENERATE
 from tpubench.models.torch_routing import install_routing, model_experts
 from tpubench.hardware.environment import cpu_model_name, device_chips
 from tpubench.hardware.host_accelerators import ec2_instance_type
@@ -195,7 +197,7 @@ class TorchBackend:
 
         dev = self.torch_device()
         on_host = self.device == "cpu" or weight_bytes(point) <= _HOST_INIT_LIMIT_BYTES
-        model = build_model(point, init_device="cpu" if on_host else dev)
+        model = build_model(point, init_device="cpu" if on_host else dev, device=self.device)
         if on_host and self.device != "cpu":
             model = model.to(dev)
         return TorchModel(model, dev, identical_weights=on_host)
@@ -369,7 +371,13 @@ class TorchSession(TorchDevice):
                    if os.environ.get(k) != v}
         if missing:   # the mode is set at torch's import: a process started without it cannot switch
             raise RuntimeError(f"execution mode {point.execution_mode} needs {missing} set before torch is imported")
-        self.generate_note = generate_decode_note(self.device, experts_in_use(model))
+        # transformers' generate() as the decode loop (scenario.decode_loop hf_generate): the
+        # baseline a generate() user gets, with whatever generate() itself switches for decode.
+        hf_loop = point.params.get("decode_loop") == HF_GENERATE
+        self.whole_iteration = self._generate_iteration if hf_loop else None
+        self.generate_note = None if hf_loop else generate_decode_note(self.device, experts_in_use(model))
+        self.experts_kernel = (kernel_record(experts_in_use(model).get(""))
+                               if point.experts_implementation == HUB_KERNELS_ARM else None)
         # The point's routing (models/routing.py) as hooks on the routers, before any compile;
         # removed when the session closes (the next point may reuse the model).
         self.routing = install_routing(model, getattr(point, "routing", "natural"), point.family,
@@ -428,6 +436,39 @@ class TorchSession(TorchDevice):
                            logits_to_keep=1, use_cache=True)
         self.last_logits = out.logits[:, -1]
         return self.last_logits.argmax(-1)
+
+    def _generate_iteration(self, output_length: int, elapsed, capture_first_logits: bool):
+        """One batch through `model.generate()` as its users call it: greedy, its own cache and
+        loop, exactly `output_length` tokens. Each token is stamped when generate() hands it to
+        a streamer, which it does after copying the token to the host, so the stamp follows the
+        device's work (the prompt, handed over first, is not a token). -> (stamps, tokens,
+        step-1 logits or None)."""
+        import torch
+        from transformers.generation.streamers import BaseStreamer
+
+        stamps: list[float] = []
+
+        class Stamps(BaseStreamer):
+            prompt_seen = False
+
+            def put(self, value):
+                if self.prompt_seen:
+                    stamps.append(elapsed())
+                self.prompt_seen = True
+
+            def end(self):
+                pass
+
+        ids = self.prompt_ids
+        out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=output_length,
+                                  min_new_tokens=output_length, do_sample=False, streamer=Stamps(),
+                                  pad_token_id=0, return_dict_in_generate=True, output_logits=capture_first_logits)
+        new = out.sequences[:, ids.shape[1]:]
+        tokens = [new[:, s] for s in range(new.shape[1])]
+        first_logits = out.logits[0] if capture_first_logits else None
+        if capture_first_logits:
+            self.last_logits = first_logits
+        return stamps, tokens, first_logits
 
     def tokens_to_host(self, tokens) -> list[list[int]]:
         import torch

@@ -207,20 +207,35 @@ class EnergyMeter:
         measure_idle = idle is None and idle_s > 0 and source.method == MEASURED
         self.idle = idle_power(source, idle_s, interval_s) if measure_idle else idle
         self.result: WindowEnergy | None = None
+        self._sampler: Sampler | None = None
 
     @contextlib.contextmanager
     def window(self):
-        with Sampler(self.source, self.interval_s) as sampler:
+        with self.sampling():
             t0 = time.perf_counter()
             try:
                 yield
             finally:
                 t1 = time.perf_counter()   # the sampler's __exit__ reads once more, after t1
+        self.measure(t0, t1)
+
+    @contextlib.contextmanager
+    def sampling(self):
+        """Readings over a stretch that holds a window known only afterwards (a serve point's
+        first send to last reply, inside its warm-up and drain); then `measure(t0, t1)`."""
+        with Sampler(self.source, self.interval_s) as sampler:
+            yield
+        self._sampler = sampler
+
+    def measure(self, t0: float, t1: float) -> WindowEnergy:
+        """`result`: the energy over [t0, t1] (time.perf_counter seconds) from the last sampling."""
+        sampler = self._sampler
         if sampler.error is not None:
             self.result = WindowEnergy(self.source.name, self.source.method, self.source.detail, self.source.devices,
                                        window_s=t1 - t0, valid=False, reasons=[READ_FAILED], notes=[sampler.error])
         else:
             self.result = window_energy(sampler.readings, t0, t1, self.source, self.idle)
+        return self.result
 
 
 class EnergyPlan:

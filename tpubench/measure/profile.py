@@ -51,7 +51,6 @@ RANGE_PREFIX = "tpubench::"
 # Perfetto slow down on it. It is written anyway (gzip, which both open).
 LARGE_TRACE_BYTES = 200 * 1024 * 1024
 # --profile and a point run in a world of processes: its ranks run elsewhere, the pass is not taken.
-WORLD_NOT_PROFILED = "not taken for a point run in a world of processes (parallel layouts, fresh-process modes)"
 JAX_NOT_AVAILABLE = ("not available for jax in this version: jax.profiler's trace (an XPlane file) names "
                      "XLA fusions, not the model's operators; open it with TensorBoard or XProf")
 

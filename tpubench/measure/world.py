@@ -166,7 +166,7 @@ def worker_main(spec_path: str, in_world_of: Callable[[str], InWorld]) -> None:
         with _rank_energy(rank, spec) as meter:
             result: RunResult = in_world_of(point.scenario_kind)(
                 be, point, spec["base"], spec["checkpoint"], spec["peaks"], reporter, world_start_s=joined_s,
-                energy=meter)
+                energy=meter, profile_dir=spec.get("profile_dir"))
         if rank == 0:
             tmp = folder / "result.json.tmp"
             tmp.write_bytes(storable(result)[1])   # texts UTF-8 cannot store escaped, as every result
@@ -272,14 +272,22 @@ def run_point_in_world(ctx, point, base: dict, peaks: dict | None, in_world: InW
     itself; otherwise a fresh world of tpubench's own runs it on every rank (run_in_world).
     `ctx` is the sweep's scenarios.SweepContext."""
     if ctx.user_world:
-        return in_world(ctx.backend, point, base, checkpoint, peaks, ctx.reporter)
+        return in_world(ctx.backend, point, base, checkpoint, peaks, ctx.reporter, profile_dir=ctx.profile_dir)
     ctx.reporter.phase("world", 0, 1)
     timeout = ctx.collective_timeout_s
     # Load and compile wait at collectives too, so the deadline allows a few collective timeouts
     # on top of the measurement's own limit.
     return run_in_world(ctx.backend, point, base, checkpoint=checkpoint, peaks=peaks, collective_timeout_s=timeout,
                         deadline_s=3 * timeout + 2 * point.measurement["max_seconds"],
-                        energy=ctx.energy.for_world() if ctx.energy is not None else None)
+                        energy=ctx.energy.for_world() if ctx.energy is not None else None,
+                        profile_dir=ctx.profile_dir)
+
+
+def profile_trace_dir(profile_dir, world):
+    """Where this process writes a profiled pass's trace: `profile_dir` on one chip and on a world's
+    rank 0, nowhere on the other ranks (they run the pass for its collectives; rank 0's result,
+    with its own rank's breakdown, is the one written)."""
+    return profile_dir if world is None or world.rank == 0 else None
 
 
 def plain_peaks(peaks: dict | None) -> dict | None:
@@ -307,7 +315,7 @@ def world_environment(be, point, env: dict) -> dict:
 
 
 def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, collective_timeout_s: float,
-                 deadline_s: float, log_tail_chars: int = 4000, energy: dict | None = None):
+                 deadline_s: float, log_tail_chars: int = 4000, energy: dict | None = None, profile_dir=None):
     """Start a world of `point.world_size` ranks for one point and return rank 0's RunResult.
 
     Raises WorldFailed with the failing rank and its error (or the deadline) otherwise; every
@@ -321,6 +329,9 @@ def run_in_world(be, point, base: dict, *, checkpoint: str, peaks: dict | None, 
                 "threads_per_rank": threads_per_rank(n), "world_size": n,
                 # Rank 0 meters the world's chips (measure.energy.EnergyPlan.for_world).
                 "energy": energy,
+                # run --profile: every rank runs the profiled pass (its collectives need all of
+                # them), rank 0 writes its trace there (profile_trace_dir).
+                "profile_dir": str(profile_dir) if profile_dir is not None else None,
                 # A fault is injected once: the next world starts clean, as after a real failure.
                 "fault": os.environ.pop(FAULT_ENV, None)}
         spec_path = folder / "spec.json"

@@ -31,6 +31,10 @@ MoE formulations (static config fields, all exact up to float summation order)
 * ``"ragged"`` (prefill default): sorts the N*k (token, expert) pairs by expert and runs two
   grouped GEMMs with ``lax.ragged_dot_general`` (native on TPU/GPU; on CPU jax lowers it to a
   masked dense dot).  FLOPs = active experts only: 2*N*k*3*D*I per layer.
+* ``"tokamax"``: the same grouped GEMMs through ``tokamax.ragged_dot_general`` with the
+  implementation named in ``tokamax_implementation`` (xla, mosaic, triton; models/jax_experts.py
+  chooses it per platform).  Only that implementation is tried: one that cannot run raises.
+  tokamax is imported when the step is traced, never by this module.
 * ``"dense"``: every token through every expert, outputs weighted by routing weights that are zero
   for unselected experts.  Simple and shape-friendly but costs E/k times the active expert FLOPs
   (x16 for Qwen3-30B-A3B: E=128, k=8).  Kept as a reference / fallback.
@@ -64,7 +68,8 @@ __all__ = [
 ]
 
 # "ragged_dot" is the workload's name for "ragged" (jax.lax.ragged_dot in its general form).
-_MOE_IMPLS = ("gather", "ragged", "ragged_dot", "dense")
+_MOE_IMPLS = ("gather", "ragged", "ragged_dot", "dense", "tokamax")
+_TOKAMAX_IMPLS = ("xla", "mosaic", "triton")
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,6 +100,7 @@ class TwinConfig:
     # implementation choices (not architecture): see module docstring
     moe_prefill: str = "ragged"
     moe_decode: str = "gather"
+    tokamax_implementation: str = "xla"  # Tokamax's ragged_dot kernel, where a formulation is "tokamax"
     # routing control (models/routing.py): params["routing"] holds one schedule table [P,k] per
     # MoE layer and the router's selection is biased onto it; record_routes makes prefill and
     # decode_step also return the chosen experts [MoE layers, tokens, k] (an untimed pass).
@@ -111,6 +117,9 @@ class TwinConfig:
         for f in ("moe_prefill", "moe_decode"):
             if getattr(self, f) not in _MOE_IMPLS:
                 raise ValueError(f"{f} must be one of {_MOE_IMPLS}, got {getattr(self, f)!r}")
+        if self.tokamax_implementation not in _TOKAMAX_IMPLS:
+            raise ValueError(f"tokamax_implementation must be one of {_TOKAMAX_IMPLS}, "
+                             f"got {self.tokamax_implementation!r}")
 
     @classmethod
     def from_hf(cls, hf_config: Any, **overrides) -> TwinConfig:
@@ -408,14 +417,22 @@ def _dense_mlp(lp, x):
     return _linear(jax.nn.silu(_linear(x, lp["w_gate"])) * _linear(x, lp["w_up"]), lp["w_down"])
 
 
-def _ragged(lhs, rhs, group_sizes):
-    """lhs [M,K] sorted by group, rhs [E,N,K] (torch [out,in] layout) -> [M,N]."""
+def _ragged(lhs, rhs, group_sizes, tokamax_implementation: str | None = None):
+    """lhs [M,K] sorted by group, rhs [E,N,K] (torch [out,in] layout) -> [M,N]; through Tokamax's
+    ``tokamax_implementation`` when given, else jax.lax."""
     dn = jax.lax.RaggedDotDimensionNumbers(
         dot_dimension_numbers=(((1,), (2,)), ((), ())),
         lhs_ragged_dimensions=(0,),
         rhs_group_dimensions=(0,),
     )
-    return jax.lax.ragged_dot_general(lhs, rhs, group_sizes, dn)
+    if tokamax_implementation is None:
+        return jax.lax.ragged_dot_general(lhs, rhs, group_sizes, dn)
+    from tpubench.models.jax_experts import import_tokamax
+
+    tokamax = import_tokamax()  # only when a tokamax formulation is traced: an optional extra
+    # A one-element tuple: Tokamax tries that implementation only and raises if it cannot run,
+    # where a longer sequence (or None) would fall back to the next one silently.
+    return tokamax.ragged_dot_general(lhs, rhs, group_sizes, dn, implementation=(tokamax_implementation,))
 
 
 def _moe(cfg: TwinConfig, lp, x, impl: str, table=None, offset=None):
@@ -448,14 +465,15 @@ def _moe(cfg: TwinConfig, lp, x, impl: str, table=None, offset=None):
         y = jnp.einsum("nef,edf->ned", a, wd)
         w = jnp.zeros((B * T, E), x.dtype).at[jnp.arange(B * T)[:, None], topi].set(topv)
         out = jnp.einsum("ned,ne->nd", y, w)
-    else:  # ragged: grouped GEMM over (token, expert) pairs sorted by expert
+    else:  # ragged / tokamax: grouped GEMM over (token, expert) pairs sorted by expert
         flat_e = topi.reshape(-1)
         order = jnp.argsort(flat_e, stable=True)
         group_sizes = jnp.bincount(flat_e, length=E).astype(jnp.int32)
         xs = xf[order // K]  # [N*K, D]
-        h = _ragged(xs, wgu, group_sizes)
+        kernel = cfg.tokamax_implementation if impl == "tokamax" else None
+        h = _ragged(xs, wgu, group_sizes, kernel)
         a = jax.nn.silu(h[:, :I]) * h[:, I:]
-        y = _ragged(a, wd, group_sizes)  # [N*K, D]
+        y = _ragged(a, wd, group_sizes, kernel)  # [N*K, D]
         y = y[jnp.argsort(order)].reshape(B * T, K, D)  # unsort (gather, not scatter)
         out = jnp.einsum("nkd,nk->nd", y, topv)
     return out.reshape(B, T, D), topi

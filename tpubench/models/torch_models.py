@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import replace
 
 from tpubench.errors import UserError
 from tpubench.hardware.model_shape import bytes_per_element
@@ -95,8 +96,9 @@ def estimate_bytes(point) -> int:
     return int(weights + kv + activations + logits)
 
 
-def build_model(point, init_device):
-    """The model in eval mode with the point's dtype and experts implementation."""
+def build_model(point, init_device, device: str | None = None):
+    """The model in eval mode with the point's dtype and experts implementation, for `device`
+    (the backend's device name; default: where it is built)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -112,7 +114,7 @@ def build_model(point, init_device):
         torch.manual_seed(point.measurement.get("seed", 0))
         with torch.device(init_device):
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return _ready(model, point)
+    return _ready(model, point, device or str(init_device))
 
 
 def save_host_checkpoint(point, folder) -> None:
@@ -120,7 +122,8 @@ def save_host_checkpoint(point, folder) -> None:
     them), saved for the ranks of a world to load sharded: numerics compare across layouts."""
     from transformers.utils import logging as hf_logging
 
-    model = build_model(point, "cpu")
+    # Weights only: the experts implementation is the ranks' to set, for their own device.
+    model = build_model(replace(point, experts_implementation=None), "cpu")
     hf_logging.disable_progress_bar()   # tpubench's own progress display is showing
     model.save_pretrained(folder)
 
@@ -146,18 +149,28 @@ def load_sharded(point, checkpoint: str):
     source = point.hub_id if point.weights == "pretrained" else checkpoint
     model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, point.dtype),
                                                  trust_remote_code=point.trust_remote_code, **kwargs)
-    return _ready(model, point)
+    return _ready(model, point, next(model.parameters()).device.type)
 
 
-def _ready(model, point):
+def _ready(model, point, device: str):
     from tpubench.spec.sections import JAX_EXPERTS
 
     if point.experts_implementation in JAX_EXPERTS:
         raise UserError(f"experts implementation {point.experts_implementation} is the JAX twin's (--backend jax); "
-                        "torch runs eager, grouped_mm or batched_mm", field="model.experts_implementation")
+                        "torch runs eager, grouped_mm, batched_mm or kernels", field="model.experts_implementation")
     if point.experts_implementation:
         if not getattr(model, "_can_set_experts_implementation", lambda: False)():
             raise UserError(f"{point.family} has no switchable experts implementation",
                             field="model.experts_implementation")
-        model.set_experts_implementation(point.experts_implementation)
+        model.set_experts_implementation(experts_to_set(point, device))
     return model.eval()
+
+
+def experts_to_set(point, device: str) -> str:
+    """transformers' experts implementation for the point: its own name, or for the `kernels` arm
+    the Hub kernel chosen for the device (models/hub_kernels.py; Unavailable when none loads)."""
+    from tpubench.models.hub_kernels import ARM, choose_hub_kernel
+
+    if point.experts_implementation == ARM:
+        return choose_hub_kernel(device, point.dtype)
+    return point.experts_implementation

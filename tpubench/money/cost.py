@@ -373,7 +373,10 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     ok_mask = results["status"].eq("ok")
     failed = results[~ok_mask].copy()
     failed["priced_accelerator"] = None
-    failed["reason"] = "run failed: " + failed["error"].fillna("no error recorded").astype(str)
+    # A skipped point was never run on purpose (a kernel with no build for the device, a capacity
+    # search past its knee): its reason is not a failure's.
+    failed["reason"] = (failed["status"].map(lambda s: "not run: " if s == "skipped" else "run failed: ")
+                        + failed["error"].fillna("no error recorded").astype(str))
 
     ok = results[ok_mask].copy()
     # A point whose chips are unknown (a server's that could not be read) is never priced as some

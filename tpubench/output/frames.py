@@ -3,13 +3,15 @@ identifying columns first, every metric its own column; a point measured again c
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 from typing import Any, Callable
 
 from tpubench.errors import UserError
 from tpubench.records.result import RunResult, read_results
-from tpubench.spec.point import DEFAULT_KIND, routing_label
+from tpubench.spec.point import DEFAULT_KIND, RunPoint, routing_label
 
 # Columns every row has, in this order; metric columns follow, sorted.
 BASE_COLUMNS = [
@@ -19,6 +21,23 @@ BASE_COLUMNS = [
     "transformers_version", "jax_version", "tpubench_version", "git_revision", "started_at",
     "point_key", "warnings",
 ]
+
+# What makes a MoE kernel A/B's arms differ: the experts implementation, and the decode loop in params.
+_ARM_FIELDS, _ARM_PARAMS = ("experts_implementation",), ("decode_loop",)
+
+
+def arm_free_key(point: dict) -> str:
+    """The point's key (RunPoint.key) with its arm taken out: results that differ only in their
+    experts implementation or decode loop share it; any other field of the point (lengths, routing,
+    layout, model config, matmul precision, seed, ...) tells them apart."""
+    params = {k: v for k, v in (point.get("params") or {}).items() if k not in _ARM_PARAMS}
+    known = {f.name for f in dataclasses.fields(RunPoint)}
+    data = {k: v for k, v in point.items() if k in known and k not in _ARM_FIELDS}
+    try:
+        return RunPoint(**{**data, "params": params, **dict.fromkeys(_ARM_FIELDS)}).key()
+    except TypeError:   # a point lacking a field this version requires: its own fields, hashed alike
+        blob = json.dumps({**point, "params": params, **dict.fromkeys(_ARM_FIELDS)}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
@@ -79,6 +98,14 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     # MoE: the routing asked for, and the per-layer expert load (JSON text: a list in a cell would
     # break pandas' hashing) for the report's heat map (models/routing.py).
     row["routing"] = routing_label(p.get("routing"))
+    # The decode loop when not tpubench's own ("hf_generate": transformers' generate()), and the
+    # kernel an experts arm named for a package ran (moe.kernel: kernels -> sonicmoe, tokamax -> xla).
+    row["decode_loop"] = (p.get("params") or {}).get("decode_loop")
+    kernel = result.moe.get("kernel") or {}
+    row["experts_kernel"] = kernel.get("implementation")
+    row["arm_free_key"] = arm_free_key(p)   # shared by the arms of one kernel A/B (report/kernel_speedups.py)
+    # What generate() would have run for decode instead, where it differs (measurement.md#generate-difference).
+    row["generate_decode_experts"] = result.moe.get("generate_decode_experts_implementation")
     if result.moe.get("expert_load"):
         row["expert_load_json"] = json.dumps(result.moe["expert_load"])
     if (result.profile or {}).get("categories"):   # run --profile: time by category (measure/profile.py)

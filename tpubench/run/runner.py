@@ -21,7 +21,7 @@ from tpubench.hardware.energy_sources import find_source
 from tpubench.measure.efficiency import peaks_for
 from tpubench.measure.energy import EnergyPlan
 from tpubench.hardware.environment import environment_key, host_environment
-from tpubench.errors import UserError
+from tpubench.errors import Unavailable, UserError
 from tpubench.records.result import RunResult, now_iso, read_results, store_result
 from tpubench.measure.world import WorldFailed, in_user_world, join_world
 from tpubench.scenarios import SweepContext
@@ -114,7 +114,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
 
     scenario = measurement_of(workload.scenario.kind)
     env, peaks = _environment(be, points)
-    plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), scenario_of(workload.scenario.kind).meters_energy)
+    plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), _not_metered_here(workload))
     try:   # whatever stops the sweep, the energy source (NVML) is closed
         ctx = SweepContext(backend=be, source=str(workload_path), peaks=peaks, reporter=reporter,
                            collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
@@ -155,13 +155,16 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                     if point.key() in skip:
                         result = _skipped(base, skip[point.key()])
                     else:
-                        if point.key() in cannot_run:
-                            raise MemoryError(cannot_run[point.key()])
+                        if point.key() in cannot_run:   # a reason (it cannot fit) or an Unavailable (skipped)
+                            why = cannot_run[point.key()]
+                            raise why if isinstance(why, Unavailable) else MemoryError(why)
                         result = measure(point, base)
                         if point.key() in notes:
                             result.warnings.append(notes[point.key()])
                 except KeyboardInterrupt:
                     raise
+                except Unavailable as exc:   # not runnable here on purpose (errors.Unavailable): say why
+                    result = _skipped(base, str(exc))
                 except Exception as exc:  # a failed point is data, not a crash: record it and go on
                     result = _failed(base, exc)
                 _steer(steering, point, result, pending, skip, reporter)   # may add its conclusions to the result
@@ -178,16 +181,27 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
         plan.close()
 
 
-def _energy_plan(be, wanted: bool, chip_power_w: float | None, chips, meters_energy: bool) -> EnergyPlan:
+def _not_metered_here(workload) -> str | None:
+    """Why the sweep's work is not on this host's chips, or None when it is (Scenario.meters_energy;
+    a scenario whose answer depends on the workload says so in its `energy_here(workload)`: a
+    server tpubench launches runs here, one at a URL may be anywhere)."""
+    described = scenario_of(workload.scenario.kind)
+    if not described.meters_energy:
+        return f"a {workload.scenario.kind} point's work does not run on this host's chips"
+    energy_here = getattr(described, "energy_here", None)
+    return energy_here(workload) if energy_here is not None else None
+
+
+def _energy_plan(be, wanted: bool, chip_power_w: float | None, chips, not_here: str | None) -> EnergyPlan:
     """The sweep's energy source (docs/measurement.md#energy): the device's sensor, else the user's
-    per-chip figure for the point's `chips` (modelled), else none and why. Only scenarios whose work
-    runs on this host's chips (Scenario.meters_energy) are metered: a server's chips may be anywhere."""
+    per-chip figure for the point's `chips` (modelled), else none and why. Only work on this host's
+    chips is metered (`not_here`: why the sweep's is not)."""
     if chip_power_w is not None and not chip_power_w > 0:
         raise UserError(f"a chip's power is a positive number of watts, got {chip_power_w:g}", field="--chip-power-w")
     if not wanted:
         return EnergyPlan(None, "--no-energy")
-    if not meters_energy:
-        return EnergyPlan(None, "this version meters work tpubench runs on this host's chips, not a server's")
+    if not_here:
+        return EnergyPlan(None, not_here)
     device = be.device if be.name == "torch" else {"gpu": "cuda"}.get(be.platform(), be.platform())
     if device == "xla" and os.environ.get("PJRT_DEVICE", "").upper() == "TPU":
         device = "tpu"   # the legacy PyTorch/XLA path on a TPU: libtpu's duty cycle applies the same

@@ -58,7 +58,8 @@ class Measurement(Protocol):
     """The module a scenario's `measurement` names."""
 
     def check(self, ctx: SweepContext, points: list[RunPoint]) -> tuple[dict[str, str], dict[str, str]]:
-        """Before anything runs: (point key -> why it cannot run here, point key -> a note for its
+        """Before anything runs: (point key -> why it cannot run here: a reason, recorded as a
+        failed result, or an errors.Unavailable, recorded as skipped; point key -> a note for its
         result). Raises UserError when no point can run at all."""
         ...
 
@@ -91,7 +92,9 @@ class Scenario(Protocol):
     builds_model: bool            # measures a model tpubench builds from the `model` block: the block
                                   # is required, and roofline peaks and weight-size checks apply
     meters_energy: bool           # its work runs on this host's chips inside the timed loop, so the
-                                  # sweep's energy source can meter it (not a server's, which may be anywhere)
+                                  # sweep's energy source can meter it; one whose answer depends on the
+                                  # workload also has energy_here(workload) -> why not, or None (serve:
+                                  # a launched server is here, one at a URL may be anywhere)
     layout: tuple[str, ...]       # the `parallel` fields it takes ("tensor", "expert", "data", "fsdp")
     measurement: str              # the module that measures its points (Measurement)
     cost_basis: str               # "module:function" of its cost basis: chip_seconds(rows) -> the

@@ -132,10 +132,11 @@ def point_figures(before: dict[str, float] | None, after: dict[str, float] | Non
 
 @dataclass
 class PointScrape:
-    """Scrapes /metrics before a point, every `interval_s` during it (a daemon thread), and after it.
+    """Scrapes /metrics before a point, every `interval_s` during it (a daemon thread), and after it;
+    `window_starts()` (called when the warm-up is over) moves "before" to the measured window.
 
         with PointScrape(base_url) as scrape:
-            run the load
+            run the load (on_window_start=scrape.window_starts)
         record, warnings = scrape.result()
     """
 
@@ -162,6 +163,15 @@ class PointScrape:
             self._thread.join(timeout=SCRAPE_TIMEOUT_S + 1)
             self.after, why = self.fetch(self.base_url)
             self.why = self.why or why
+
+    def window_starts(self) -> None:
+        """The measured window opens (after the warm-up): counters count from here, and gauges
+        sampled during the warm-up are dropped, so the point's figures leave the warm-up out. Kept
+        as before when the engine cannot be read now."""
+        values, _ = self.fetch(self.base_url)
+        if values is not None and self.before is not None:
+            self.before = values
+            self.samples.clear()
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval_s):

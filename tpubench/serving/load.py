@@ -441,7 +441,8 @@ async def run_load_async(endpoint: Endpoint, specs: Sequence[RequestSpec], *,
                          seed: int = 0, lag_interval_s: float = 0.001,
                          on_record: Callable[[RequestRecord], None] | None = None,
                          timed: Iterable[tuple[float, RequestSpec]] | None = None, time_scale: float = 1.0,
-                         sessions: Sequence[Session] | None = None) -> LoadOutcome:
+                         sessions: Sequence[Session] | None = None,
+                         on_window_start: Callable[[], None] | None = None) -> LoadOutcome:
     """Run one load point. Give `concurrency` (closed loop) or `request_rate` (open loop, req/s,
     `math.inf` for all at once). Requests use `specs` in order, cycling when more are sent than
     given; without num_requests and duration_s, each spec is sent once. With duration_s, no new
@@ -452,14 +453,17 @@ async def run_load_async(endpoint: Endpoint, specs: Sequence[RequestSpec], *,
     Or a replay: `timed` (offset seconds, request) pairs, sent at offset x time_scale (neither
     concurrency nor request_rate; max_concurrency caps it; every pair is sent unless num_requests
     or duration_s stops it first). Or `sessions` with `concurrency` of them in flight (with duration_s,
-    no session and no turn starts after it; a session stopped so is not resumed)."""
+    no session and no turn starts after it; a session stopped so is not resumed).
+
+    `on_window_start()` runs (on a thread) after the warm-up, before the measured window opens: what
+    is read about the server from then on (its /metrics counters) leaves the warm-up out."""
     if timed is not None or sessions is not None:
         return await _traffic_load(endpoint, timed=timed, time_scale=time_scale, sessions=sessions,
                                    concurrency=concurrency, request_rate=request_rate,
                                    max_concurrency=max_concurrency, num_requests=num_requests,
                                    duration_s=duration_s, warmup_requests=warmup_requests,
                                    warmup_specs=warmup_specs, seed=seed, lag_interval_s=lag_interval_s,
-                                   on_record=on_record)
+                                   on_record=on_record, on_window_start=on_window_start)
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give either concurrency (closed loop) or request_rate (open loop)")
     if concurrency is not None and concurrency < 1:
@@ -491,7 +495,7 @@ async def run_load_async(endpoint: Endpoint, specs: Sequence[RequestSpec], *,
             return _open_loop(client, prepared, request_rate, burstiness, max_concurrency, limit,
                               duration_s, seed, origin, on_record)
 
-        records, origin, wall, cpu, lag = await _measured_window(measured, lag_interval_s)
+        records, origin, wall, cpu, lag = await _measured_window(measured, lag_interval_s, on_window_start)
     return _outcome("closed" if concurrency is not None else "open", records, warm, concurrency=concurrency,
                     request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency, seed=seed,
                     num_requests=num_requests, duration_s=duration_s, wall=wall, cpu=cpu, lag=lag,
@@ -505,8 +509,11 @@ async def _warmup(client: StreamingClient, n: int, specs: Sequence[RequestSpec],
     return await _closed_loop(client, prepared, min(n, width or n), n, None, _now(), None)
 
 
-async def _measured_window(measured: Callable[[float], Any], lag_interval_s: float):
+async def _measured_window(measured: Callable[[float], Any], lag_interval_s: float,
+                           on_start: Callable[[], None] | None = None):
     """Run `measured(origin)` with the client's health recorded: (records, origin, wall, cpu, lag)."""
+    if on_start is not None:
+        await asyncio.to_thread(on_start)
     # Freeze only when nothing else has: unfreezing afterwards must not undo a caller's freeze.
     freeze = gc.get_freeze_count() == 0
     if freeze:
@@ -535,7 +542,7 @@ async def _measured_window(measured: Callable[[float], Any], lag_interval_s: flo
 
 async def _traffic_load(endpoint: Endpoint, *, timed, time_scale, sessions, concurrency, request_rate,
                         max_concurrency, num_requests, duration_s, warmup_requests, warmup_specs, seed,
-                        lag_interval_s, on_record) -> LoadOutcome:
+                        lag_interval_s, on_record, on_window_start=None) -> LoadOutcome:
     if timed is not None and sessions is not None:
         raise ValueError("give timed requests or sessions, not both")
     if request_rate is not None:
@@ -558,7 +565,7 @@ async def _traffic_load(endpoint: Endpoint, *, timed, time_scale, sessions, conc
             return _replay_loop(client, iter(timed), time_scale, max_concurrency, num_requests, duration_s,
                                 origin, on_record)
 
-        records, origin, wall, cpu, lag = await _measured_window(measured, lag_interval_s)
+        records, origin, wall, cpu, lag = await _measured_window(measured, lag_interval_s, on_window_start)
     return _outcome("sessions" if sessions is not None else "replay", records, warm,
                     concurrency=concurrency, request_rate=None, burstiness=None, max_concurrency=max_concurrency,
                     seed=seed, num_requests=num_requests, duration_s=duration_s, wall=wall, cpu=cpu, lag=lag,

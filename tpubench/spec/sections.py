@@ -14,12 +14,18 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PositiveInt, 
                       field_validator, model_validator)
 
 Dtype = Literal["float32", "bfloat16", "float16"]
-# transformers' experts implementations (the torch backend), then the JAX twin's decode formulations
-# (the JAX backend): gather (one expert copy per token and slot) and ragged_dot (grouped matmuls
-# over tokens sorted by expert, jax.lax.ragged_dot_general). Each backend refuses the other's.
-TORCH_EXPERTS = ("eager", "grouped_mm", "batched_mm")
-JAX_EXPERTS = ("gather", "ragged_dot")
-ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm", "gather", "ragged_dot"]
+# transformers' experts implementations (the torch backend; `kernels`: a Hugging Face Hub MoE
+# kernel chosen for the device, models/hub_kernels.py), then the JAX twin's formulations (the JAX
+# backend): gather (one expert copy per token and slot), ragged_dot (grouped matmuls over tokens
+# sorted by expert, jax.lax.ragged_dot_general) and tokamax (the same through Tokamax's
+# ragged_dot kernels). Each backend refuses the other's.
+TORCH_EXPERTS = ("eager", "grouped_mm", "batched_mm", "kernels")
+JAX_EXPERTS = ("gather", "ragged_dot", "tokamax")
+ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm", "kernels", "gather", "ragged_dot", "tokamax"]
+# Which loop runs a batch's decode: tpubench's own (a fenced step per token), or transformers'
+# `model.generate()` as its users call it (the baseline a generate() user gets; torch only).
+HF_GENERATE = "hf_generate"
+DecodeLoop = Literal["tpubench", "hf_generate"]
 # eager_fused / eager_sync: TorchTPU's deferred-and-fused and synchronous eager modes (TPU only,
 # set in a fresh process's environment: backends/torch.py EAGER_MODE_ENVIRONMENT).
 ExecutionMode = Literal["eager", "compile", "eager_fused", "eager_sync"]

@@ -14,6 +14,7 @@ import pandas as pd
 from tpubench.version import __version__
 from tpubench.money import cost, pricing, tco
 from tpubench.output.report.format import flagged_price_notes
+from tpubench.output.report.kernel_speedups import speedups
 from tpubench.output.report.published import DEFAULT_TOLERANCE, published_beside
 
 PLATFORM_KEYS = ["priced_accelerator", "cloud", "region", "instance_type"]
@@ -49,6 +50,9 @@ class ReportData:
     # TCO tiers (money/tco.tier_usd_per_mtok) with `--tco`: each platform's cheapest on-demand point
     # at each tier's rate beside the list price; None without a tier file (no section).
     tco: pd.DataFrame | None = None
+    # MoE kernel A/B (report/kernel_speedups.py): one row per arm of each point measured with two
+    # arms or more, its decode speed-up over the baseline it names; empty: no section.
+    kernel_speedups: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -201,7 +205,8 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                       warnings=warnings, training=summarise_training(priced), what_if_instance=what_if_instance,
                       images=summarise(priced, "image_usd_per_kimage"),
                       generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      published=published, published_rows=published_rows)
+                      published=published, published_rows=published_rows,
+                      kernel_speedups=speedups(results))
     if tco_tiers is not None:      # money/tco.load_tco's rows: $/Mtok per tier beside list on-demand
         data.tco, tco_notes = tco.tier_usd_per_mtok(data.summary, tco_tiers)
         warnings += tco_notes

@@ -82,7 +82,27 @@ def point_label(row) -> str:
     for key in ("dtype", "execution_mode"):
         if _present(row.get(key)):
             parts.append(str(row[key]))
+    parts += arm_words(row)
     return " ".join(p for p in parts if p)
+
+
+# Experts arms named for a package whose kernel is chosen per device (models/hub_kernels.py,
+# models/jax_experts.py): their labels say which kernel ran.
+PACKAGE_ARMS = ("kernels", "tokamax")
+
+
+def arm_words(row) -> list[str]:
+    """The arm of a MoE kernel A/B in words ('experts=kernels (sonicmoe)', 'loop=generate()',
+    'routing=uniform'): rows differing only in it must read apart."""
+    words = []
+    impl, kernel = row.get("experts_implementation"), row.get("experts_kernel")
+    if _present(impl):
+        words.append(f"experts={impl}" + (f" ({kernel})" if _present(kernel) and impl in PACKAGE_ARMS else ""))
+    if _present(row.get("decode_loop")):
+        words.append("loop=generate()")
+    if _present(row.get("routing")) and row["routing"] != "natural":
+        words.append(f"routing={row['routing']}")
+    return words
 
 
 def hardware_label(row) -> str:
@@ -224,6 +244,7 @@ def train_point_label(row) -> str:
     for key in ("dtype", "execution_mode"):
         if _present(row.get(key)):
             parts.append(str(row[key]))
+    parts += arm_words(row)
     return " ".join(p for p in parts if p)
 
 

@@ -7,6 +7,7 @@ import base64
 import html
 
 from tpubench.output.report import format as f
+from tpubench.output.report import kernel_speedups
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report import published
 from tpubench.output.report import tco as tco_section
@@ -189,6 +190,7 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
 
     body += _training(data, max_rows, figures)
     body += _images(data)
+    body += kernel_speedups.html(data.kernel_speedups, _table, _e)
     body += profile_section.html(data.results, _table, _e)
     body += _published(data, figures)
 

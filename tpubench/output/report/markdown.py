@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tpubench.money.budget import SIZING_SPLIT
 from tpubench.output.report import format as f
+from tpubench.output.report import kernel_speedups
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report import tco as tco_section
 from tpubench.output.report import published
@@ -122,6 +123,7 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
         out += _runs_section(data, "Runs", runs, f.RUN_HEADERS, f.run_cells, max_rows)
     out += _training(data, max_rows)
     out += _images(data)
+    out += kernel_speedups.markdown(data.kernel_speedups, table)
     out += profile_section.markdown(data.results, table)
     out += _published(data)
     out += _unpriced(data)

@@ -17,14 +17,14 @@ import numpy as np
 
 from tpubench.measure.energy import WindowEnergy, energy_metrics, with_energy_ci
 from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
-from tpubench.measure.world import (Checkpoints, WorldSync, plain_peaks, require_world_size, run_point_in_world,
-                               world_environment)
+from tpubench.measure.world import (Checkpoints, WorldSync, plain_peaks, profile_trace_dir, require_world_size,
+                               run_point_in_world, world_environment)
 from tpubench.errors import UserError
 from tpubench.records.result import RunResult, now_iso
-from tpubench.measure.profile import WORLD_NOT_PROFILED
 from tpubench.measure.stats import summarize
 from tpubench.models.routing import load_metrics
 from tpubench.spec.point import RunPoint
+from tpubench.spec.sections import HF_GENERATE
 
 FINGERPRINT_SAMPLES = 512
 FINGERPRINT_TOP = 16
@@ -42,10 +42,16 @@ class Iteration:
 
 
 def run_iteration(session, output_length: int, *, capture_first_logits: bool = False):
-    """One batch from submit to last token. Returns the Iteration and (optionally) step-1 logits."""
+    """One batch from submit to last token. Returns the Iteration and (optionally) step-1 logits.
+    A session whose decode loop is not tpubench's (`whole_iteration`: transformers' generate())
+    runs the batch itself and stamps each token as that loop hands it over."""
     session.reset()
     now = fenced_clock(session.fence)
     t0 = now()
+    whole = getattr(session, "whole_iteration", None)
+    if whole is not None:
+        stamps, tokens, first_logits = whole(output_length, lambda: now() - t0, capture_first_logits)
+        return Iteration(stamps, tokens), first_logits
     token = session.prefill()
     stamps = [now() - t0]
     first_logits = session.last_logits if capture_first_logits else None
@@ -264,25 +270,36 @@ class GenerateRun:
     sharded layout (measure/world.py)."""
 
 
-    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None, energy=None):
+    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None, energy=None,
+                 profile_dir=None):
         """One rank's part of a point in a world of chips (measure.world.worker_main calls it on every
         rank): its shard of the saved weights, measured; returns the RunResult on every rank
         (rank 0's is written). `world_start_s`: how long this rank took from the launch to
-        joining the process group; `energy`: rank 0's meter of the world's chips, or None."""
+        joining the process group; `energy`: rank 0's meter of the world's chips, or None;
+        `profile_dir`: run --profile's folder (every rank runs the profiled pass, rank 0 writes)."""
         world = WorldSync()
         reporter.phase("load", 0, 1)
         t = time.perf_counter()
         built = be.build_sharded(point, checkpoint) if point.world_size > 1 else be.build(point)
         load_s = max(world.gather(time.perf_counter() - t))
         base = {**base, "environment": {**base["environment"], "ranks": world.ranks(built.device)}}
-        result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world, energy=energy)
+        result = measure_point(be, built, point, base, load_s, reporter, peaks, world=world, energy=energy,
+                               profile_dir=profile_dir)
         return world.finish(result, world_start_s)
 
     def check(self, ctx, points):
+        from tpubench.scenarios.generate.arms import arms_elsewhere
         from tpubench.scenarios.generate.fit import check_fit
 
         check_execution_modes(ctx, points)
-        return check_fit(ctx.backend, points, ctx.source)
+        try:
+            elsewhere = arms_elsewhere(ctx.backend.name, points)
+        except UserError as exc:
+            exc.where = exc.where or ctx.source
+            raise
+        here = [p for p in points if p.key() not in elsewhere]
+        cannot_fit, notes = check_fit(ctx.backend, here, ctx.source)
+        return {**elsewhere, **cannot_fit}, notes
 
     @contextlib.contextmanager
     def open(self, ctx, points):
@@ -295,10 +312,7 @@ class GenerateRun:
                 if point.world_size > 1 or ctx.user_world or ctx.backend.process_environment(point):
                     # (a mode set in the environment before torch loads runs in a fresh process: a world of one)
                     single.release()   # one model in memory at a time
-                    result = self._sharded(ctx, point, base, peaks, checkpoints)
-                    if ctx.profile_dir is not None:
-                        result.profile = {"available": False, "why": WORLD_NOT_PROFILED}
-                    return result
+                    return self._sharded(ctx, point, base, peaks, checkpoints)
                 built, load_s, reused = single.get(point)
                 result = measure_point(ctx.backend, built, point, base, load_s, ctx.reporter, peaks,
                                        energy=ctx.energy.meter() if ctx.energy is not None else None,
@@ -359,7 +373,10 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
         m = measure_generate(session, point, on_phase=reporter.phase, world=world, energy=energy)
         on_device = session.on_requested_device()
         moe = expert_load_after(session, point, m.measure_iterations)
-        profile = profile_after(be, session, point, m, profile_dir, base) if profile_dir is not None else {}
+        if getattr(session, "experts_kernel", None):   # which kernel an arm named for a package ran
+            moe["kernel"] = session.experts_kernel
+        profile = (profile_after(be, session, point, m, profile_trace_dir(profile_dir, world), base)
+                   if profile_dir is not None else {})
     m.compile["cpu_fallback_ops_timed"] = m.fallback_ops_timed
     m.compile["cpu_fallback_ops_untimed"] = m.fallback_ops_untimed
     if world is not None:
@@ -422,13 +439,21 @@ def _mode_environment(be, point) -> dict:
 
 def check_execution_modes(ctx, points) -> None:
     """Refuse an execution mode this backend and device do not have (TorchTPU's eager modes off a
-    TPU), naming the workload, before anything runs."""
+    TPU), and transformers' generate() loop with a mode or layout generate() does not take from
+    tpubench, naming the workload, before anything runs."""
     for mode in sorted({p.execution_mode for p in points}):
         try:
             ctx.backend.check_execution_mode(mode)
         except UserError as exc:
             exc.where = exc.where or ctx.source
             raise
+    loops = [p for p in points if p.params.get("decode_loop") == HF_GENERATE]
+    if any(p.execution_mode == "compile" or p.world_size > 1 for p in loops):
+        # generate() compiles (or not) by its own rules and runs on one model copy: what a
+        # generate() user gets is measured with tpubench's eager model on one chip.
+        raise UserError(f"decode loop {HF_GENERATE} measures generate() as its users call it: execution.mode eager "
+                        "on one chip (generate() makes its own compile decisions)", where=ctx.source,
+                        field="scenario.decode_loop")
 
 
 def expert_load_after(session, point: RunPoint, iterations: int) -> dict:

@@ -11,7 +11,7 @@ from typing import Literal, Union
 
 from pydantic import PositiveInt, field_validator
 
-from tpubench.spec.sections import Strict, axis
+from tpubench.spec.sections import DecodeLoop, Strict, axis
 
 
 class GenerateSection(Strict):
@@ -21,5 +21,9 @@ class GenerateSection(Strict):
     batch_size: Union[PositiveInt, list[PositiveInt]]
     input_length: Union[PositiveInt, list[PositiveInt]]
     output_length: Union[PositiveInt, list[PositiveInt]]
+    # tpubench: its own fenced step per token; hf_generate: transformers' model.generate() (torch),
+    # the baseline a generate() user gets (docs/scenarios/generate.md#decode-loop). A sweep axis.
+    decode_loop: Union[DecodeLoop, list[DecodeLoop]] = "tpubench"
 
-    _non_empty = field_validator("batch_size", "input_length", "output_length")(classmethod(lambda cls, v: axis(v)))
+    _non_empty = field_validator("batch_size", "input_length", "output_length", "decode_loop")(
+        classmethod(lambda cls, v: axis(v)))

@@ -24,6 +24,7 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
         "matmul_precision": as_list(workload.execution.matmul_precision),
         "tensor_parallel": as_list(workload.parallel.tensor),
         "expert_parallel": as_list(workload.parallel.expert),
+        "decode_loop": as_list(scen.decode_loop),
     }
 
 
@@ -32,12 +33,16 @@ def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
     config = {**workload.model.config, **spec.config}
     out = []
     for combo in itertools.product(*axes.values()):
+        values = dict(zip(axes, combo))
+        loop = values.pop("decode_loop", "tpubench")
+        # In params only when not tpubench's own loop: points measured before the axis keep their key.
+        params = {"decode_loop": loop} if loop != "tpubench" else {}
         out.append(RunPoint(
             workload=workload.name, scale=scale, family=workload.model.family, hub_id=workload.model.hub_id,
             weights=workload.model.weights, trust_remote_code=workload.model.trust_remote_code,
             model_config=config, scenario_kind=workload.scenario.kind,
             compile_options=dict(workload.execution.compile_options),
-            measurement=workload.measurement.model_dump(), **dict(zip(axes, combo))))
+            measurement=workload.measurement.model_dump(), params=params, **values))
     return out
 
 
@@ -54,6 +59,8 @@ def label(point: RunPoint) -> str:
         parts.append(f"ep{point.expert_parallel}")
     if point.matmul_precision not in (None, "highest"):
         parts.append(f"matmul={point.matmul_precision}")
+    if point.params.get("decode_loop"):
+        parts.append("loop=generate()")
     return " ".join(parts)
 
 
@@ -63,4 +70,18 @@ def pair_label(point: dict) -> str:
 
 
 def row_label(row) -> str:
-    return f"b{row['batch_size']} {lengths_words(row)} {row['device']}"
+    """The row in a few words; the arm (experts implementation, generate() loop, routing) when the
+    row has one, so rows of a kernel A/B read apart."""
+    parts = [f"b{row['batch_size']}", lengths_words(row), str(row["device"])]
+    if _present(row.get("experts_implementation")):
+        parts.append(f"experts={row['experts_implementation']}")
+    if _present(row.get("decode_loop")):
+        parts.append("loop=generate()")
+    if _present(row.get("routing")) and row["routing"] != "natural":
+        parts.append(f"routing={row['routing']}")
+    return " ".join(parts)
+
+
+def _present(value) -> bool:
+    """A cell with a value (a frame's missing cells are None or NaN)."""
+    return value is not None and value == value

@@ -15,7 +15,7 @@ class Serve:
     kind = "serve"
     schema = ServeSection
     builds_model = False      # the server's; a `model` block, if any, is what a launched server builds
-    meters_energy = False     # the server's chips may be on another host
+    meters_energy = True      # a server tpubench launches runs on this host's chips (energy_here)
     layout = ()               # a served model is sharded by its server (its own launch flags)
     measurement = "tpubench.scenarios.serve.measure:ServeRun"
     cost_basis = "tpubench.scenarios.serve.cost:chip_seconds"
@@ -34,6 +34,12 @@ class Serve:
             raise FieldProblem(("scenario", "server", "launch", "model"),
                                "'build' serves the workload's model, but the workload has no model block: "
                                "add one, or name the model to serve (a Hub id or a local path)")
+
+    def energy_here(self, workload) -> str | None:
+        """Metered over the serve window only when tpubench launched the server on this host."""
+        if workload.scenario.server.launch is None:
+            return "the server is at a URL: its chips may be on another host (give server.launch to meter it)"
+        return None
 
     sweep_axes = staticmethod(sweep.sweep_axes)
     points = staticmethod(sweep.points)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tpubench.measure.energy import energy_metrics
 from tpubench.records.result import RunResult, now_iso
 from tpubench.scenarios.serve.capacity import ServeSteering
 from tpubench.spec.point import RunPoint
@@ -63,13 +64,14 @@ class ServeRun:
             def measure(point: RunPoint, base: dict) -> RunResult:
                 # The engine's own counters before and after the point, its gauges sampled during it.
                 with PointScrape(server.base_url) as engine:
-                    result = measure_serve_point(ctx, server, tokenizer, point, base)
+                    result = measure_serve_point(ctx, server, tokenizer, point, base,
+                                                 on_window_start=engine.window_starts)
                 return with_engine_figures(result, engine, model_check)
 
             yield measure
 
 
-def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> RunResult:
+def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict, on_window_start=None) -> RunResult:
     from tpubench.serving.client import Endpoint, RequestSpec, records_to_dicts
     from tpubench.serving.load import draw_lengths, run_load
     from tpubench.serving.metrics import failure_summary, outcome_metrics, request_warnings, validity_reasons
@@ -101,21 +103,26 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
     endpoint = Endpoint(url=server.base_url, model=server.model, api=p["endpoint"], extra_body=extra,
                         timeout_s=p["request_timeout_s"])
     ctx.reporter.phase("load", 0, 1)
-    if plan is None:
-        outcome = run_load(endpoint, specs[warm_n:], warmup_requests=warm_n, warmup_specs=specs[:warm_n] or None,
-                           concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
-                           burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
-                           num_requests=p["num_requests"], duration_s=p["duration_s"], seed=p["seed"])
-    else:
-        outcome = run_load(endpoint, plan.specs or [], warmup_requests=warm_n, warmup_specs=plan.warmup or None,
-                           concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
-                           burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
-                           num_requests=None if plan.sessions is not None else p["num_requests"],
-                           duration_s=p["duration_s"], seed=p["seed"],
-                           timed=plan.timed() if plan.timed is not None else None,
-                           time_scale=load.get("time_scale", 1.0), sessions=plan.sessions)
-        _server_counted_prompts(outcome.records)
+    meter = ctx.energy.meter() if ctx.energy is not None else None   # a server launched on this host
+    with meter.sampling() if meter is not None else contextlib.nullcontext():
+        if plan is None:
+            outcome = run_load(endpoint, specs[warm_n:], warmup_requests=warm_n, warmup_specs=specs[:warm_n] or None,
+                               concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
+                               burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
+                               num_requests=p["num_requests"], duration_s=p["duration_s"], seed=p["seed"],
+                               on_window_start=on_window_start)
+        else:
+            outcome = run_load(endpoint, plan.specs or [], warmup_requests=warm_n, warmup_specs=plan.warmup or None,
+                               concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
+                               burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
+                               num_requests=None if plan.sessions is not None else p["num_requests"],
+                               duration_s=p["duration_s"], seed=p["seed"],
+                               timed=plan.timed() if plan.timed is not None else None,
+                               time_scale=load.get("time_scale", 1.0), sessions=plan.sessions,
+                               on_window_start=on_window_start)
+            _server_counted_prompts(outcome.records)
     ctx.reporter.phase("load", 1, 1)
+    energy = _window_energy(meter, outcome)
     if not server.alive():
         raise RuntimeError(f"the server died during the point; log tail: {_tail(server)}")
     ok = [r for r in outcome.records if r.ok]
@@ -159,6 +166,9 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
                         f"cycled through its {distinct} prompts): the server may have answered them "
                         "from its prefix cache; give num_requests instead")
     samples = _samples(ok)
+    if energy is not None:
+        # Every token the window's requests carried, the prompts and the answers (generate's rule).
+        metrics.update(energy_metrics(energy, sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in ok)))
     return RunResult(**{**base, "environment": env}, finished_at=now_iso(),
                      timing={"window_s": outcome.window_s, "wall_s": outcome.wall_s,
                              "server_startup_s": server.startup_s or 0.0},
@@ -166,7 +176,22 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict) -> 
                      validity={"valid": not reasons, "reasons": reasons}, warnings=warnings,
                      requests=records_to_dicts(outcome.records),
                      warmup_requests=records_to_dicts(outcome.warmup_records),
-                     server_log_tail=_tail(server), saturation=sat.to_dict())
+                     server_log_tail=_tail(server), saturation=sat.to_dict(),
+                     energy=energy.as_dict() if energy is not None else {})
+
+
+def _window_energy(meter, outcome):
+    """The energy of the serve window, first send to last reply (LoadOutcome.window_s), from
+    readings taken over the whole load; None without a meter. Record times count from the
+    client's perf_counter origin, the meter's clock."""
+    if meter is None:
+        return None
+    sent = [r.sent_s for r in outcome.records if math.isfinite(r.sent_s)]
+    ends = [r.end_s for r in outcome.records if math.isfinite(r.end_s)]
+    if not sent or not ends:
+        return None
+    origin = outcome.origin_perf_counter_s
+    return meter.measure(origin + min(sent), origin + max(ends))
 
 
 def _traffic_plan(p: dict, point_key: str, tokenizer, n: int):

@@ -23,9 +23,9 @@ from tpubench.backends.torch import TorchDevice, set_matmul_precision
 from tpubench.errors import UserError
 from tpubench.scenarios.train.sweep import label
 from tpubench.measure.energy import energy_metrics, with_energy_ci
-from tpubench.measure.profile import WORLD_NOT_PROFILED
 from tpubench.measure.timing import merge_rank_compiles
-from tpubench.measure.world import WorldSync, plain_peaks, require_world_size, run_point_in_world, world_environment
+from tpubench.measure.world import (WorldSync, plain_peaks, profile_trace_dir, require_world_size, run_point_in_world,
+                                   world_environment)
 from tpubench.records.result import RunResult, now_iso
 from tpubench.hardware.roofline import TRAIN_MFU_FORMULA
 from tpubench.scenarios.train.steps import (FIT_FRACTION, GiB, PrecisionError, describe_bytes, estimate_train_bytes, fit_hint,
@@ -86,10 +86,7 @@ class TrainRun:
                 # fresh process: a world of one.
                 if point.world_size > 1 or ctx.user_world or ctx.backend.process_environment(point):
                     single.release()   # one model in memory at a time
-                    result = self._in_a_world(ctx, point, base, peaks)
-                    if ctx.profile_dir is not None:
-                        result.profile = {"available": False, "why": WORLD_NOT_PROFILED}
-                    return result
+                    return self._in_a_world(ctx, point, base, peaks)
                 return single.measure(point, base, peaks, ctx.energy.meter() if ctx.energy is not None else None,
                                       profile_dir=ctx.profile_dir)
 
@@ -103,7 +100,8 @@ class TrainRun:
         return run_point_in_world(ctx, point, base, peaks, self.in_world)
 
     # ------------------------------------------------------------------ one rank of a world
-    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None, energy=None):
+    def in_world(self, be, point, base, checkpoint, peaks, reporter, world_start_s=None, energy=None,
+                 profile_dir=None):
         """This rank's part of a point (measure.world.worker_main calls it on every rank): the same
         model from the seed, on this rank's chip, wrapped for data parallelism, measured."""
         world = WorldSync()
@@ -116,7 +114,7 @@ class TrainRun:
             device = next(model.parameters()).device
             base = {**base, "environment": {**base["environment"], "ranks": world.ranks(device)}}
             result = measure_train_point(be, model, point, base, load_s, reporter, peaks, world=world,
-                                         energy=energy)
+                                         energy=energy, profile_dir=profile_dir)
         except Exception as exc:
             if is_out_of_memory(exc):
                 model = None
@@ -286,8 +284,9 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
         # How balanced routing was: one forward of this rank's first micro-batch with the weights
         # the timed steps left, on the model itself (eager, no DDP: hooks on the routers).
         counts = routing_counts(model, batch[0], step._autocast)
-        profile = (_profile_step(be, step, model, point, m, profile_dir, base)
-                   if profile_dir is not None and world is None else {})
+        # In a world every rank takes the profiled step (its gradient all-reduce needs them all).
+        profile = (_profile_step(be, step, model, point, m, profile_trace_dir(profile_dir, world), base)
+                   if profile_dir is not None else {})
     finally:
         if routing is not None:
             routing.remove()

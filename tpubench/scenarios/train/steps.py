@@ -204,12 +204,17 @@ def rank_slice(batch: np.ndarray, rank: int, per_rank: int) -> np.ndarray:
     return batch[:, rank * per_rank:(rank + 1) * per_rank]
 
 
+def torch_device_name(device) -> str:
+    """"cuda" of torch.device("cuda:0") or "cuda:0": the name the experts arms are chosen for."""
+    return str(device).split(":")[0]
+
+
 def build_train_model(point, precision: Precision, device):
     """The point's model from its seed on the host (identical on every rank and device) in the
     parameter dtype, moved to `device`, in training mode without a KV cache."""
     from tpubench.models.torch_models import build_model
 
-    model = build_model(replace(point, dtype=precision.param_dtype), "cpu")
+    model = build_model(replace(point, dtype=precision.param_dtype), "cpu", device=torch_device_name(device))
     if str(device) != "cpu":
         model = model.to(device)
     model.config.use_cache = False
