@@ -115,6 +115,29 @@ def test_device_view_counts_kernel_time_and_kernel_gaps():
     assert host_busy == pytest.approx(40e-6)
 
 
+def test_a_collective_on_gloos_own_thread_counts_as_the_callers_wait():
+    """gloo runs an all-reduce on its own thread (an event without self time) while the caller
+    waits outside any op: the part of it no caller op covers is the collective's time, so the
+    categories still add up to the pass."""
+    from types import SimpleNamespace as Event
+
+    from torch.autograd import DeviceType
+
+    from tpubench.measure.profile import _torch_ops, op_category
+
+    def event(name, start, end, self_us):
+        return Event(name=name, device_type=DeviceType.CPU, cpu_parent=None, time_range=Event(start=start, end=end),
+                     self_cpu_time_total=self_us, self_device_time_total=0)
+
+    ops, busy = _torch_ops([event("aten::mm", 0, 100, 100), event("c10d::allreduce_", 100, 110, 10),
+                            event("gloo:all_reduce", 105, 300, 0)], on_device=False)
+    assert [(o.name, o.self_s) for o in ops] == [
+        ("aten::mm", 100e-6), ("c10d::allreduce_", 10e-6),
+        ("gloo:all_reduce (its own thread, while the caller waited)", pytest.approx(190e-6))]
+    assert op_category(ops[-1].name) == "collectives_s"
+    assert busy == pytest.approx(300e-6) and sum(o.self_s for o in ops) == pytest.approx(busy)
+
+
 def test_module_ranges_sort_ops_and_leave_no_hook_behind(tmp_path):
     """A hand-made module tree (classes named as transformers names them): ops in the experts
     module are expert time, in the router router time, the rest by name; afterwards the model has

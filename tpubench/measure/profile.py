@@ -263,24 +263,40 @@ def _torch_ops(events, on_device: bool) -> tuple[list[OpTime], float]:
 
     ops: list[OpTime] = []
     intervals: list[tuple[float, float]] = []
+    side: list[tuple[float, float]] = []   # collectives' own threads (host view)
+    side_name = None
     for e in events:
+        span = (e.time_range.start / 1e6, e.time_range.end / 1e6)
         if e.device_type != DeviceType.CPU:
             if on_device:
-                intervals.append((e.time_range.start / 1e6, e.time_range.end / 1e6))
+                intervals.append(span)
             continue
         if e.name.startswith(RANGE_PREFIX) or e.name.startswith("ProfilerStep") or e.name.startswith("["):
+            continue
+        seconds = (e.self_device_time_total if on_device else e.self_cpu_time_total) / 1e6
+        if not on_device and seconds <= 0 and _COLLECTIVE.search(e.name):
+            # gloo runs a collective on a thread of its own (`gloo:all_reduce`, no self time) while
+            # the caller waits outside any op: counted below as the collective's wait.
+            side.append(span)
+            side_name = side_name or e.name
             continue
         ancestors = []
         parent = e.cpu_parent
         while parent is not None:
             ancestors.append(parent.name)
             parent = parent.cpu_parent
-        seconds = (e.self_device_time_total if on_device else e.self_cpu_time_total) / 1e6
         if seconds > 0:
             ops.append(OpTime(e.name, seconds, tuple(ancestors)))
         if not on_device:
-            intervals.append((e.time_range.start / 1e6, e.time_range.end / 1e6))
-    return ops, union_seconds(intervals)
+            intervals.append(span)
+    busy = union_seconds(intervals)
+    if side:
+        # The time the collectives' threads worked while no op of the caller ran.
+        waited = union_seconds(intervals + side) - busy
+        if waited > 0:
+            ops.append(OpTime(f"{side_name} (its own thread, while the caller waited)", waited, ()))
+            busy += waited
+    return ops, busy
 
 
 def _write_trace(prof, out_dir, stem: str) -> dict:
