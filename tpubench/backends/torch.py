@@ -374,10 +374,10 @@ class TorchSession(TorchDevice):
         # transformers' generate() as the decode loop (scenario.decode_loop hf_generate): the
         # baseline a generate() user gets, with whatever generate() itself switches for decode.
         hf_loop = point.params.get("decode_loop") == HF_GENERATE
+        experts = experts_in_use(model)
         self.whole_iteration = self._generate_iteration if hf_loop else None
-        self.generate_note = None if hf_loop else generate_decode_note(self.device, experts_in_use(model))
-        self.experts_kernel = (kernel_record(experts_in_use(model).get(""))
-                               if point.experts_implementation == HUB_KERNELS_ARM else None)
+        self.generate_note = None if hf_loop else generate_decode_note(self.device, experts)
+        self.experts_kernel = kernel_record(experts.get("")) if point.experts_implementation == HUB_KERNELS_ARM else None
         # The point's routing (models/routing.py) as hooks on the routers, before any compile;
         # removed when the session closes (the next point may reuse the model).
         self.routing = install_routing(model, getattr(point, "routing", "natural"), point.family,

@@ -27,7 +27,7 @@ from pathlib import Path
 from tpubench.errors import UserError
 from tpubench.money import plans
 from tpubench.money.price_imports import mapping
-from tpubench.money.price_imports.common import ImportResult, file_date, read_json, require
+from tpubench.money.price_imports.common import ImportResult, file_date, listed_objects, read_json, require
 
 RESERVATION_PLANS = {"1 Year": "commit_1y", "3 Years": "commit_3y"}
 
@@ -37,13 +37,9 @@ def import_azure(path: str | Path, *, as_of: str | None = None) -> ImportResult:
     path = Path(path)
     where = str(path)
     data = read_json(path, "Azure Retail Prices file")
-    items = require(data, "Items", list, where, "Items")
     as_of = as_of or file_date(path)
     result = ImportResult()
-    for i, item in enumerate(items):
-        field_path = f"Items[{i}]"
-        if not isinstance(item, dict):
-            raise UserError("expected a JSON object", where=where, field=field_path)
+    for field_path, item in listed_objects(data, "Items", where):
         sku_name = str(item.get("skuName", ""))
         product = str(item.get("productName", ""))
         kind = str(require(item, "type", str, where, field_path + ".type"))

@@ -43,6 +43,16 @@ def require(mapping: object, key: str, kind: type, where: str, field_path: str):
     return value
 
 
+def listed_objects(data: object, key: str, where: str):
+    """(field path, object) for each entry of the array `data[key]` ("skus[3]", {...}); an entry
+    that is not a JSON object is a one-line error naming it."""
+    for i, entry in enumerate(require(data, key, list, where, key)):
+        field_path = f"{key}[{i}]"
+        if not isinstance(entry, dict):
+            raise UserError("expected a JSON object", where=where, field=field_path)
+        yield field_path, entry
+
+
 def _json_kind(kind: type) -> str:
     return {dict: "object", list: "array", str: "string"}.get(kind, getattr(kind, "__name__", str(kind)))
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tpubench.errors import UserError
 from tpubench.money.price_imports import mapping
-from tpubench.money.price_imports.common import ImportResult, file_date, read_json, require
+from tpubench.money.price_imports.common import ImportResult, file_date, listed_objects, read_json, require
 
 USAGE_PLANS = {"OnDemand": "on_demand", "Preemptible": "spot", "Commit1Yr": "commit_1y", "Commit3Yr": "commit_3y"}
 _FLEX_WORDS = re.compile(r"\bDWS\b|flex|calendar", re.I)
@@ -80,13 +80,9 @@ def import_gcp(path: str | Path, *, as_of: str | None = None) -> ImportResult:
     path = Path(path)
     data = read_json(path, "GCP Cloud Billing Catalog SKUs file")
     where = str(path)
-    skus = require(data, "skus", list, where, "skus")
     as_of = as_of or file_date(path)
     result = ImportResult()
-    for i, sku in enumerate(skus):
-        field_path = f"skus[{i}]"
-        if not isinstance(sku, dict):
-            raise UserError("expected a JSON object", where=where, field=field_path)
+    for field_path, sku in listed_objects(data, "skus", where):
         description = str(require(sku, "description", str, where, field_path + ".description"))
         category = require(sku, "category", dict, where, field_path + ".category")
         usage = str(category.get("usageType", ""))
