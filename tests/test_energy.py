@@ -100,6 +100,7 @@ def test_rapl_reads_packages_and_survives_a_wrap(tmp_path):
     (root / "intel-rapl:0" / "energy_uj").write_text("1000000")         # wrapped: +2 J
     (root / "intel-rapl:0:0" / "energy_uj").write_text("5500000")       # +0.5 J
     second = source.read()
+    source.close()
     assert [b - a for a, b in zip(first.joules, second.joules)] == pytest.approx([2.0, 0.5])
 
 
@@ -153,6 +154,9 @@ def test_nvml_counter_and_power_over_a_real_window():
     assert e.valid, e.notes
     assert e.energy_j == pytest.approx(600.0 * e.window_s, rel=0.05)
     assert e.idle_power_w == pytest.approx([250.0, 350.0], rel=0.05)
+    # How it was sampled: the interval, a reading each interval or so, and the sampler's own CPU.
+    assert e.interval_s == 0.02 and 0.3 / 0.02 / 2 < e.readings <= 0.3 / 0.02 + 3
+    assert 0 <= e.sampler_cpu_s < 0.3
 
 
 def test_cuda_visible_devices_picks_the_gpus_read():
@@ -187,6 +191,7 @@ def test_a_real_generate_point_carries_its_window_energy(tiny_workload, tmp_path
     # One GPU of the fake (the point's chip) at 250 W over the timed loop.
     assert r.energy["devices"] == 1 and r.energy["window_s"] == pytest.approx(r.timing["measure_s"], rel=0.05, abs=0.01)
     assert r.metrics["energy_j"] == pytest.approx(250.0 * r.energy["window_s"], rel=0.05)
+    assert r.energy["interval_s"] == 0.1 and r.energy["readings"] >= 2 and r.energy["sampler_cpu_s"] >= 0
     tokens = r.metrics["iterations"] * 1 * (8 + 4)
     assert r.metrics["joules_per_token"] == pytest.approx(r.metrics["energy_j"] / tokens)
     row = load_results(tmp_path / "r").iloc[0]

@@ -93,6 +93,11 @@ class WindowEnergy:
     valid: bool = True
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # How the readings were taken: the sampling interval, how many readings the sampling took, and
+    # the sampler thread's own CPU seconds over it (what metering cost the host).
+    interval_s: float | None = None
+    readings: int = 0
+    sampler_cpu_s: float | None = None
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -150,6 +155,7 @@ class Sampler:
         self.source, self.interval_s = source, interval_s
         self.readings: list[Reading] = []
         self.error: str | None = None
+        self.cpu_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tpubench-energy", daemon=True)
 
@@ -162,9 +168,13 @@ class Sampler:
             return False
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            if not self._read():
-                return
+        start = time.thread_time()
+        try:
+            while not self._stop.wait(self.interval_s):
+                if not self._read():
+                    return
+        finally:
+            self.cpu_s = time.thread_time() - start   # the sampler's own cost (benchmarks/energy_overhead.py)
 
     def __enter__(self) -> "Sampler":
         if self._read():
@@ -235,6 +245,8 @@ class EnergyMeter:
                                        window_s=t1 - t0, valid=False, reasons=[READ_FAILED], notes=[sampler.error])
         else:
             self.result = window_energy(sampler.readings, t0, t1, self.source, self.idle)
+        self.result.interval_s, self.result.readings = self.interval_s, len(sampler.readings)
+        self.result.sampler_cpu_s = sampler.cpu_s
         return self.result
 
 
