@@ -6,7 +6,7 @@ Two figures per mode:
 - the wall-clock overhead: the three modes run interleaved in one process, one window of a few
   iterations each, in a rotated and mirrored order every round (off, 10 Hz, 100 Hz, 100 Hz, 10 Hz,
   off; then 10 Hz, 100 Hz, off, off, ...), so drift and machine noise hit them alike; each round
-  compares the modes' sums. Target: under 1% at the median over rounds.
+  compares the modes' sums. Target: under 1%, read from the 95% CI of the mean ratio over rounds.
 - the sampler thread's own CPU time as a share of one core over its windows (time.thread_time in
   the thread): what sampling takes from the point when every core is busy, read without the
   wall clock's noise.
@@ -114,18 +114,22 @@ def main() -> None:
           f"{args.iterations} iterations a window x 2 windows a mode x {args.rounds} rounds")
     print(f"host timer wake-up (bare time.sleep at 100 Hz): {wake * 1e6:.0f} us CPU a wake "
           f"-> {wake * 100:.2%} of a core at 100 Hz before any reading")
-    worst_wall = worst_cpu = -1.0
+    wall_verdicts, worst_cpu = [], 0.0
     for name, r in ratios.items():
         overhead, (mean, low, high) = statistics.median(r) - 1, mean_ci95(r)
         share = cpu[name] / wall[name]
-        worst_wall, worst_cpu = max(worst_wall, overhead), max(worst_cpu, share)
+        worst_cpu = max(worst_cpu, share)
+        # On a noisy host the interval can span the target: then the wall clock cannot tell, and the
+        # sampler's CPU share is the figure to read.
+        wall_verdicts.append("PASS" if high - 1 < 0.01 else "FAIL" if low - 1 > 0.01 else "INCONCLUSIVE")
         print(f"sampling at {name}: wall-clock overhead at the median {overhead:+.2%}, mean {mean - 1:+.2%} "
-              f"(95% CI {low - 1:+.2%} .. {high - 1:+.2%}); sampler {readings[name] / wall[name]:.0f} readings/s, "
-              f"{cpu[name] / readings[name] * 1e6:.0f} us CPU a reading, {share:.2%} of a core")
-    verdict = lambda value: "PASS" if value < 0.01 else "FAIL"   # noqa: E731
-    print(f"energy sampler overhead, worst mode (target < 1%): wall clock {worst_wall:+.2%} at the median -> "
-          f"{verdict(worst_wall)}; sampler CPU {worst_cpu:.2%} of a core, what a host with no spare core pays -> "
-          f"{verdict(worst_cpu)}")
+              f"(95% CI {low - 1:+.2%} .. {high - 1:+.2%}) -> {wall_verdicts[-1]}; sampler "
+              f"{readings[name] / wall[name]:.0f} readings/s, {cpu[name] / readings[name] * 1e6:.0f} us CPU a reading, "
+              f"{share:.2%} of a core")
+    wall_verdict = next((v for v in ("FAIL", "INCONCLUSIVE") if v in wall_verdicts), "PASS")
+    print(f"energy sampler overhead (target < 1%): wall clock -> {wall_verdict}; sampler CPU, worst mode "
+          f"{worst_cpu:.2%} of a core (what a host with no spare core pays) -> {'PASS' if worst_cpu < 0.01 else 'FAIL'}")
+
 
 if __name__ == "__main__":
     main()
