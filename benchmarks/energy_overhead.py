@@ -67,7 +67,7 @@ def timed_window(session, steps: int, count: int, meter) -> tuple[float, float, 
     wall = time.perf_counter() - start
     if meter is None:
         return wall, 0.0, 0
-    return wall, meter._sampler.cpu_s, len(meter._sampler.readings)
+    return wall, meter.result.sampler_cpu_s, meter.result.readings
 
 
 def main() -> None:
