@@ -1,6 +1,9 @@
 """Importers of the clouds' own price files (GCP Cloud Billing Catalog, AWS Price List, Azure Retail
-Prices) on small excerpts written after the documented formats: rows, plans, mapping, skipped SKUs
-with their reasons, round trip as a --prices file, and malformed files as one-line errors."""
+Prices): on excerpts of real public files (fixtures/prices/real, origins in its SOURCES.md; every
+price asserted below is read by hand from the excerpt), and on small excerpts written after the
+documented formats for what the real excerpts lack (reserved terms, upfront fees): rows, plans,
+mapping, skipped SKUs with their reasons, round trip as a --prices file, and malformed files as
+one-line errors. Hostile inputs are tests/test_hostile_prices.py."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from tpubench.money import pricing
 from tpubench.money.price_imports import aws, azure, gcp, mapping
 
 FIXTURES = Path(__file__).parent / "fixtures" / "prices"
+REAL = FIXTURES / "real"
 TODAY = date(2026, 12, 2)
 AS_OF = "2026-11-20"
 
@@ -153,7 +157,7 @@ MALFORMED = [
     (gcp.import_gcp, '{"services": []}', "skus: missing"),
     (gcp.import_gcp, '{"skus": [{"description": "TPU v6e", "category": {"usageType": "OnDemand"}, '
                      '"serviceRegions": ["x"], "pricingInfo": [{"pricingExpression": {"usageUnit": "h", '
-                     '"tieredRates": [{"unitPrice": {"units": "two"}}]}}]}]}', "tieredRates[].unitPrice"),
+                     '"tieredRates": [{"unitPrice": {"units": "two"}}]}}]}]}', "tieredRates[0].unitPrice.units"),
     (aws.import_aws, '{"products": [], "terms": {}}', "products: expected a JSON object"),
     (azure.import_azure, '{"Items": [{"type": "Consumption", "armRegionName": "eastus"}]}', "Items[0].armSkuName"),
     (azure.import_azure, '[]', "Items: missing"),
@@ -200,3 +204,113 @@ def test_cli_malformed_file_exits_2_with_one_line(tmp_path, monkeypatch, capsys)
     assert f"{bad}: terms: missing" in stderr + stdout
     assert "Traceback" not in stderr + stdout
     assert not (tmp_path / "o.csv").exists()
+
+
+# ----------------------------------------------------------------------------- real excerpts
+
+
+def test_real_gcp_tpu_skus_every_generation_and_plan_is_read():
+    """7 real SKUs captured from the Cloud TPU service: TpuV5e / TpuV5p / TpuV6e / TPU7x on demand, a
+    calendar-mode reservation, a spot and a 3-year commitment: all 7 priced (before: 0 of 7)."""
+    result = gcp.import_gcp(REAL / "gcp_tpu_skus_2026-06-14.json", as_of=AS_OF)
+    t = _rows(result)
+    assert not result.skipped
+    assert set(result.table()["source"].str.extract(r"SKU (\S+) ")[0]) == {
+        "04C3-5B71-D137", "082F-763E-B398", "2549-F208-72FA", "0F71-4391-B6CA", "026F-E6A1-BDBB",
+        "0561-8741-3BC7", "0115-21ED-7F03"}
+    # "TpuV6e running in Dallas": units "2", nanos 700000000 per chip-hour.
+    assert t.loc[("us-south1", "tpu-v6e-8", "on_demand"), "usd_per_instance_hour"] == pytest.approx(8 * 2.70)
+    # "TpuV5e running in Delhi": 1 + 441320000e-9.
+    assert t.loc[("asia-south2", "tpu-v5litepod-1", "on_demand"), "usd_per_instance_hour"] == pytest.approx(1.44132)
+    # "TpuV5p running in Sao Paulo": 6.430995 per chip; tpu-v5p-8 is 4 chips.
+    assert t.loc[("southamerica-east1", "tpu-v5p-8", "on_demand"), "usd_per_instance_hour"] == pytest.approx(4 * 6.430995)
+    # "TpuV5e attached to Spot Preemptible VMs running in Singapore": 0.78.
+    assert t.loc[("asia-southeast1", "tpu-v5litepod-4", "spot"), "usd_per_instance_hour"] == pytest.approx(4 * 0.78)
+    # "Commitment v1: TpuV5p running in Netherlands for 3 Years": 1.911 per chip-hour, 36 months.
+    three = t.loc[("europe-west4", "tpu-v5p-8", "commit_3y")]
+    assert (three["usd_per_instance_hour"], three["term_months"]) == (pytest.approx(4 * 1.911), 36)
+    # "Reserved TpuV5p in Delhi in Calendar Mode": 2.94, a reservation, not flex-start.
+    assert t.loc[("asia-south2", "tpu-v5p-8", "reservation"), "usd_per_instance_hour"] == pytest.approx(4 * 2.94)
+    # "TPU7x running in Americas": 12 USD per chip-hour in each of its three regions, now with slices.
+    for region in ("us-west1", "us-central1", "us-east1"):
+        row = t.loc[(region, "tpu7x-8", "on_demand")]
+        assert (row["accelerator"], row["chips_per_instance"]) == ("TPU7x", 4)
+        assert row["usd_per_instance_hour"] == pytest.approx(4 * 12.0)
+
+
+def test_real_gcp_flex_start_is_the_dws_sku_not_the_calendar_reservation():
+    """The us-east5 v6e SKUs: five describe the chip there and four are OnDemand. Flex-start is "DWS
+    Defined Duration V6e" at 1.35 (before: the calendar-mode 1.89 took it and 1.35 was dropped)."""
+    result = gcp.import_gcp(REAL / "gcp_tpu_skus_us-east5_2026-08-07.json", as_of=AS_OF)
+    t = _rows(result)
+    plans_ = {plan: t.loc[("us-east5", "tpu-v6e-1", plan), "usd_per_instance_hour"]
+              for plan in ("on_demand", "spot", "flex_start", "reservation", "commit_1y")}
+    assert plans_ == {"on_demand": pytest.approx(2.70), "spot": pytest.approx(1.4033),
+                      "flex_start": pytest.approx(1.35), "reservation": pytest.approx(1.89),
+                      "commit_1y": pytest.approx(1.89)}
+    assert "DWS Defined Duration" in t.loc[("us-east5", "tpu-v6e-8", "flex_start"), "source"]
+    assert t.loc[("asia-northeast1", "tpu-v6e-8", "on_demand"), "usd_per_instance_hour"] == pytest.approx(8 * 3.24)
+    # "Capacity Optimized TpuV6e" (also OnDemand, 2.70) is not a second on-demand price.
+    assert dict(result.skipped) == {
+        "Capacity Optimized TPU SKU (another provisioning product, not the plain on-demand price)": 1}
+
+
+def test_real_gcp_excerpts_round_trip_and_validate(tmp_path, monkeypatch, capsys):
+    from helpers_cli import run_cli
+
+    for name in ("gcp_tpu_skus_2026-06-14.json", "gcp_tpu_skus_us-east5_2026-08-07.json"):
+        out = tmp_path / (name + ".csv")
+        code, stdout, _ = run_cli(monkeypatch, capsys, "pricing", "import-gcp", str(REAL / name), "--out", str(out),
+                                  "--as-of", AS_OF)
+        assert code == 0 and "wrote 18 price row(s)" in stdout
+        code, stdout, _ = run_cli(monkeypatch, capsys, "pricing", "validate", str(out))
+        assert code == 0 and "ok" in stdout
+    prices = pricing.load_prices([tmp_path / "gcp_tpu_skus_2026-06-14.json.csv"], today=TODAY)
+    tpu7x = prices[(prices.instance_type == "tpu7x-8") & (prices.region == "us-central1")].set_index("plan")
+    assert tpu7x.loc["on_demand", "usd_per_chip_hour"] == pytest.approx(12.0)
+
+
+def test_real_aws_offer_p4d_maps_and_capacity_block_line_is_not_on_demand():
+    result = aws.import_aws(REAL / "aws_ec2_offer_2026-09-10.json")
+    t = _rows(result)
+    # p4d.24xlarge per region, as the file prints them (us-west-2 differs at the 7th decimal).
+    assert t.loc[("us-east-1", "p4d.24xlarge", "on_demand"), "usd_per_instance_hour"] == 21.957642
+    assert t.loc[("us-west-2", "p4d.24xlarge", "on_demand"), "usd_per_instance_hour"] == 21.95764
+    assert t.loc[("eu-west-1", "p4d.24xlarge", "on_demand"), "usd_per_instance_hour"] == 23.71569
+    p4d = t.loc[("us-east-1", "p4d.24xlarge", "on_demand")]
+    assert (p4d["accelerator"], p4d["chips_per_instance"]) == ("A100 40GB", 8)
+    assert t.loc[("us-east-1", "p5.48xlarge", "on_demand"), "usd_per_instance_hour"] == 55.04
+    assert t.loc[("us-east-1", "trn1.32xlarge", "on_demand"), "usd_per_instance_hour"] == 21.5
+    assert set(result.table()["as_of"]) == {"2026-09-10"}
+    # The Capacity Block p5 line (marketoption CapacityBlock, 0.00 USD/h) is neither a free p5 nor a
+    # second on-demand price: counted with its reason.
+    reasons = " | ".join(result.skipped)
+    assert "Capacity Block line at 0 USD/h" in reasons and "second price" not in reasons
+    assert "capacity_block" not in set(result.table()["plan"])
+    for words in ("operatingSystem Windows", "UnusedCapacityReservation", "without instance type"):
+        assert words in reasons
+    assert sum(result.skipped.values()) == 4 and len(result.table()) == 6
+
+
+def test_aws_capacity_block_line_with_a_price_is_a_capacity_block_row(tmp_path):
+    doc = json.loads((REAL / "aws_ec2_offer_2026-09-10.json").read_text())
+    term = doc["terms"]["OnDemand"]["5Q7AP3RH7KTVUNCJ"]["5Q7AP3RH7KTVUNCJ.JRTCKXETXF"]
+    term["priceDimensions"]["5Q7AP3RH7KTVUNCJ.JRTCKXETXF.6YS6EN2CT7"]["pricePerUnit"]["USD"] = "31.464"
+    path = tmp_path / "offer.json"
+    path.write_text(json.dumps(doc))
+    t = _rows(aws.import_aws(path))
+    assert t.loc[("us-east-1", "p5.48xlarge", "capacity_block"), "usd_per_instance_hour"] == 31.464
+    assert t.loc[("us-east-1", "p5.48xlarge", "on_demand"), "usd_per_instance_hour"] == 55.04
+
+
+def test_real_azure_spot_is_read_from_the_meter_name():
+    """Captured items carry no skuName: spot is in meterName "ND96isrH100v5 Spot" (before: taken
+    for a second on-demand price and dropped)."""
+    result = azure.import_azure(REAL / "azure_nd_h100_v5_eastus_2026-09-16.json", as_of=AS_OF)
+    t = _rows(result)
+    key = ("eastus", "Standard_ND96isr_H100_v5")
+    assert t.loc[key + ("on_demand",), "usd_per_instance_hour"] == 98.32
+    assert t.loc[key + ("spot",), "usd_per_instance_hour"] == 18.169536
+    assert t.loc[key + ("spot",), "accelerator"] == "H100"
+    # Windows (102.736) and the Windows Low Priority meter (41.094) are left out, by reason.
+    assert dict(result.skipped) == {"Windows meter (licence included)": 2}

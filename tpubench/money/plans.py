@@ -47,9 +47,11 @@ PLAN_LIST: tuple[Plan, ...] = (
     Plan("commit_3y", "3-year commitment", 36.0, True, False, True,
          "3-year committed use / reserved instance / savings plan: hourly part plus optional upfront"),
     Plan("reservation", "reservation", None, True, False, True,
-         "capacity reservation held (and paid) whether used or not; term per row when it has one"),
+         "capacity reservation held (and paid) whether used or not (e.g. a GCP DWS calendar-mode "
+         "reservation); term per row when it has one"),
     Plan("flex_start", "calendar / flex-start", None, False, False, False,
-         "scheduled capacity (GCP Dynamic Workload Scheduler calendar mode / flex-start): "
+         "scheduled capacity (GCP Dynamic Workload Scheduler flex-start, SKUs 'DWS Defined Duration'; "
+         "a calendar-mode booking is a reservation): "
          "obtained in bounded blocks of days, billed for the hours it runs"),
     Plan("capacity_block", "capacity block", None, True, False, True,
          "a booked block of days (AWS EC2 Capacity Blocks for ML, training plans), paid for the "

@@ -77,6 +77,10 @@ _TRUE_WORDS = {"true", "yes", "1", "y"}
 _FALSE_WORDS = {"false", "no", "0", "n"}
 
 STALE_AFTER_DAYS = 180
+# An effective price above this many USD per chip-hour is a unit or parsing error, not a price (GCP
+# nanos read as units, an upfront fee read as hourly): the dearest chips list at tens of USD per
+# chip-hour (about 6.9 for an H100 in an AWS p5.48xlarge on demand).
+MAX_USD_PER_CHIP_HOUR = 1000.0
 
 
 # ----------------------------------------------------------------------------- dates
@@ -355,7 +359,18 @@ def _merge_file(path: Path, instances: dict, prices: dict, today: date) -> None:
         flag_reason = _row_flag_reason(_parse_flagged(cell.get(FLAG_COLUMN, ""), where), source)
         row_prices = _long_row_prices(cell, where) if long_form else _wide_row_prices(cell, where)
         for plan, (hourly, upfront, term, preemption) in row_prices.items():
-            prices[(key, plan)] = _Price(hourly, source, as_of, where, flag_reason, upfront, term, preemption)
+            price = _Price(hourly, source, as_of, where, flag_reason, upfront, term, preemption)
+            _check_plausible(price, instances[key].chips_per_instance, where,
+                             "usd_per_instance_hour" if long_form else plan)
+            prices[(key, plan)] = price
+
+
+def _check_plausible(price: _Price, chips: int, where: str, field: str) -> None:
+    """A finite effective price of at most MAX_USD_PER_CHIP_HOUR per chip-hour; more is a unit error."""
+    per_chip = price.usd_per_instance_hour / chips
+    if not math.isfinite(per_chip) or per_chip > MAX_USD_PER_CHIP_HOUR:
+        raise UserError(f"{per_chip:g} USD per chip-hour (effective, upfront spread over the term) is not a "
+                        f"price: over {MAX_USD_PER_CHIP_HOUR:g}; check the file's units", where=where, field=field)
 
 
 def _to_long(instances: dict, prices: dict) -> pd.DataFrame:

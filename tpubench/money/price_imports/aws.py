@@ -11,10 +11,16 @@ checked 2026-12 through the docs search) and seen in public excerpts: `{"offerCo
 "No Upfront"|"Partial Upfront"|"All Upfront", "OfferingClass": "standard"|"convertible"}}}}}}`. A
 Reserved term's "Hrs" dimension is its hourly part and its "Quantity" dimension ("Upfront Fee") its
 upfront part. The same page says the Price List does not include EC2 Spot prices: an AWS import
-has no spot rows (spot comes from `pricing import-skypilot` or your own file).
+has no spot rows (spot comes from `pricing import-skypilot` or your own file). A dimension with any
+other unit, or none, is a one-line error rather than dropped: a lost upfront fee would make a
+commitment look that much cheaper. A price that is not a finite number >= 0 is an error too.
 
 Mapping (docs/extending/prices.md): EC2 products of family "Compute Instance" with operatingSystem
 Linux, tenancy Shared, preInstalledSw NA and capacitystatus Used (when present) -- the bare instance;
+its marketoption (when present) says how it is bought: OnDemand as below, CapacityBlock (EC2
+Capacity Blocks for ML, seen in the 2026-09 us-east-1 file as a p5.48xlarge line at 0.00 USD/h) ->
+capacity_block when it carries a price, else skipped and counted (a block's price is the upfront
+fee `aws ec2 describe-capacity-block-offerings` quotes: add it as a capacity_block row);
 SageMaker products of family "ML Instance" whose component is "Hosting" (the inference endpoint tpubench
 measures), as instance type "ml.<type>". Instance type -> accelerator and chips: `mapping`. Region:
 the product's regionCode. OnDemand -> on_demand; Reserved 1yr -> commit_1y, 3yr -> commit_3y, keeping
@@ -30,14 +36,17 @@ from pathlib import Path
 from tpubench.errors import UserError
 from tpubench.money import plans
 from tpubench.money.price_imports import mapping
-from tpubench.money.price_imports.common import ImportResult, file_date, iso_date, read_json, require
+from tpubench.money.price_imports.common import ImportResult, file_date, iso_date, price_number, read_json, require
 
 LEASE_PLANS = {"1yr": "commit_1y", "3yr": "commit_3y"}
+_HOURLY_UNITS = ("hrs", "hours", "hour")
+_UPFRONT_UNITS = ("quantity",)
 _EC2_BARE = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA"}
 
 
-def _product_instance(product: dict, result: ImportResult) -> tuple[str, str] | None:
-    """(region, instance type) of a product tpubench prices, or None with the reason counted."""
+def _product_instance(product: dict, result: ImportResult) -> tuple[str, str, str] | None:
+    """(region, instance type, market) of a product tpubench prices, or None with the reason counted;
+    market is "on_demand" or "capacity_block" (from the EC2 marketoption attribute)."""
     family = str(product.get("productFamily", ""))
     attrs = product.get("attributes") or {}
     if family == "Compute Instance":
@@ -48,8 +57,13 @@ def _product_instance(product: dict, result: ImportResult) -> tuple[str, str] | 
         if attrs.get("capacitystatus", "Used") != "Used":
             result.skip(f"EC2 capacity-reservation line ({attrs.get('capacitystatus')})")
             return None
+        market = {"OnDemand": "on_demand", "CapacityBlock": "capacity_block"}.get(str(attrs.get("marketoption", "OnDemand")))
+        if market is None:
+            result.skip(f"EC2 marketoption {attrs.get('marketoption')} (only OnDemand and CapacityBlock are priced)")
+            return None
         instance_type = str(attrs.get("instanceType", ""))
     elif family == "ML Instance":
+        market = "on_demand"
         if attrs.get("component", "Hosting") != "Hosting":
             result.skip(f"SageMaker component {attrs.get('component')} (only Hosting, inference, is priced)")
             return None
@@ -63,7 +77,7 @@ def _product_instance(product: dict, result: ImportResult) -> tuple[str, str] | 
     if not instance_type or not region:
         result.skip("product without instance type or regionCode")
         return None
-    return region, instance_type
+    return region, instance_type, market
 
 
 def _term_parts(term: dict, where: str, field_path: str) -> tuple[float | None, float]:
@@ -75,15 +89,18 @@ def _term_parts(term: dict, where: str, field_path: str) -> tuple[float | None, 
         price = require(dim, "pricePerUnit", dict, where, dim_path + ".pricePerUnit")
         if "USD" not in price:
             continue
-        try:
-            value = float(price["USD"])
-        except (TypeError, ValueError):
-            raise UserError(f"'{price['USD']}' is not a number", where=where, field=dim_path + ".pricePerUnit.USD") from None
-        unit = str(dim.get("unit", "")).lower()
-        if unit in ("hrs", "hours", "hour"):
+        value = price_number(price["USD"], where, dim_path + ".pricePerUnit.USD")
+        unit = dim.get("unit")
+        if not isinstance(unit, str) or not unit.strip():
+            raise UserError("missing: a price with no unit could be an hourly rate or an upfront fee",
+                            where=where, field=dim_path + ".unit")
+        if unit.strip().lower() in _HOURLY_UNITS:
             hourly = (hourly or 0.0) + value
-        elif unit == "quantity":
+        elif unit.strip().lower() in _UPFRONT_UNITS:
             upfront += value
+        else:
+            raise UserError(f"unit '{unit[:40]}' is neither Hrs (per hour) nor Quantity (upfront fee)",
+                            where=where, field=dim_path + ".unit")
     return hourly, upfront
 
 
@@ -97,19 +114,19 @@ def import_aws(path: str | Path, *, as_of: str | None = None) -> ImportResult:
     offer = str(data.get("offerCode", "AWS")) if isinstance(data, dict) else "AWS"
     as_of = as_of or iso_date(str(data.get("publicationDate", ""))) or file_date(path)
     result = ImportResult()
-    wanted: dict[str, tuple[str, str, str, int]] = {}
+    wanted: dict[str, tuple[str, str, str, str, int]] = {}
     for sku, product in products.items():
         if not isinstance(product, dict):
             raise UserError("expected a JSON object", where=where, field=f"products.{sku}")
         found = _product_instance(product, result)
         if found is None:
             continue
-        region, instance_type = found
+        region, instance_type, market = found
         known = mapping.instance_accelerator("aws", instance_type)
         if known is None:
             result.skip("instance type with no known accelerator (not an accelerator instance tpubench prices)")
             continue
-        wanted[sku] = (region, instance_type, *known)
+        wanted[sku] = (region, instance_type, market, *known)
 
     for term_type, by_sku in terms.items():
         if not isinstance(by_sku, dict):
@@ -120,7 +137,7 @@ def import_aws(path: str | Path, *, as_of: str | None = None) -> ImportResult:
         for sku, offers in by_sku.items():
             if sku not in wanted:
                 continue        # its product was already counted as skipped (or is not in this file)
-            region, instance_type, accelerator, chips = wanted[sku]
+            region, instance_type, market, accelerator, chips = wanted[sku]
             if not isinstance(offers, dict):
                 raise UserError("expected a JSON object", where=where, field=f"terms.{term_type}.{sku}")
             best: dict[str, tuple[float, float, float, str]] = {}
@@ -128,8 +145,13 @@ def import_aws(path: str | Path, *, as_of: str | None = None) -> ImportResult:
                 field_path = f"terms.{term_type}.{sku}.{code}"
                 hourly, upfront = _term_parts(term, where, field_path)
                 attrs = term.get("termAttributes") or {}
-                if term_type == "OnDemand":
+                if term_type == "OnDemand" and market == "capacity_block":
+                    plan, months, label = "capacity_block", None, "Capacity Block"
+                elif term_type == "OnDemand":
                     plan, months, label = "on_demand", None, "on-demand"
+                elif market == "capacity_block":
+                    result.skip("reserved term of a Capacity Block line")
+                    continue
                 else:
                     plan = LEASE_PLANS.get(str(attrs.get("LeaseContractLength", "")))
                     if plan is None:
@@ -146,7 +168,12 @@ def import_aws(path: str | Path, *, as_of: str | None = None) -> ImportResult:
                     continue
                 hourly = hourly or 0.0
                 if hourly <= 0 and upfront <= 0:
-                    result.skip("zero price")
+                    result.skip("Capacity Block line at 0 USD/h (the Price List does not carry a block's price: its "
+                                "upfront fee comes from describe-capacity-block-offerings; add it as a capacity_block "
+                                "row)" if plan == "capacity_block" else "zero price")
+                    continue
+                if upfront and months is None:
+                    result.skip(f"{label} with an upfront fee but no term to spread it over")
                     continue
                 effective = plans.effective_usd_per_hour(hourly, upfront, months)
                 if plan in best:
@@ -158,5 +185,6 @@ def import_aws(path: str | Path, *, as_of: str | None = None) -> ImportResult:
                 result.add(cloud="aws", region=region, instance_type=instance_type, accelerator=accelerator,
                            chips=chips, plan=plan, hourly=hourly, upfront=upfront,
                            term_months=plans.PLANS[plan].term_months,
-                           source=f"AWS Price List {offer} SKU {sku} ({label}) from {path.name}", as_of=as_of)
+                           source=f"AWS Price List {offer} SKU {sku} ({label}) from {path.name}", as_of=as_of,
+                           where=where, field=f"terms.{term_type}.{sku}")
     return result

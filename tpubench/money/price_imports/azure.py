@@ -8,28 +8,36 @@ Format, as documented at https://learn.microsoft.com/en-us/rest/api/cost-managem
 "type": "Consumption" | "Reservation" | "DevTestConsumption", "reservationTerm": "1 Year" | "3 Years",
 "effectiveStartDate", ...}], "NextPageLink", "Count"}`. The documentation's reservation sample
 (E64 v4, reservationTerm "1 Year", retailPrice 25007.0 with unitOfMeasure "1 Hour") is the price of
-the whole term, not an hourly rate; spot meters are Consumption items whose skuName ends in "Spot".
+the whole term, not an hourly rate. Spot meters are Consumption items whose meterName (and, when
+present, skuName) ends in "Spot": an item captured live for Standard_ND96isr_H100_v5 in eastus
+(2026-09) has no skuName at all, only meterName "ND96isrH100v5 Spot", so spot is read from either.
 
 Mapping (docs/extending/prices.md): armSkuName is the instance type, armRegionName the region;
-accelerator and chips from `mapping`. Consumption -> on_demand, or spot when skuName ends in "Spot";
+accelerator and chips from `mapping`. Consumption -> on_demand, or spot when meterName or skuName
+says "Spot";
 Reservation "1 Year" -> commit_1y and "3 Years" -> commit_3y with the retailPrice as the upfront part
 (hourly part 0; Azure's monthly payment of a reservation totals the same). Left out and counted: Windows
 meters (productName ending in "Windows": the licence is not the accelerator's price), "Low Priority"
 meters (Azure Batch's retired low-priority VMs, not a VM spot price), DevTestConsumption (Dev/Test
 subscriptions only), prices not in USD, consumption not per "1 Hour", zero prices, other reservation
-terms and VM sizes with no known accelerator.
+terms and VM sizes with no known accelerator. An item without unitOfMeasure is an error (it is not
+assumed hourly), and so is a retailPrice that is not a finite number >= 0 (`true` is not 1 USD).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tpubench.errors import UserError
 from tpubench.money import plans
 from tpubench.money.price_imports import mapping
-from tpubench.money.price_imports.common import ImportResult, file_date, listed_objects, read_json, require
+from tpubench.money.price_imports.common import (ImportResult, file_date, listed_objects, price_number, read_json,
+                                                 require)
 
 RESERVATION_PLANS = {"1 Year": "commit_1y", "3 Years": "commit_3y"}
+_SPOT = re.compile(r"\bspot\b", re.I)
+_LOW_PRIORITY = re.compile(r"\blow\s+priority\b", re.I)
 
 
 def import_azure(path: str | Path, *, as_of: str | None = None) -> ImportResult:
@@ -41,6 +49,7 @@ def import_azure(path: str | Path, *, as_of: str | None = None) -> ImportResult:
     result = ImportResult()
     for field_path, item in listed_objects(data, "Items", where):
         sku_name = str(item.get("skuName", ""))
+        meter = str(item.get("meterName", ""))
         product = str(item.get("productName", ""))
         kind = str(require(item, "type", str, where, field_path + ".type"))
         if kind == "DevTestConsumption":
@@ -52,7 +61,7 @@ def import_azure(path: str | Path, *, as_of: str | None = None) -> ImportResult:
         if product.endswith("Windows"):
             result.skip("Windows meter (licence included)")
             continue
-        if sku_name.endswith("Low Priority"):
+        if _LOW_PRIORITY.search(sku_name) or _LOW_PRIORITY.search(meter):
             result.skip("Low Priority meter (Azure Batch, not a VM spot price)")
             continue
         if str(item.get("currencyCode", "USD")) != "USD":
@@ -60,11 +69,15 @@ def import_azure(path: str | Path, *, as_of: str | None = None) -> ImportResult:
             continue
         instance_type = str(require(item, "armSkuName", str, where, field_path + ".armSkuName"))
         region = str(require(item, "armRegionName", str, where, field_path + ".armRegionName"))
-        raw = item.get("retailPrice", item.get("unitPrice"))
-        try:
-            price = float(raw)
-        except (TypeError, ValueError):
-            raise UserError(f"'{raw}' is not a number", where=where, field=field_path + ".retailPrice") from None
+        price_field = "retailPrice" if "retailPrice" in item else "unitPrice"
+        if price_field not in item:
+            raise UserError("missing; the file does not follow the documented format", where=where,
+                            field=field_path + ".retailPrice")
+        price = price_number(item[price_field], where, f"{field_path}.{price_field}", "USD")
+        unit = item.get("unitOfMeasure")
+        if not isinstance(unit, str) or not unit.strip():
+            raise UserError("missing: without a unit the price cannot be taken as hourly", where=where,
+                            field=field_path + ".unitOfMeasure")
         known = mapping.instance_accelerator("azure", instance_type)
         if known is None:
             result.skip("VM size with no known accelerator (not an accelerator instance tpubench prices)")
@@ -73,10 +86,10 @@ def import_azure(path: str | Path, *, as_of: str | None = None) -> ImportResult:
             result.skip("zero price")
             continue
         if kind == "Consumption":
-            if str(item.get("unitOfMeasure", "1 Hour")) != "1 Hour":
-                result.skip(f"consumption priced per '{item.get('unitOfMeasure')}', not per hour")
+            if unit.strip() != "1 Hour":
+                result.skip(f"consumption priced per '{unit[:40]}', not per hour")
                 continue
-            plan = "spot" if sku_name.endswith("Spot") else "on_demand"
+            plan = "spot" if _SPOT.search(meter) or _SPOT.search(sku_name) else "on_demand"
             hourly, upfront, months = price, 0.0, None
         else:
             term = str(item.get("reservationTerm", ""))
@@ -88,6 +101,6 @@ def import_azure(path: str | Path, *, as_of: str | None = None) -> ImportResult:
         accelerator, chips = known
         result.add(cloud="azure", region=region, instance_type=instance_type, accelerator=accelerator, chips=chips,
                    plan=plan, hourly=hourly, upfront=upfront, term_months=months, as_of=as_of,
-                   source=f"Azure Retail Prices {kind} meter '{sku_name}' ({item.get('productName', '')}) "
-                          f"from {path.name}")
+                   source=f"Azure Retail Prices {kind} meter '{meter or sku_name}' ({product}) from {path.name}",
+                   where=where, field=f"{field_path}.{price_field}")
     return result

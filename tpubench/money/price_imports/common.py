@@ -16,7 +16,7 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.money import plans
-from tpubench.money.pricing import LONG_FILE_COLUMNS
+from tpubench.money.pricing import LONG_FILE_COLUMNS, MAX_USD_PER_CHIP_HOUR
 
 
 def read_json(path: str | Path, what: str) -> object:
@@ -25,11 +25,43 @@ def read_json(path: str | Path, what: str) -> object:
     if not path.is_file():
         raise UserError(f"no such {what}", where=str(path))
     try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except UnicodeDecodeError as exc:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read the {what}: {exc}", where=str(path)) from None
+    try:
+        return json.loads(text, parse_int=_json_int)
     except json.JSONDecodeError as exc:
         raise UserError(f"not valid JSON ({exc.msg}, column {exc.colno})", where=f"{path}:{exc.lineno}") from None
+    except RecursionError:
+        # A hostile or broken file nested thousands of levels deep: no price file is.
+        raise UserError(f"not a {what}: JSON nested too deeply to read", where=str(path)) from None
+    except ValueError as exc:
+        # json raises a bare ValueError for an integer literal over Python's 4300-digit limit.
+        raise UserError(f"not a {what}: {str(exc).split(':')[0]}", where=str(path)) from None
+
+
+def price_number(value: object, where: str, field: str, what: str = "USD") -> float:
+    """A price read from JSON: a number or a numeric string, finite and >= 0; anything else (a
+    bool, NaN, inf, a negative or a 5000-digit number) is a one-line error naming the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        kind = "true/false" if isinstance(value, bool) else "null" if value is None else f"a JSON {_json_kind(type(value))}"
+        raise UserError(f"{kind} is not a price ({what})", where=where, field=field)
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise UserError(f"'{str(value)[:40]}' is not a number ({what})", where=where, field=field) from None
+    if not math.isfinite(number):
+        raise UserError(f"'{str(value)[:40]}' is not a finite price ({what})", where=where, field=field)
+    if number < 0:
+        raise UserError(f"negative price {number:g} ({what})", where=where, field=field)
+    return number
+
+
+def _json_int(text: str) -> int | float:
+    """A JSON integer; one longer than Python converts (4300 digits) becomes an infinite float, so
+    the field that holds it is rejected by name (`price_number`, the GCP unitPrice reader)."""
+    digits = len(text.lstrip("-"))
+    return int(text) if digits <= 4300 else float("-inf" if text.startswith("-") else "inf")
 
 
 def require(mapping: object, key: str, kind: type, where: str, field_path: str):
@@ -81,10 +113,17 @@ class ImportResult:
         self.skipped[reason] += n
 
     def add(self, *, cloud: str, region: str, instance_type: str, accelerator: str, chips: int, plan: str,
-            hourly: float, source: str, as_of: str, upfront: float = 0.0, term_months: float | None = None) -> None:
-        """One price row; a second price for the same instance and plan keeps the first and is counted."""
+            hourly: float, source: str, as_of: str, upfront: float = 0.0, term_months: float | None = None,
+            where: str = "", field: str = "") -> None:
+        """One price row; a second price for the same instance and plan keeps the first and is counted.
+        A price no chip costs (over MAX_USD_PER_CHIP_HOUR) is an error naming `where` and `field`."""
         if term_months is None:
             term_months = plans.PLANS[plan].term_months     # a commitment's fixed term, written out
+        per_chip = plans.effective_usd_per_hour(hourly, upfront, term_months) / max(int(chips), 1)
+        if not math.isfinite(per_chip) or per_chip > MAX_USD_PER_CHIP_HOUR:
+            raise UserError(f"{per_chip:g} USD per chip-hour for {instance_type} ({plan}) is not a price "
+                            f"(over {MAX_USD_PER_CHIP_HOUR:g}): check the file's units", where=where or source,
+                            field=field or None)
         key = (cloud, region, instance_type, plan)
         if key in self._keys:
             self.skip(f"second price for the same instance and plan (kept the first: {self._keys[key]})")

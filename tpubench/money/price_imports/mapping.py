@@ -22,6 +22,10 @@ from functools import lru_cache
 # Counts from the clouds' instance-type pages (AWS accelerated computing; Azure ND/NC series).
 EXTRA_INSTANCES: dict[str, dict[str, tuple[str, int]]] = {
     "aws": {
+        # p4d: 8 x A100 40GB (the Price List's own gpu "8", gpuMemory "320 GB HBM2"); p4de carries
+        # the 80GB part (AWS P4 instance page).
+        "p4d.24xlarge": ("A100 40GB", 8),
+        "p4de.24xlarge": ("A100 80GB", 8),
         "trn1.2xlarge": ("Trainium", 1),
         "trn2.3xlarge": ("Trainium2", 1),
         "inf2.8xlarge": ("Inferentia2", 1),
@@ -46,15 +50,24 @@ TPU_SLICES: dict[str, tuple[tuple[str, int], ...]] = {
     "TPU v5p": (("tpu-v5p-8", 4),),
     "TPU v5e": (("tpu-v5litepod-1", 1), ("tpu-v5litepod-4", 4), ("tpu-v5litepod-8", 8)),
     "TPU v6e": (("tpu-v6e-1", 1), ("tpu-v6e-4", 4), ("tpu-v6e-8", 8)),
+    # TPU7x (Ironwood) names count TensorCores like v5p (2 per chip): tpu7x-8 is one
+    # tpu7x-standard-4t host of 4 chips (2x2x1), tpu7x-16 two hosts (2x2x2).
+    "TPU7x": (("tpu7x-8", 4), ("tpu7x-16", 8)),
 }
 
 # GCP TPU SKU descriptions -> accelerator, most specific first ("v5p" before "v5", "v5e" / "v5 lite").
+# Real descriptions glue the generation to "Tpu" ("TpuV6e running in Dallas", "Tpu-v5p ...",
+# "TPU7x running in Americas") or name it bare after a word ("DWS Defined Duration V6e running in
+# Columbus", "Reserved V6e TPU in Columbus in Calendar Mode"), so a generation may follow "tpu"
+# with no word boundary between them. A bare "v4" / "v7" is too common a token elsewhere: those
+# need the "tpu" prefix.
+_TPU = r"(?:\btpu[\s_-]?|\b)"
 _TPU_GENERATIONS = (
-    (re.compile(r"\bv6e\b|trillium", re.I), "TPU v6e"),
-    (re.compile(r"\bv5e\b|v5\s*lite", re.I), "TPU v5e"),
-    (re.compile(r"\bv5p\b", re.I), "TPU v5p"),
-    (re.compile(r"\bv4\b", re.I), "TPU v4"),
-    (re.compile(r"\bv7\b|\bTPU7x\b|ironwood", re.I), "TPU7x"),
+    (re.compile(_TPU + r"v6e\b|trillium", re.I), "TPU v6e"),
+    (re.compile(_TPU + r"v5e\b|" + _TPU + r"v5\s*lite", re.I), "TPU v5e"),
+    (re.compile(_TPU + r"v5p\b", re.I), "TPU v5p"),
+    (re.compile(r"\btpu[\s_-]?v4\b", re.I), "TPU v4"),
+    (re.compile(r"\btpu[\s_-]?v?7x?\b|\bv7x\b|ironwood", re.I), "TPU7x"),
 )
 
 
