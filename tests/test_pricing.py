@@ -214,7 +214,8 @@ def test_normalize_accelerator(raw, device, expected):
 
 def test_arm_cpus_and_new_accelerators_match_only_priced_rows():
     assert normalize_accelerator("Neoverse-V2", "cpu", known=["CPU arm vCPU"]) == "CPU arm vCPU"
-    assert normalize_accelerator("AMD Instinct MI300X", "cuda", known=["MI300X"]) is None
+    assert normalize_accelerator("AMD Instinct MI300X", "cuda", known=["MI300X"]) == "MI300X"   # AMD names map
+    assert normalize_accelerator("AMD Instinct MI350P", "cuda", known=["MI300X"]) is None
     assert normalize_accelerator("MI300X", "cuda", known=["MI300X"]) == "MI300X"
 
 

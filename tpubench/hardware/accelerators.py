@@ -38,6 +38,9 @@ _ACCELERATOR_PATTERNS = [(re.compile(p), name) for p, name in [
     (r"\bgb200\b", "GB200"),
     (r"\bb300\b", "B300"),
     (r"\bb200\b", "B200"),
+    # H200 NVL (PCIe card, 600 W, 835 dense bf16 TFLOPS) is another chip than the H200 SXM
+    # (700 W, 989): "NVIDIA H200 NVL", MLPerf's "H200-NVL-141GB". Not GH200 (the lookbehind).
+    (r"(?<![a-z0-9])h200[\s_-]*nvl", "H200 NVL"),
     (r"\bh200\b", "H200"),
     (r"\bh100\b.*\bpcie\b", "H100 PCIe"),
     (r"\bh100\b.*\bnvl\b", "H100 NVL"),
@@ -47,6 +50,10 @@ _ACCELERATOR_PATTERNS = [(re.compile(p), name) for p, name in [
     (r"\bl40s\b", "L40S"),
     (r"\bl4\b", "L4"),
     (r"\ba10g\b", "A10G"),
+    # AMD Instinct: "AMD Instinct MI300X 192GB HBM3" (MLPerf), InferenceX's "mi355x" keys.
+    (r"\bmi300x\b", "MI300X"),
+    (r"\bmi325x\b", "MI325X"),
+    (r"\bmi355x\b", "MI355X"),
 ]]
 _ARM_CPU = re.compile(r"\barm|aarch64|neoverse|graviton|ampere|axion|apple m\d|cortex")
 _VENDOR_PREFIX = re.compile(r"^(nvidia|aws|google|amd|intel)\s+", re.I)
@@ -57,6 +64,7 @@ def normalize_accelerator(raw_name: str | None, device: str | None = None,
     """The canonical accelerator name the price table uses, or None when there is none.
 
     'NVIDIA H100 80GB HBM3' -> 'H100', 'TPU v6 lite' -> 'TPU v6e', 'TPU v5 lite' -> 'TPU v5e',
+    'NVIDIA H200 NVL' -> 'H200 NVL' (not 'H200'), 'AMD Instinct MI355X 288GB HBM3e' and 'mi355x' -> 'MI355X',
     any x86 CPU on device 'cpu' -> 'CPU x86 vCPU'. An Arm CPU maps to 'CPU arm vCPU' only when
     `known` (the priced accelerators) has such a row. A name in `known` matches itself.
 
@@ -69,9 +77,13 @@ def normalize_accelerator(raw_name: str | None, device: str | None = None,
     low = name.lower()
     dev = (device or "").lower()
     known_set = set(known or ())
-    for pattern, canonical in _ACCELERATOR_PATTERNS:
-        if pattern.search(low):
-            return canonical
+    # A system of two kinds of chip ("AMD Instinct MI300X ... (x32), AMD Instinct MI325X ... (x16)",
+    # as MLPerf names one) is no one accelerator: no canonical name rather than the first one's.
+    kinds = {_match(part) for part in low.split(",")} - {None}
+    if len(kinds) > 1:
+        return None
+    if kinds:
+        return kinds.pop()
     if dev == "cpu" or low.startswith("cpu") or "xeon" in low or "epyc" in low:
         if _ARM_CPU.search(low):
             return CPU_ARM if CPU_ARM in known_set else None
@@ -83,6 +95,13 @@ def normalize_accelerator(raw_name: str | None, device: str | None = None,
         for k in known_set:
             if k.lower() in (low, bare):
                 return k
+    return None
+
+
+def _match(low: str) -> str | None:
+    for pattern, canonical in _ACCELERATOR_PATTERNS:
+        if pattern.search(low):
+            return canonical
     return None
 
 
@@ -119,3 +138,15 @@ def chip_peaks(canonical: str | None) -> dict[str, float] | None:
             "interconnect_bytes_per_s": link, "interconnect_direction": direction,
             "interconnect_send_bytes_per_s": interconnect_send_bytes_per_s(link, direction),
             "source": row.get("source", "")}
+
+
+def chip_peak_flops(canonical: str | None, precision: str | None) -> float | None:
+    """Peak dense FLOP/s of one chip for a number format: the fp8 figure for fp8 and narrower
+    formats (fp4, int8 weights) where the table has one, else the bf16 figure; None when unknown."""
+    row = _specs().get(canonical or "")
+    if not row:
+        return None
+    narrow = str(precision or "").lower().replace("-", "").replace("_", "")
+    if any(tag in narrow for tag in ("fp8", "fp4", "int8", "int4", "e4m3", "e5m2")) and row.get("peak_fp8_flops"):
+        return float(row["peak_fp8_flops"])
+    return float(row["peak_bf16_flops"]) if row.get("peak_bf16_flops") else None

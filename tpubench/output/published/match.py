@@ -1,7 +1,8 @@
 """Your measured points beside published ones: pure functions, no I/O.
 
 A measured point is compared with the published results of the same model, input and output
-lengths, accelerator and (where both say it) precision. Those published points form a curve of
+lengths, accelerator and (where both say it) precision, one front per publisher setup (speculative
+decoding or not, disaggregated or not, multi-node or not: `setup_label`), never one front across them. Those published points form a curve of
 output tokens/s per chip against interactivity (tokens/s one user sees, 1 / median TPOT); its
 Pareto front is the points no other point beats on both axes (the best the publisher showed at
 each interactivity). The front is interpolated linearly at the measured point's interactivity:
@@ -35,7 +36,7 @@ COLUMNS = ["workload", "scale", "model", "accelerator", "chips", "input_length",
            "concurrency", "stack", "interactivity_tokens_per_s", "output_tokens_per_s_per_chip", "publisher",
            "published_accelerator", "published_precision", "published_frameworks", "front_points",
            "front_interactivity_low", "front_interactivity_high", "published_tokens_per_s_per_chip",
-           "deviation", "verdict", "file", "front"]
+           "deviation", "verdict", "file", "front", "published_setup"]
 
 
 def pareto_mask(x, y) -> np.ndarray:
@@ -115,6 +116,30 @@ def precision_key(name) -> str:
     return low
 
 
+def setup_label(spec_decoding, disaggregated, multinode) -> str:
+    """How the publisher ran its points, as one label: 'aggregated, single-node',
+    'disaggregated, multi-node, speculative decoding (mtp)'; what the publisher does not say is
+    left out ('setup not stated' when it says nothing). Fronts are drawn per label: a
+    speculative-decoding or multi-node disaggregated system is not the single-node one."""
+    def known(v):
+        return v is True or v is False
+    parts = []
+    if known(disaggregated):
+        parts.append("disaggregated" if disaggregated else "aggregated")
+    if known(multinode):
+        parts.append("multi-node" if multinode else "single-node")
+    if isinstance(spec_decoding, str) and spec_decoding.strip():
+        method = spec_decoding.strip().lower()
+        parts.append("no speculative decoding" if method == "none" else f"speculative decoding ({method})")
+    return ", ".join(parts) or "setup not stated"
+
+
+def _setups(pub: pd.DataFrame) -> pd.Series:
+    columns = [pub[c] if c in pub else pd.Series(None, index=pub.index, dtype=object)
+               for c in ("spec_decoding", "disaggregated", "multinode")]
+    return pd.Series([setup_label(s, d, m) for s, d, m in zip(*columns)], index=pub.index, dtype=object)
+
+
 def _lengths_equal(a, b) -> bool:
     try:
         return math.isfinite(float(a)) and math.isfinite(float(b)) and int(float(a)) == int(float(b))
@@ -147,7 +172,7 @@ def _stack(row) -> str:
 def compare_published(results: pd.DataFrame, published: pd.DataFrame,
                       tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """One row per measured point and matching published front (publisher, accelerator,
-    precision): the front interpolated at the point's interactivity, the deviation and the verdict
+    precision and setup: speculative decoding, disaggregation, multi-node; see setup_label): the front interpolated at the point's interactivity, the deviation and the verdict
     (`front` holds the front's (interactivity, tokens/s per chip) points, for a figure).
     `results` is load_results' DataFrame; `published` read_published's (rows.COLUMNS)."""
     measured = _measured_points(results)
@@ -155,7 +180,7 @@ def compare_published(results: pd.DataFrame, published: pd.DataFrame,
     if measured.empty or pub.empty:
         return pd.DataFrame(columns=COLUMNS)
     pub = pub.assign(_model=pub["model"].map(model_key), _acc=pub["accelerator"].map(accelerator_key),
-                     _prec=pub["precision"].map(precision_key))
+                     _prec=pub["precision"].map(precision_key), _setup=_setups(pub))
     out = []
     for _, m in measured.iterrows():
         name = m.get("hub_id") if isinstance(m.get("hub_id"), str) and m.get("hub_id") else m.get("workload")
@@ -165,7 +190,8 @@ def compare_published(results: pd.DataFrame, published: pd.DataFrame,
                    & pub["input_length"].map(lambda v: _lengths_equal(v, m.get("input_length")))
                    & pub["output_length"].map(lambda v: _lengths_equal(v, m.get("output_length")))
                    & ((pub["_prec"] == "") | (prec == "") | (pub["_prec"] == prec))]
-        for (publisher, _, _), group in same.groupby(["publisher", "_acc", "_prec"], sort=True, dropna=False):
+        for (publisher, _, _, setup), group in same.groupby(["publisher", "_acc", "_prec", "_setup"], sort=True,
+                                                            dropna=False):
             front = pareto_front(group["interactivity_tokens_per_s"], group["output_tokens_per_s_per_chip"])
             if not front:
                 continue
@@ -188,6 +214,6 @@ def compare_published(results: pd.DataFrame, published: pd.DataFrame,
                 "deviation": deviation, "verdict": verdict(deviation, tolerance) if math.isfinite(deviation)
                 else (f"outside the published interactivity range ({front[0][0]:.3g}–{front[-1][0]:.3g} "
                       "tokens/s per user)"),
-                "file": m.get("file"), "front": front,
+                "file": m.get("file"), "front": front, "published_setup": setup,
             })
     return pd.DataFrame(out, columns=COLUMNS)

@@ -23,9 +23,18 @@ repositories), in either of two forms:
 
 MLPerf's LLM token rate counts generated tokens, so throughput per chip = that rate / (nodes x
 accelerators per node), comparable with tpubench's output tokens/s per chip. Interactivity is
-1 / median (else mean) time to output token, so only Server and Interactive results have one.
-MLPerf draws its prompts from a data set rather than fixing lengths: a result matches your points
-only when you state the lengths to compare at (`--input-length`, `--output-length`).
+1 / median (else mean) time to output token, so only Server and Interactive results have one:
+Offline results, and every summary.csv row (throughput only, no latency), cannot be placed on an
+interactivity front, and the import says so. MLPerf draws its prompts from a data set rather than
+fixing lengths: a result matches your points only when you state the lengths to compare at
+(`--input-length`, `--output-length`).
+
+A submitter's folder holds every benchmark it ran: results of benchmarks that are not LLMs
+(resnet50, retinanet, rgat, stable-diffusion-xl, whisper, dlrm, ...) or that give no token rate
+are skipped and counted, never an error. The precision (weight_data_types: fp8, fp4, mxfp4 ...)
+is read from the result's `measurements/<system>/<benchmark>/<scenario>/*.json` (the system
+description has none), so an fp4 result is never compared with a bf16 point as if alike. The
+scenario is the results folder's (LoadGen's summary calls an Interactive run "Server").
 """
 
 from __future__ import annotations
@@ -54,6 +63,12 @@ _LATENCY_KEYS = {
     "tpot_p99_s": ("99.00 percentile time to output token (ns)",),
 }
 _FRAMEWORK = re.compile(r"^\s*(?P<name>[A-Za-z][\w .+/-]*?)\s+v?(?P<version>\d[\w.+-]*)")
+# MLPerf Inference benchmarks that are not LLMs. Whisper (speech to text) reports a token rate
+# too, but its official result is samples/s and its tokens are no LLM's: it is skipped as well.
+_NOT_LLM = re.compile(r"^(resnet|retinanet|ssd|bert|3d-unet|dlrm|rnnt|stable-diffusion|sdxl|rgat|whisper|"
+                      r"pointpainting|flux|wan|mobilenet|efficientnet|yolo)", re.I)
+_SCENARIOS = {"offline": "Offline", "server": "Server", "interactive": "Interactive",
+              "singlestream": "SingleStream", "multistream": "MultiStream"}
 
 
 def read_summary(path: Path) -> dict[str, str]:
@@ -78,10 +93,27 @@ def _float(value) -> float:
     return x if math.isfinite(x) else math.nan
 
 
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _finite_or_blank(value, where: str, field: str) -> float:
+    """A number cell: NaN when blank or not a number (the row is then skipped), an error when it
+    is a number too large for a float (a 400-digit figure, inf): that is no result, but a broken file."""
+    try:
+        x = float(str(value).strip())
+    except (TypeError, ValueError):
+        return math.nan
+    if not math.isfinite(x):
+        raise UserError(f"not a finite number: {_short(value)}", where=where, field=field)
+    return x
+
+
 def _positive_int(value, where: str, field: str) -> int:
     x = _float(value)
     if not (x > 0 and x == int(x)):
-        raise UserError(f"expected a positive whole number, got {value!r}", where=where, field=field)
+        raise UserError(f"expected a positive whole number, got {_short(value)}", where=where, field=field)
     return int(x)
 
 
@@ -94,47 +126,75 @@ def split_framework(text) -> tuple[str | None, str | None]:
     return (m["name"].strip(), m["version"]) if m else (first, None)
 
 
-def _system(path: Path) -> dict:
+def _json_object(path: Path, what: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"cannot read: {exc.strerror or exc}", where=str(path)) from None
-    except ValueError as exc:
+    except RecursionError:
+        raise UserError(f"not {what}: JSON nested too deeply", where=str(path)) from None
+    except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(f"not JSON: {exc}", where=str(path)) from None
     if not isinstance(data, dict):
-        raise UserError("expected a system description object", where=str(path))
+        raise UserError(f"expected {what} (an object), got {type(data).__name__}", where=str(path))
     return data
 
 
-def _tree_row(summary_path: Path, root: Path, lengths: dict) -> dict:
+def _system(path: Path) -> dict:
+    return _json_object(path, "a system description")
+
+
+def _precision(submitter_dir: Path, system: str, benchmark: str, scenario: str, fallback) -> str | None:
+    """weight_data_types of a result: its measurements/<system>/<benchmark>/<scenario>/*.json
+    (named <system>_<scenario>.json, or <system>.json in some submissions), else the system's."""
+    folder = submitter_dir / "measurements" / system / benchmark
+    if folder.is_dir():
+        for child in sorted(folder.iterdir()):
+            if child.is_dir() and child.name.lower() == scenario.lower():
+                for f in sorted(child.glob("*.json")):
+                    value = _json_object(f, "a measurements description").get("weight_data_types")
+                    if isinstance(value, str) and value.strip():
+                        return value.strip()
+    return fallback.strip() if isinstance(fallback, str) and fallback.strip() else None
+
+
+def _tree_row(summary_path: Path, root: Path, lengths: dict) -> dict | str:
+    """One published row from a LoadGen summary, or why it was skipped ('not an LLM', 'no token rate')."""
     run = summary_path.parent                       # .../performance/run_1
     scenario_dir = run.parent.parent
     benchmark_dir, system_dir = scenario_dir.parent, scenario_dir.parent.parent
     submitter_dir = system_dir.parent.parent
+    if _NOT_LLM.match(benchmark_dir.name):
+        return "not an LLM"
+    summary = read_summary(summary_path)
+    rate = next((_float(summary[k]) for k in _THROUGHPUT_KEYS if k in summary), math.nan)
+    if not rate > 0:
+        return "no token rate"
     system_file = submitter_dir / "systems" / f"{system_dir.name}.json"
     if not system_file.is_file():
         raise UserError(f"no system description {system_file.relative_to(root)} for this result",
                         where=str(summary_path))
     system = _system(system_file)
     where = str(system_file)
-    chips = (_positive_int(system.get("accelerators_per_node"), where, "accelerators_per_node")
-             * _positive_int(system.get("number_of_nodes", 1), where, "number_of_nodes"))
-    summary = read_summary(summary_path)
-    rate = next((_float(summary[k]) for k in _THROUGHPUT_KEYS if k in summary), math.nan)
-    if not rate > 0:
-        raise UserError("no token rate (an LLM result has 'Tokens per second' or 'Completed tokens per second')",
-                        where=str(summary_path))
+    nodes = _positive_int(system.get("number_of_nodes", 1), where, "number_of_nodes")
+    chips = _positive_int(system.get("accelerators_per_node"), where, "accelerators_per_node") * nodes
     latencies = {column: next((_float(summary[k]) * _NS for k in keys if k in summary), math.nan)
                  for column, keys in _LATENCY_KEYS.items()}
     tpot = latencies["tpot_p50_s"] if latencies["tpot_p50_s"] > 0 else latencies["tpot_mean_s"]
     framework, version = split_framework(system.get("framework"))
+    scenario = _SCENARIOS.get(scenario_dir.name.lower(), summary.get("scenario", scenario_dir.name))
     return {
         "publisher": PUBLISHER, "submitter": system.get("submitter") or submitter_dir.name,
         "model": lengths["model"] or benchmark_dir.name, "published_model": benchmark_dir.name,
         "input_length": lengths["input_length"], "output_length": lengths["output_length"],
-        "concurrency": math.nan, "scenario": summary.get("scenario", scenario_dir.name),
+        "concurrency": math.nan, "scenario": scenario,
         "accelerator": system.get("accelerator_model_name"), "chips": chips,
-        "framework": framework, "framework_version": version, "precision": system.get("weight_data_types"),
+        "framework": framework, "framework_version": version,
+        "precision": _precision(submitter_dir, system_dir.name, benchmark_dir.name, scenario_dir.name,
+                                system.get("weight_data_types")),
+        # MLPerf's system descriptions say how many nodes, not whether prefill and decode were
+        # split or whether speculative decoding ran: those stay unknown (None), not False.
+        "multinode": nodes > 1, "disaggregated": None, "spec_decoding": None,
         "output_tokens_per_s_per_chip": rate / chips, "total_tokens_per_s_per_chip": math.nan,
         "interactivity_tokens_per_s": interactivity_from_tpot(tpot), **latencies, "e2e_p50_s": math.nan,
         "valid": summary.get("result is", "").upper().startswith("VALID"), "date": None,
@@ -142,24 +202,37 @@ def _tree_row(summary_path: Path, root: Path, lengths: dict) -> dict:
     }
 
 
-def _summary_csv_rows(path: Path, lengths: dict) -> tuple[list[dict], int]:
+_CSV_NEEDED = ("Organization", "SystemName", "MlperfModel", "Scenario", "Result", "accelerator_model_name",
+               "accelerators_per_node", "framework", "Units")
+
+
+def _summary_csv_rows(path: Path, lengths: dict) -> tuple[list[dict], list[str]]:
+    """Rows of a summary.csv, and the models of the rows skipped (not a token rate, no accelerators)."""
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            table = list(csv.DictReader(fh))
+            reader = csv.reader(fh)
+            header = next(reader, [])
+            table = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UserError(f"cannot read: {exc}", where=str(path)) from None
-    needed = {"Organization", "SystemName", "MlperfModel", "Scenario", "Result", "accelerator_model_name",
-              "accelerators_per_node", "framework", "Units"}
-    missing = sorted(needed - set(table[0] if table else ()))
+    missing = [c for c in _CSV_NEEDED if c not in header]
     if missing:
         raise UserError(f"not an MLPerf summary CSV: no column {', '.join(missing)}", where=str(path))
-    rows, skipped = [], 0
-    for line, rec in enumerate(table, start=2):
-        rate = _float(rec["Result"])
-        per_node = _float(rec["accelerators_per_node"])
-        nodes = _float(rec.get("number_of_nodes") or 1)
-        if "token" not in rec["Units"].lower() or not rate > 0 or not per_node > 0 or not nodes > 0:
-            skipped += 1   # images/s, samples/s, or a CPU-only system: nothing per chip to compare
+    rows, skipped = [], []
+    for line, cells in enumerate(table, start=2):
+        where = f"{path}:{line}"
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            field = header[len(cells)] if len(cells) < len(header) else header[-1]
+            raise UserError(f"row has {len(cells)} fields, the header {len(header)}", where=where, field=field)
+        rec = dict(zip(header, cells))
+        rate = _finite_or_blank(rec["Result"], where, "Result")
+        per_node = _finite_or_blank(rec["accelerators_per_node"], where, "accelerators_per_node")
+        nodes = _finite_or_blank(rec.get("number_of_nodes") or 1, where, "number_of_nodes")
+        if ("token" not in rec["Units"].lower() or _NOT_LLM.match(rec["MlperfModel"])
+                or not rate > 0 or not per_node > 0 or not nodes > 0):
+            skipped.append(rec["MlperfModel"])   # images/s, samples/s, queries/s, or a CPU-only system
             continue
         framework, version = split_framework(rec["framework"])
         chips = per_node * nodes
@@ -169,7 +242,8 @@ def _summary_csv_rows(path: Path, lengths: dict) -> tuple[list[dict], int]:
             "published_model": rec["MlperfModel"], "input_length": lengths["input_length"],
             "output_length": lengths["output_length"], "concurrency": math.nan, "scenario": rec["Scenario"],
             "accelerator": rec["accelerator_model_name"], "chips": chips, "framework": framework,
-            "framework_version": version, "precision": rec.get("weight_data_types"),
+            "framework_version": version, "precision": rec.get("weight_data_types") or None,
+            "multinode": nodes > 1, "disaggregated": None, "spec_decoding": None,
             "output_tokens_per_s_per_chip": rate / chips, "total_tokens_per_s_per_chip": math.nan,
             "interactivity_tokens_per_s": math.nan, "valid": True, "date": None,
             "reference": f"{path.name}:{line} {rec['SystemName']}",
@@ -177,10 +251,15 @@ def _summary_csv_rows(path: Path, lengths: dict) -> tuple[list[dict], int]:
     return rows, skipped
 
 
+def _names(values: list[str]) -> str:
+    names = sorted(set(values))
+    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+
+
 def import_mlperf(folder: str | Path, *, model: str | None = None, input_length: int | None = None,
                   output_length: int | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Published rows from an MLPerf results folder (either form of the module docstring; a
-    summary.csv named directly works too), and notes on what was left out."""
+    summary.csv named directly works too), and notes on what was left out or cannot be compared."""
     root = Path(folder)
     if not root.exists():
         raise UserError("no such file or folder", where=str(root))
@@ -192,15 +271,39 @@ def import_mlperf(folder: str | Path, *, model: str | None = None, input_length:
         raise UserError("no MLPerf results found: expected <submitter>/results/<system>/<benchmark>/<scenario>/"
                         "performance/run_1/mlperf_log_summary.txt with <submitter>/systems/<system>.json, "
                         "or a summary.csv", where=str(root))
-    rows, notes = [], []
+    rows, notes, not_llm, no_rate = [], [], [], []
+    base = root if root.is_dir() else root.parent
     for path in summaries:
-        rows.append(_tree_row(path, root if root.is_dir() else root.parent, lengths))
+        found = _tree_row(path, base, lengths)
+        if isinstance(found, dict):
+            rows.append(found)
+        else:
+            (not_llm if found == "not an LLM" else no_rate).append(path.parents[3].name)
+    if not_llm:
+        notes.append(f"{len(not_llm)} result(s) of benchmarks that are not LLMs skipped ({_names(not_llm)})")
+    if no_rate:
+        notes.append(f"{len(no_rate)} result(s) without a token rate skipped ({_names(no_rate)})")
+    csv_rows = 0
     for path in csvs:
         found, skipped = _summary_csv_rows(path, lengths)
         rows += found
+        csv_rows += len(found)
         if skipped:
-            notes.append(f"{path}: {skipped} row(s) not in tokens/s or without accelerators left out")
-    if input_length is None or output_length is None:
+            notes.append(f"{path}: {len(skipped)} row(s) not in tokens/s, not an LLM or without accelerators "
+                         f"left out ({_names(skipped)})")
+    if csv_rows:
+        notes.append(f"{csv_rows} summary.csv row(s) give throughput only, no TTFT or TPOT: they cannot be placed "
+                     "on an interactivity front or compared with your points (import the results tree, "
+                     "<submitter>/results/..., for the latencies of Server and Interactive runs)")
+    untimed = sum(1 for r in rows[:len(rows) - csv_rows] if not r["interactivity_tokens_per_s"] > 0)
+    if untimed:
+        notes.append(f"{untimed} result(s) without a time per output token (Offline runs) imported for reference: "
+                     "they cannot be compared on interactivity")
+    unstated = sum(1 for r in rows if not r["precision"])
+    if unstated:
+        notes.append(f"{unstated} result(s) without a stated precision (weight_data_types): compared with points "
+                     "of any precision")
+    if rows and (input_length is None or output_length is None):
         notes.append("MLPerf results have no fixed lengths: give --input-length and --output-length to compare "
                      "them with your points")
     return published_frame(rows), notes
