@@ -2,7 +2,8 @@
 
 Pure functions over a transformers-style config dict (the keys of `XxxConfig.to_dict()` or of a
 checkpoint's config.json); no torch. Families with exact parameter accounting: `qwen3_moe`,
-`qwen3`, `gemma4_text` (and `gemma4`, whose `text_config` is used); anything else is read as a
+`qwen3`, `gemma4_text` (and `gemma4`, whose `text_config` is used), `deepseek_v3` (MLA, 671.0B
+for DeepSeek-V3/R1 without its MTP layer, 36.6B active); anything else is read as a
 llama-like decoder (q/k/v/o attention, gated MLP, optional uniform MoE), which is approximate.
 
 The shape is what the FLOP and byte counts (`hardware.counts`) and the efficiency of a run
@@ -92,6 +93,24 @@ class LayerShape:
     def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
         """Bytes of K and V one cached token holds in this layer."""
         return 2 * self.n_kv_heads * self.head_dim * kv_dtype_bytes
+
+
+@dataclass(frozen=True)
+class LatentAttentionLayerShape(LayerShape):
+    """A DeepSeek-V2/V3 layer with multi-head latent attention (MLA): the cache holds one compressed
+    latent (kv_lora_rank) plus the shared rotary key (qk_rope_head_dim) per token, not K and V per
+    head, and a query attends over qk_nope + qk_rope dims and reads v_head_dim values per head."""
+
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    def attention_flops_per_token(self, attended_len: float) -> float:
+        # head_dim holds qk_nope + qk_rope: QK^T over it, PV over v_head_dim (2 FLOPs per MAC).
+        return 2 * self.n_heads * (self.head_dim + self.v_head_dim) * attended_len
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
+        return (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype_bytes
 
 
 @dataclass(frozen=True)
@@ -381,11 +400,50 @@ def _finish(family: str, config: Mapping[str, Any], layers: tuple[LayerShape, ..
     )
 
 
+def _deepseek_v3(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """DeepSeek-V3 / R1 (transformers' deepseek_v3 keys): MLA attention, the first
+    `first_k_dense_replace` layers dense, the rest routed experts plus `n_shared_experts` shared
+    ones (always active, so counted as a dense MLP). The multi-token-prediction layer is left out."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+             "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    q_rank = config.get("q_lora_rank")
+    kv_rank, nope = int(config["kv_lora_rank"]), int(config["qk_nope_head_dim"])
+    rope, v_dim = int(config["qk_rope_head_dim"]), int(config["v_head_dim"])
+    q_dim = n_heads * (nope + rope)
+    # q (through its low-rank pair when q_lora_rank is set), kv_a, kv_b, o.
+    q_weights = hidden * int(q_rank) + int(q_rank) * q_dim if q_rank else hidden * q_dim
+    attn_w = q_weights + hidden * (kv_rank + rope) + kv_rank * n_heads * (nope + v_dim) + n_heads * v_dim * hidden
+    norms = (int(q_rank) if q_rank else 0) + kv_rank + 2 * hidden
+    n_experts = int(_get(config, "n_routed_experts", 0))
+    top_k = int(_get(config, "num_experts_per_tok", 0))
+    moe_inter = int(_get(config, "moe_intermediate_size", 0))
+    shared = int(_get(config, "n_shared_experts", 0))
+    first_dense = int(_get(config, "first_k_dense_replace", 0))
+    freq = int(_get(config, "moe_layer_freq", 1))
+    layers = []
+    for i in range(int(config["num_hidden_layers"])):
+        sparse = n_experts > 0 and i >= first_dense and i % freq == 0
+        layers.append(LatentAttentionLayerShape(
+            attention_type="full_attention", n_heads=n_heads, n_kv_heads=1, head_dim=nope + rope,
+            window=None, attn_matmul_params=attn_w,
+            mlp_matmul_params=(3 * hidden * moe_inter * shared if sparse
+                               else 3 * hidden * int(config["intermediate_size"])),
+            router_params=hidden * n_experts if sparse else 0,
+            n_experts=n_experts if sparse else 0, top_k=top_k if sparse else 0,
+            params_per_expert=3 * hidden * moe_inter if sparse else 0,
+            other_params=norms + (n_experts if sparse else 0),  # + the router's score-correction bias
+            kv_lora_rank=kv_rank, qk_rope_head_dim=rope, v_head_dim=v_dim,
+        ))
+    return _finish(family, config, tuple(layers), tied_default=False)
+
+
 _BUILDERS: dict[str, Callable[[str, Mapping[str, Any]], ModelShape]] = {
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
     "gemma4_text": _gemma4_text,
+    "deepseek_v3": _deepseek_v3,
 }
 
 
-__all__ = ["LayerShape", "ModelShape", "bytes_per_element"]
+__all__ = ["LatentAttentionLayerShape", "LayerShape", "ModelShape", "bytes_per_element"]

@@ -1,0 +1,115 @@
+"""Chips for the estimate: the family a chip is calibrated with, its peaks for a number format, and
+the `--on` values (`tpu-v6e-8`, `H100:8`, `trn2`, an instance type from the price table)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tpubench.errors import UserError
+from tpubench.hardware.accelerators import chip_memory_bytes, chip_peak_flops, chip_peaks, normalize_accelerator
+from tpubench.money.table_files import did_you_mean
+
+# A family is a vendor's generation of chips sharing a software stack: its rows calibrate each
+# other (the roofline already accounts for each chip's own peaks).
+_FAMILIES = (
+    (re.compile(r"^TPU"), "Google TPU"),
+    (re.compile(r"^(Trainium|Inferentia)"), "AWS Trainium/Inferentia"),
+    (re.compile(r"^MI\d"), "AMD Instinct"),
+    (re.compile(r"^(GB|B)\d00"), "NVIDIA Blackwell"),
+    (re.compile(r"^(GH|H)\d00"), "NVIDIA Hopper"),
+    (re.compile(r"^A100"), "NVIDIA Ampere"),
+    (re.compile(r"^(L4|L40S|A10G)"), "NVIDIA Ada/Ampere PCIe"),
+)
+# Short names a user types that the runtime-name patterns do not know.
+_ALIASES = {"trn2": "Trainium2", "trn1": "Trainium", "inf2": "Inferentia2", "v6e": "TPU v6e",
+            "v5e": "TPU v5e", "v5p": "TPU v5p", "v4": "TPU v4", "ironwood": "TPU7x", "tpu7x": "TPU7x"}
+# A TPU slice name counts chips (v5e, v6e) or TensorCores, two per chip (v4, v5p): Cloud TPU docs.
+_SLICE = re.compile(r"^(?:tpu[\s_-]*)?(?P<gen>v6e|v5e|v5litepod|v5p|v4)[\s_-]+(?P<n>\d+)$", re.I)
+_CORES_PER_CHIP = {"v4": 2, "v5p": 2}
+_TARGET = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._ -]*?)(?::(?P<count>\d+))?$")
+
+
+def chip_family(accelerator: str | None) -> str | None:
+    for pattern, family in _FAMILIES:
+        if accelerator and pattern.search(accelerator):
+            return family
+    return None
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One chip's peaks for one number format."""
+
+    accelerator: str
+    peak_flops: float
+    peak_bytes_per_s: float
+    memory_bytes: int | None
+
+
+def chip(accelerator: str, precision: str | None) -> Chip | None:
+    """The chip's peaks from data/accelerators.csv; None when the table has no figures for it."""
+    peaks = chip_peaks(accelerator)
+    flops = chip_peak_flops(accelerator, precision)
+    if peaks is None or flops is None:
+        return None
+    return Chip(accelerator, flops, peaks["memory_bandwidth_bytes_per_s"], chip_memory_bytes(accelerator))
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: str                  # as the user wrote it
+    accelerator: str           # the spec table's and price table's name
+    chips: int
+    instance_type: str | None  # when the user named one (pricing then uses only its rows)
+
+
+def parse_target(spec: str, prices: pd.DataFrame) -> Target:
+    """One `--on` value as a Target; a bad one is a UserError naming --on."""
+    text = " ".join(str(spec).split())
+    m = _TARGET.match(text)
+    if not m:
+        raise UserError(f"'{spec}' is not a chip: write tpu-v6e-8, H100:8, trn2 or an instance type "
+                        "from the price table", field="--on")
+    name, count = m.group("name"), m.group("count")
+    instances = prices[prices["instance_type"].str.lower() == name.lower()]
+    if not instances.empty and count is None:
+        row = instances.iloc[0]
+        return _checked(Target(text, str(row["accelerator"]), int(row["chips_per_instance"]), str(row["instance_type"])))
+    slice_ = _SLICE.match(name)
+    if slice_ and count is None:
+        gen = slice_.group("gen").lower()
+        accelerator = _ALIASES.get("v5e" if gen == "v5litepod" else gen)
+        n = int(slice_.group("n"))
+        per = _CORES_PER_CHIP.get(gen, 1)
+        if n % per:
+            raise UserError(f"'{spec}': a {gen} slice counts TensorCores, {per} per chip", field="--on")
+        return _checked(Target(text, accelerator, n // per, None))
+    accelerator = _ALIASES.get(name.lower()) or normalize_accelerator(name, known=set(prices["accelerator"]))
+    if accelerator is None or chip_peaks(accelerator) is None:
+        known = sorted(set(prices["accelerator"]) | set(_ALIASES))
+        raise UserError(f"unknown chip '{spec}'{did_you_mean(name, known)} (write tpu-v6e-8, H100:8, trn2, "
+                        "or an instance type from the price table)", field="--on")
+    if count is not None:
+        chips = int(count)
+        if chips < 1:
+            raise UserError(f"'{spec}': the chip count must be at least 1", field="--on")
+    else:
+        offered = sorted(set(prices.loc[prices["accelerator"] == accelerator, "chips_per_instance"]))
+        if not offered:
+            raise UserError(f"'{spec}': no price row says how many {accelerator} chips an instance has; "
+                            f"write {accelerator}:CHIPS", field="--on")
+        chips = int(offered[0])   # the smallest machine one can rent
+    return _checked(Target(text, accelerator, chips, None))
+
+
+def _checked(target: Target) -> Target:
+    if chip_peaks(target.accelerator) is None:
+        raise UserError(f"'{target.spec}': no peak FLOP/s or memory bandwidth for {target.accelerator} in "
+                        "data/accelerators.csv, so no roofline", field="--on")
+    return target
+
+
+__all__ = ["Chip", "Target", "chip", "chip_family", "parse_target"]

@@ -1,0 +1,95 @@
+"""The roofline of one operating point and the fit's terms for it.
+
+An operating point is a model (its shape and bytes per weight and per cached value) served on
+`chips` chips with `concurrency` sequences in flight, prompts of `input_len` tokens and answers of
+`output_len`. Its roofline is what the chips' peaks allow (counts from `hardware.counts`):
+
+- prefill: the `concurrency` prompts' model FLOPs over all chips' peak FLOP/s, or the weights one
+  chip must read for them (experts touched by that many tokens) over its bandwidth, whichever is
+  longer;
+- decode step: one token for each of the `concurrency` sequences at the mean context
+  (input_len + output_len / 2): FLOPs over the peak, or the bytes one chip reads (non-expert weights
+  / chips, the distinct experts that batch routes to, the KV cache) over its bandwidth, whichever
+  is longer. Routing-aware for MoE: distinct experts = E (1 - (1 - k/E)^batch), uniform routing.
+
+A cycle produces concurrency x output_len tokens and takes prefill + output_len decode steps;
+`cycle_s` is its roofline time. The observed cycle of a published row is
+concurrency x output_len / (output tokens/s per chip x chips): what a closed loop of that many users
+(Little's law) or a static batch takes. Efficiency = roofline / observed (<= 1 on an honest row).
+Interconnect time is not counted: it is part of what the efficiency (its log-chips term) absorbs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpubench.hardware.counts import decode_bytes_per_chip, decode_flops_per_step, prefill_flops
+from tpubench.hardware.model_shape import ModelShape
+
+# log_decode_step_roofline_s: the shorter the ideal step, the more fixed costs (kernel launches,
+# collectives' latency, the host) weigh in it; a small model spread over many chips runs far below
+# its roofline for that reason, not for lack of bandwidth.
+TERMS = ("intercept", "log_concurrency", "log_chips", "prefill_share", "log_decode_step_roofline_s")
+
+
+@dataclass(frozen=True)
+class Point:
+    shape: ModelShape
+    weight_bytes: float      # per weight
+    kv_bytes: float          # per cached element
+    chips: int
+    concurrency: float       # sequences decoded together
+    input_len: float
+    output_len: float
+
+
+@dataclass(frozen=True)
+class Roofline:
+    prefill_s: float         # all `concurrency` prompts
+    decode_step_s: float     # one step of `concurrency` sequences
+    output_len: float
+    prefill_bound: str       # "compute" or "memory"
+    decode_bound: str
+
+    @property
+    def cycle_s(self) -> float:
+        return self.prefill_s + self.output_len * self.decode_step_s
+
+    @property
+    def prefill_share(self) -> float:
+        return self.prefill_s / self.cycle_s
+
+
+def roofline(point: Point, peak_flops: float, peak_bytes_per_s: float) -> Roofline:
+    p, n = point, point.chips
+    context = p.input_len + p.output_len / 2
+    prompt_tokens = p.concurrency * p.input_len
+    p_flops = prefill_flops(p.shape, p.concurrency, int(round(p.input_len)))
+    p_bytes = sum(decode_bytes_per_chip(p.shape, prompt_tokens, lambda layer: 0.0, p.weight_bytes,
+                                        p.kv_bytes, None, n).values())
+    d_flops = decode_flops_per_step(p.shape, p.concurrency, context)
+    d_bytes = sum(decode_bytes_per_chip(p.shape, p.concurrency, lambda layer: layer.attended(context),
+                                        p.weight_bytes, p.kv_bytes, None, n).values())
+    p_compute, p_memory = p_flops / n / peak_flops, p_bytes / peak_bytes_per_s
+    d_compute, d_memory = d_flops / n / peak_flops, d_bytes / peak_bytes_per_s
+    return Roofline(prefill_s=max(p_compute, p_memory), decode_step_s=max(d_compute, d_memory),
+                    output_len=p.output_len,
+                    prefill_bound="compute" if p_compute >= p_memory else "memory",
+                    decode_bound="compute" if d_compute >= d_memory else "memory")
+
+
+def terms(point: Point, roof: Roofline) -> np.ndarray:
+    """The fit's terms (TERMS) for one point."""
+    return np.array([1.0, math.log(point.concurrency), math.log(point.chips), roof.prefill_share,
+                     math.log(roof.decode_step_s)])
+
+
+def observed_cycle_s(point: Point, output_tokens_per_s_per_chip: float) -> float:
+    """Seconds one cycle took on the row: concurrency x output_len tokens at the row's rate."""
+    return point.concurrency * point.output_len / (output_tokens_per_s_per_chip * point.chips)
+
+
+__all__ = ["Point", "Roofline", "TERMS", "observed_cycle_s", "roofline", "terms"]

@@ -1,0 +1,69 @@
+"""Model shapes for the estimate: the published models' architectures (shipped as data, with their
+sources: data/published_models.json) and the bytes per element of a published precision."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from tpubench.hardware.model_shape import ModelShape
+
+PUBLISHED_MODELS = Path(__file__).resolve().parent.parent / "data" / "published_models.json"
+
+# Bytes per weight of the formats publishers name. Block-scaled 4-bit formats (MXFP4, NVFP4) carry
+# a scale per 16-32 weights: 4.25-4.5 bits, taken as 0.5 byte (the efficiency absorbs the rest).
+_PRECISION_BYTES = {"fp32": 4.0, "float32": 4.0, "bf16": 2.0, "bfloat16": 2.0, "fp16": 2.0, "float16": 2.0,
+                    "fp8": 1.0, "float8": 1.0, "int8": 1.0, "w8a8": 1.0, "fp4": 0.5, "mxfp4": 0.5,
+                    "nvfp4": 0.5, "int4": 0.5, "w4a16": 0.5}
+
+
+def _key(name: str) -> str:
+    """'deepseek-ai/DeepSeek-R1-0528' -> 'deepseekr10528': organisation and punctuation ignored."""
+    return re.sub(r"[^a-z0-9]", "", str(name).rsplit("/", 1)[-1].lower())
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict[str, tuple[str, str, dict[str, Any], str]]:
+    data = json.loads(PUBLISHED_MODELS.read_text(encoding="utf-8"))
+    out = {}
+    for model_id, entry in data["models"].items():
+        for alias in [model_id, *entry.get("aliases", [])]:
+            out[_key(alias)] = (model_id, entry["family"], entry["config"], entry.get("source", ""))
+    return out
+
+
+def published_model(name: str | None) -> tuple[str, ModelShape] | None:
+    """(model id, shape) of a model a published row names, or None when tpubench has no config for it."""
+    if name is None or (isinstance(name, float) and math.isnan(name)):
+        return None
+    hit = _table().get(_key(name))
+    if hit is None:
+        return None
+    model_id, family, config, _ = hit
+    return model_id, _shape(model_id, family)
+
+
+@functools.lru_cache(maxsize=None)
+def _shape(model_id: str, family: str) -> ModelShape:
+    config = next(c for m, f, c, _ in _table().values() if m == model_id)
+    return ModelShape.from_config(family, config)
+
+
+def precision_bytes(precision: Any) -> float | None:
+    """Bytes per weight of a precision label ('fp8', 'bfloat16', 'mxfp4'...); None when unknown."""
+    if precision is None or (isinstance(precision, float) and math.isnan(precision)):
+        return None
+    label = re.sub(r"[\s_-]", "", str(precision).lower().removeprefix("torch."))
+    if label in _PRECISION_BYTES:
+        return _PRECISION_BYTES[label]
+    for tag, size in sorted(_PRECISION_BYTES.items(), key=lambda kv: -len(kv[0])):
+        if tag in label:
+            return size
+    return None
+
+
+__all__ = ["PUBLISHED_MODELS", "precision_bytes", "published_model"]

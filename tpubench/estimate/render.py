@@ -1,0 +1,116 @@
+"""Estimates as flat rows (for --format json/csv) and as table cells; numbers are computed once in
+estimate.predict and estimate.pricing, these only lay them out. Every row says `source: estimate`."""
+
+from __future__ import annotations
+
+import math
+
+from tpubench.estimate.command import EstimateReport
+from tpubench.estimate.predict import COVERAGE, LABEL
+
+_TRIPLES = ("output_tokens_per_s_per_chip", "ttft_s", "tpot_s")
+
+
+def flat_rows(report: EstimateReport) -> list[dict]:
+    """One row per estimate and purchase plan (one row with plan '' when refused or unpriced)."""
+    out = []
+    for est, plans in zip(report.estimates, report.prices):
+        base = {"source": LABEL, "workload": report.workload, "target": est.target,
+                "accelerator": est.accelerator, "chip_family": est.family, "chips": est.chips,
+                "concurrency": est.concurrency, "input_length": est.input_length,
+                "output_length": est.output_length, "refused": est.refused or "",
+                "efficiency": est.efficiency, "decode_bound": est.decode_bound,
+                "interval_coverage": COVERAGE, "interval_nominal": est.interval_nominal,
+                "interval_basis": est.interval_basis, "calibration_rows": est.calibration_rows,
+                "calibration_rows_same_chip": est.calibration_chip_rows,
+                "calibrated_by": " | ".join(est.calibrated_by), "notes": "; ".join(est.notes)}
+        for name in _TRIPLES:
+            value, low, high = getattr(est, name)
+            base[name], base[f"{name}_low"], base[f"{name}_high"] = value, low, high
+        for plan in plans or [{"plan": ""}]:
+            out.append({**base, **plan})
+    return out
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:,.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+
+
+def band(triple, scale: float = 1.0, digits: int = 3) -> str:
+    value, low, high = (v * scale for v in triple)
+    return f"{fmt(value, digits)} [{fmt(low, digits)}-{fmt(high, digits)}]"
+
+
+def as_json(report: EstimateReport) -> str:
+    import json
+
+    payload = {"source": LABEL, "workload": report.workload, "interval_coverage": COVERAGE,
+               "calibration": calibration_summary(report),
+               "estimates": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                              for k, v in row.items()} for row in flat_rows(report)]}
+    return json.dumps(payload, indent=2) + "\n"
+
+
+def as_csv(report: EstimateReport) -> str:
+    import pandas as pd
+
+    from tpubench.records.csv_safety import neutralize_frame
+
+    return neutralize_frame(pd.DataFrame(flat_rows(report))).to_csv(index=False, float_format="%.6g")
+
+
+def calibration_summary(report: EstimateReport) -> dict:
+    """Per chip family asked about: rows, rows per chip, the distinct sources (publisher, reference);
+    and the rows left out of the calibration, by reason."""
+    rows = report.calibration.obs.rows
+    families = {}
+    for family in dict.fromkeys(e.family for e in report.estimates):
+        mine = rows[rows["family"] == family] if len(rows) else rows
+        families[str(family)] = {
+            "rows": len(mine),
+            "rows_per_chip": {str(k): int(v) for k, v in mine["accelerator"].value_counts().items()} if len(mine) else {},
+            "sources": sorted({f"{r.publisher} ({r.date}): {r.reference}" for r in mine.itertuples()}),
+        }
+    return {"families": families, "rows_total": len(rows),
+            "left_out": dict(report.calibration.obs.left_out.most_common()),
+            "fit_terms": list(report.calibration.fit.terms)}
+
+
+def print_table(console, report: EstimateReport) -> None:
+    """The rich table: one row per target and load, $/Mtok blended per plan, then the sources."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    plans = list(dict.fromkeys(p["plan"] for plans in report.prices for p in plans))
+    table = Table(title=f"{report.workload}: ESTIMATE (not measured; {COVERAGE:.0%} prediction intervals)",
+                  title_justify="left")
+    for name in ("target", "chips", "load", "tok/s/chip", "TTFT s", "TPOT ms", "bound",
+                 *[f"$/Mtok {p}" for p in plans]):
+        table.add_column(name, justify="left" if name == "target" else "right")
+    for est, priced in zip(report.estimates, report.prices):
+        load = f"{est.concurrency:g}"
+        if est.refused:
+            table.add_row(escape(est.target), str(est.chips), load, f"[yellow]no estimate: {escape(est.refused)}[/yellow]",
+                          *[""] * (3 + len(plans)))
+            continue
+        by_plan = {p["plan"]: p for p in priced}
+        cost = [band((by_plan[p]["blended_usd_per_mtok"], by_plan[p]["blended_usd_per_mtok_low"],
+                      by_plan[p]["blended_usd_per_mtok_high"])) if p in by_plan else "-" for p in plans]
+        table.add_row(escape(est.target), str(est.chips), load, band(est.output_tokens_per_s_per_chip),
+                      band(est.ttft_s), band(est.tpot_s, 1e3), est.decode_bound, *cost)
+    console.print(table)
+    summary = calibration_summary(report)
+    for family, info in summary["families"].items():
+        chips = ", ".join(f"{k}: {v}" for k, v in info["rows_per_chip"].items()) or "none"
+        console.print(f"estimate calibrated for {escape(family)} on {info['rows']} row(s) ({escape(chips)}):")
+        for src in info["sources"]:
+            console.print(f"  - {escape(src)}")
+    left = ", ".join(f"{n} {why}" for why, n in summary["left_out"].items())
+    console.print(f"fit over {summary['rows_total']} rows of every family (shared slopes, pooled per family); "
+                  f"left out: {escape(left) or 'none'}. $/Mtok: blended (all chip-seconds / all tokens), "
+                  "cheapest price row per plan. Estimates never enter measured tables.")
+
+
+__all__ = ["as_csv", "as_json", "band", "calibration_summary", "flat_rows", "fmt", "print_table"]
