@@ -124,7 +124,10 @@ def test_malformed_inferencex_file_is_one_line_exit_2(tmp_path, monkeypatch, cap
 
 def test_mlperf_submission_tree_gives_rate_per_chip_latencies_and_system():
     rows, notes = import_mlperf(FIXTURES / "mlperf_tree", model=MODEL, input_length=1024, output_length=1024)
-    assert list(rows["scenario"]) == ["Offline", "Server"] and not notes
+    assert list(rows["scenario"]) == ["Offline", "Server"]
+    # This hand-made tree has no measurements/ folder: no precision; its Offline run has no TPOT.
+    assert [n.split(" result(s)")[0] for n in notes] == ["1", "2"]
+    assert "cannot be compared on interactivity" in notes[0] and "without a stated precision" in notes[1]
     offline, server = rows.iloc[0], rows.iloc[1]
     assert offline["output_tokens_per_s_per_chip"] == 32000 / 8 and math.isnan(offline["interactivity_tokens_per_s"])
     assert server["output_tokens_per_s_per_chip"] == 24000 / 8
@@ -198,7 +201,9 @@ def test_budget_leaves_published_rows_out_unless_asked(results, monkeypatch, cap
     monkeypatch.setattr(budget, "plan_budget", fake_plan_budget)
     run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9")
     run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9", "--include-published")
-    assert [len(df) for df in seen] == [3, 10]
+    # With --include-published: the 7 imported rows, and the reference rows shipped with tpubench.
+    from tpubench.output.published import shipped_published
+    assert [len(df) for df in seen] == [3, 10 + len(shipped_published())]
     assert set(seen[0]["source"]) == {"measured"}
 
 
@@ -238,7 +243,7 @@ def test_no_match_at_other_lengths_model_or_accelerator(results):
 
 
 def test_report_shows_published_beside_yours_and_never_prices_them(results):
-    data = build_report(results, published_tolerance=0.10)
+    data = build_report(results, published_tolerance=0.10, include_shipped=False)
     assert data.published_rows == 7 and len(data.published) == 3
     assert len(data.results) == 3 and data.priced["file"].str.endswith(".json").all()
     markdown = render(data, "markdown")
@@ -249,7 +254,7 @@ def test_report_shows_published_beside_yours_and_never_prices_them(results):
     assert "<h2>Published results beside yours</h2>" in html and "differs by -15%: check your stack" in html
     assert '<figure id="published-0">' in html      # your points drawn over the published front
     # A DataFrame loaded with the published rows gives the same comparison, and prices only yours.
-    framed = build_report(load_results(results, include_published=True))
+    framed = build_report(load_results(results, include_published=True), include_shipped=False)
     assert len(framed.results) == 3 and len(framed.published) == 3
 
 
@@ -279,6 +284,163 @@ def test_report_says_when_nothing_published_matches(tmp_path, monkeypatch, capsy
     # Without --model the rows keep InferenceX's own name, "llama70b": no measured point matches it.
     code, _, _ = run_cli(monkeypatch, capsys, "import", "inferencex", str(INFERENCEX), "--into", str(out))
     assert code == 0
-    text = render(build_report(out), "markdown")
+    text = render(build_report(out, include_shipped=False), "markdown")
     assert "## Published results beside yours" in text
-    assert "7 published row(s) imported, none at the model, lengths, accelerator and precision" in text
+    assert "7 published row(s)" in text and "none at the model, lengths, accelerator and precision" in text
+
+
+# ----------------------------------------------------------------------------- real public excerpts
+# tests/fixtures/published/real/ (origin, commit and date in its SOURCES.md): InferenceX API rows for
+# DeepSeek-R1-0528 at 1024/1024 and an MLPerf Inference v5.1 excerpt (Google, Dell, AMD folders and
+# GigaComputing's summary.csv). The figures below are the files' own.
+
+REAL = FIXTURES / "real"
+REAL_IX = REAL / "inferencex" / "dsr1_1k1k_excerpt.json"
+REAL_TREE = REAL / "mlperf_v5.1_tree"
+REAL_CSV = REAL / "mlperf_v5.1_summary"
+DSR1 = "deepseek-ai/DeepSeek-R1-0528"
+
+
+def _real_ix():
+    rows, notes = import_inferencex(REAL_IX, model=DSR1)
+    assert notes == [] and len(rows) == 21
+    return rows
+
+
+def test_real_inferencex_disaggregated_output_is_over_all_chips():
+    rows = _real_ix()
+    # GB200 dynamo-trt, 8 prefill + 16 decode GPUs, conc 2048 (run 2025-12-19): InferenceX's
+    # output_tput_per_gpu 4553.711885931449 is per DECODE GPU; per chip of the 24 it is 2/3 of that.
+    row = rows[(rows["accelerator"] == "gb200") & (rows["concurrency"] == 2048)].iloc[0]
+    assert (row["chips"], row["decode_chips"]) == (24, 16)
+    assert row["output_tokens_per_s_per_chip"] == pytest.approx(4553.711885931449 * 16 / 24)
+    assert row["total_tokens_per_s_per_chip"] == pytest.approx(6069.894176273722)
+    assert (row["disaggregated"], row["multinode"], row["spec_decoding"]) == (True, True, "none")
+    # At 1024 in / 1024 out every request adds as many input as output tokens, so output per chip
+    # is half the total per chip on every row, disaggregated or not (the old reading gave 0.75).
+    share = rows["output_tokens_per_s_per_chip"] / rows["total_tokens_per_s_per_chip"]
+    assert share.between(0.49, 0.51).all(), share.tolist()
+
+
+def test_real_inferencex_chip_counts():
+    rows = _real_ix()
+    # Single node, tp 8 ep 8: the API's num_*_gpu says 64 (tp x ep); one 8-GPU node ran it.
+    b200 = rows[(rows["accelerator"] == "b200") & (rows["concurrency"] == 1)].iloc[0]
+    assert b200["chips"] == 8 and math.isnan(b200["decode_chips"]) and b200["multinode"] is False
+    # Older-schema disaggregated GB200 rows repeat the total (36) in both GPU fields; the split is
+    # solved from tput 32.667 = (146.43 x P + 18.447 x (36 - P)) / 36 -> P = 4, D = 32.
+    legacy = rows[(rows["accelerator"] == "gb200") & (rows["concurrency"] == 4)].iloc[0]
+    assert (legacy["chips"], legacy["decode_chips"]) == (36, 32)
+    assert legacy["output_tokens_per_s_per_chip"] == pytest.approx(18.44701834407234 * 32 / 36)
+    assert legacy["multinode"] is None          # not recorded by that schema
+    h200 = rows[(rows["accelerator"] == "h200") & rows["disaggregated"].astype(bool)]
+    assert set(h200["chips"]) == {80} and set(h200["decode_chips"]) == {72}
+    assert set(rows[rows["spec_decoding"] == "mtp"]["accelerator"]) == {"h200", "gb200"}
+
+
+def _replay(row, **extra) -> pd.DataFrame:
+    """A measured point that replays a published row exactly: same chips, total output tokens/s
+    (output per chip x chips) and interactivity."""
+    return pd.DataFrame([dict(source="measured", status="ok", workload="DeepSeek-R1-0528", dtype="nvfp4",
+                              accelerator="NVIDIA GB200", chips=row["chips"], input_length=1024,
+                              output_length=1024,
+                              output_tokens_per_s=row["output_tokens_per_s_per_chip"] * row["chips"],
+                              interactivity_tokens_per_s=row["interactivity_tokens_per_s"], file="replay.json",
+                              **extra)])
+
+
+def test_exact_replay_of_inferencex_gb200_run_agrees():
+    rows = _real_ix()
+    published = rows[(rows["accelerator"] == "gb200") & (rows["concurrency"] == 2048)].iloc[0]
+    # The run itself: 4553.71 output tok/s per decode GPU x 16 decode GPUs over 24 GB200s.
+    measured = _replay(dict(chips=24, output_tokens_per_s_per_chip=4553.711885931449 * 16 / 24,
+                            interactivity_tokens_per_s=published["interactivity_tokens_per_s"]))
+    table = compare_published(measured, rows)
+    same = table[table["published_setup"] == "disaggregated, multi-node, no speculative decoding"]
+    assert len(same) == 1
+    assert same["deviation"].item() == pytest.approx(0.0, abs=1e-9)
+    assert same["verdict"].item() == "agrees within 10%"      # was "differs by -33%"
+    # Speculative decoding and the older-schema rows are fronts of their own, never mixed in.
+    assert set(table["published_setup"]) == {"disaggregated, multi-node, no speculative decoding",
+                                             "disaggregated, multi-node, speculative decoding (mtp)",
+                                             "disaggregated, no speculative decoding"}
+
+
+def test_published_fronts_grouped_by_setup():
+    rows = _real_ix()
+    point = pd.DataFrame([dict(source="measured", status="ok", workload="DeepSeek-R1-0528", dtype="float8_e4m3fn",
+                               accelerator="NVIDIA H200", chips=8, input_length=1024, output_length=1024,
+                               output_tokens_per_s=8 * 150.0, interactivity_tokens_per_s=50.0, file="x.json")])
+    table = compare_published(point, rows).set_index("published_setup")
+    # H200 fp8: single-node sglang (conc 4, 8), single-node sglang with MTP (conc 16, 32, 64) and
+    # disaggregated multi-node dynamo-trt (8 prefill + 72 decode): three fronts.
+    assert table["front_points"].to_dict() == {
+        "aggregated, single-node, no speculative decoding": 2,
+        "aggregated, single-node, speculative decoding (mtp)": 3,
+        "disaggregated, multi-node, no speculative decoding": 3}
+    mtp = table.loc["aggregated, single-node, speculative decoding (mtp)"]
+    # MTP front at 50 tok/s/user: between (44.7267, 177.2696) and (60.8413, 119.7600).
+    x1, y1, x2, y2 = 44.72670042, 177.26958780707358, 60.84125044, 119.76000991759896
+    assert mtp["published_tokens_per_s_per_chip"] == pytest.approx(y1 + (y2 - y1) * (50 - x1) / (x2 - x1), rel=1e-6)
+
+
+def test_real_mlperf_tree_skips_non_llm_and_reads_precision(tmp_path, monkeypatch, capsys):
+    rows, notes = import_mlperf(REAL_TREE, input_length=1024, output_length=1024)
+    assert notes[0] == ("4 result(s) of benchmarks that are not LLMs skipped (retinanet, rgat, "
+                        "stable-diffusion-xl, whisper)")
+    assert "3 result(s) without a time per output token (Offline runs)" in notes[1] and len(notes) == 2
+    by = rows.set_index(["submitter", "published_model", "scenario"])
+    assert len(rows) == 7
+    # Google B200 deepseek-r1 Server: 'Completed tokens per second: 14630.74', TTFT p50 508547445 ns,
+    # TPOT p50 62252335 ns; measurements/.../B200-SXM-180GBx8_TRT_Server.json: weight_data_types fp4.
+    r1 = by.loc[("Google", "deepseek-r1", "Server")]
+    assert r1["output_tokens_per_s_per_chip"] == pytest.approx(14630.74 / 8)
+    assert (r1["ttft_p50_s"], r1["tpot_p50_s"]) == pytest.approx((0.508547445, 0.062252335))
+    assert r1["interactivity_tokens_per_s"] == pytest.approx(1 / 0.062252335)
+    assert (r1["precision"], r1["multinode"], r1["disaggregated"]) == ("fp4", False, None)
+    assert by.loc[("Google", "llama2-70b-99", "Interactive"), "output_tokens_per_s_per_chip"] == \
+        pytest.approx(52140.68 / 8)                    # LoadGen calls it Server; the folder says Interactive
+    assert by.loc[("Google", "llama2-70b-99", "Offline"), "precision"] == "fp8"       # the H200 system
+    assert by.loc[("AMD", "llama2-70b-99", "Offline"), "precision"] == "mxfp4"
+    assert by.loc[("AMD", "llama2-70b-99", "Offline"), "output_tokens_per_s_per_chip"] == pytest.approx(93045.8 / 8)
+    assert by.loc[("Dell", "llama2-70b-99", "Server"), "precision"] == "fp8"
+    from tpubench.output.published.match import accelerator_key
+    assert sorted(set(rows["accelerator"].map(accelerator_key))) == ["B200", "H200", "H200 NVL", "MI355X"]
+    code, stdout, stderr = run_cli(monkeypatch, capsys, "import", "mlperf", str(REAL_TREE), "--into", str(tmp_path))
+    assert code == 0 and "imported 7 published row(s)" in stdout and "not LLMs skipped" in stderr
+
+
+def test_real_mlperf_summary_csv_says_it_cannot_be_compared(tmp_path, monkeypatch, capsys):
+    rows, notes = import_mlperf(REAL_CSV)
+    assert len(rows) == 13 and set(rows["precision"]) == {"fp4"} and rows["interactivity_tokens_per_s"].isna().all()
+    # GigaComputing G894-SD1, 8x B200, deepseek-r1 Offline: Result 30873.9 Tokens/s.
+    first = rows.iloc[0]
+    assert (first["published_model"], first["scenario"]) == ("deepseek-r1", "Offline")
+    assert first["output_tokens_per_s_per_chip"] == pytest.approx(30873.9 / 8)
+    # rgat, stable-diffusion-xl (x2), whisper are not LLMs; llama3.1-8b Interactive is in Queries/s.
+    assert "5 row(s) not in tokens/s, not an LLM or without accelerators left out" in notes[0]
+    code, stdout, stderr = run_cli(monkeypatch, capsys, "import", "mlperf", str(REAL_CSV), "--into", str(tmp_path))
+    assert code == 0
+    assert "13 summary.csv row(s) give throughput only, no TTFT or TPOT: they cannot be placed" in stderr
+
+
+@pytest.mark.parametrize("name, canonical", [
+    ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA H200-NVL-141GB", "H200 NVL"), ("NVIDIA H200-SXM-141GB", "H200"),
+    ("h200", "H200"), ("NVIDIA GH200 144GB HBM3e", None), ("gb200", "GB200"), ("NVIDIA GB200", "GB200"),
+    ("b200", "B200"), ("b300", "B300"), ("mi300x", "MI300X"), ("mi325x", "MI325X"), ("mi355x", "MI355X"),
+    ("AMD Instinct MI300X 192GB HBM3", "MI300X"), ("AMD Instinct MI325X 256GB HBM3e", "MI325X"),
+    ("AMD Instinct MI355X 288GB HBM3e", "MI355X"),
+    ("AMD Instinct MI300X 192GB HBM3 (x32), AMD Instinct MI325X 256GB HBM3e (x16)", None),   # two chips
+])
+def test_published_accelerator_names_normalised(name, canonical):
+    from tpubench.hardware.accelerators import chip_peaks, normalize_accelerator
+    assert normalize_accelerator(name, "cuda") == canonical
+    if canonical:
+        assert chip_peaks(canonical) is not None, f"no spec row for {canonical}"
+
+
+def test_h200_nvl_and_sxm_are_different_chips():
+    from tpubench.hardware.accelerators import _specs, chip_peaks
+    nvl, sxm = chip_peaks("H200 NVL"), chip_peaks("H200")
+    assert nvl["peak_bf16_flops"] == 835.5e12 and sxm["peak_bf16_flops"] == 989e12
+    assert (_specs()["H200 NVL"]["tdp_w"], _specs()["H200"]["tdp_w"]) == ("600", "700")

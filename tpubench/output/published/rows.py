@@ -27,10 +27,19 @@ COLUMNS = [
     "output_tokens_per_s_per_chip", "total_tokens_per_s_per_chip", "interactivity_tokens_per_s",
     "ttft_p50_s", "ttft_mean_s", "ttft_p99_s", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "e2e_p50_s",
     "valid", "date", "reference",
+    # How the publisher ran it: fronts are drawn per (spec_decoding, disaggregated, multinode) group,
+    # never across them (a speculative-decoding or multi-node disaggregated run is another system).
+    "spec_decoding", "disaggregated", "multinode",
+    # Chips that produced the output tokens (a disaggregated row's decode GPUs); NaN = all `chips`.
+    "decode_chips",
+    # Where a $ figure came from: "list" (a cloud's list price) or the publisher's own cost model
+    # (e.g. "InferenceX TCO"), with its $ per million output tokens; the two are never mixed.
+    "cost_basis", "publisher_usd_per_mtok",
 ]
 _NUMERIC = {"input_length", "output_length", "concurrency", "chips", "output_tokens_per_s_per_chip",
             "total_tokens_per_s_per_chip", "interactivity_tokens_per_s", "ttft_p50_s", "ttft_mean_s",
-            "ttft_p99_s", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "e2e_p50_s"}
+            "ttft_p99_s", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "e2e_p50_s",
+            "decode_chips", "publisher_usd_per_mtok"}
 
 
 def published_frame(rows: list[dict]) -> pd.DataFrame:
@@ -39,7 +48,29 @@ def published_frame(rows: list[dict]) -> pd.DataFrame:
     for column in _NUMERIC:
         df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
     df["valid"] = df["valid"].map(_truth).astype(bool)
+    # How it was run: True/False, or None where the publisher does not say (kept apart from False).
+    for column in ("disaggregated", "multinode"):
+        df[column] = df[column].map(_flag).astype(object)
+    df["spec_decoding"] = df["spec_decoding"].map(_spec_method).astype(object)
     return df
+
+
+def _flag(value) -> bool | None:
+    """A stored yes/no cell: True, False, or None when unknown (empty)."""
+    if isinstance(value, str):
+        low = value.strip().lower()
+        return True if low in ("true", "1", "yes") else False if low in ("false", "0", "no") else None
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return bool(value)
+
+
+def _spec_method(value) -> str | None:
+    """The speculative-decoding method, lower case ('none' when the publisher says none); None unknown."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip().lower()
+    return text or None
 
 
 def _truth(value) -> bool:

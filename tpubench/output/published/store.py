@@ -21,6 +21,8 @@ from tpubench.records.csv_safety import neutralize_frame
 from tpubench.records.result import replace_file
 
 FOLDER = "published"
+# The reference rows shipped with tpubench (data/published/*.csv, sources in its SOURCES.md).
+SHIPPED_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "published"
 _REQUIRED = {"publisher", "model", "accelerator", "chips", "output_tokens_per_s_per_chip"}
 
 
@@ -78,3 +80,10 @@ def read_published(paths, *, warn: Callable[[str], None] | None = None) -> pd.Da
     if not frames:
         return published_frame([]).assign(file=pd.Series(dtype=object))
     return pd.concat(frames, ignore_index=True)
+
+
+def shipped_published(*, warn: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """The reference published rows shipped with tpubench (data/published/*.csv: real public
+    operating points, each naming its publisher, date and reference), as read_published gives
+    them: COLUMNS plus `file` (the shipped CSV it came from)."""
+    return read_published(sorted(SHIPPED_DIR.glob("*.csv")), warn=warn)
