@@ -21,7 +21,7 @@ from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.registry import SCENARIOS
 from tpubench.spec.point import DEFAULT_KIND
 from tpubench.spec.sections import (FULL_SCALE, Execution, Measurement, ModelSpec, Parallel, ScaleSpec, Strict,
-                                    as_list, safe_name)
+                                    as_list, bad_number, safe_name)
 
 # The `scenario:` section is one of the registered scenarios' sections, told apart by `kind`.
 ScenarioSection = Union[tuple(s.schema for s in SCENARIOS.values())]
@@ -92,9 +92,18 @@ def load_workload(path: str | Path) -> Workload:
     path = Path(path)
     if not path.is_file():
         raise UserError("no such workload file", where=str(path))
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x}): save the file as UTF-8",
+                        where=f"{path}:{line}") from None
     try:
         data, root = _parse_yaml(text)
+    except _TooManyDigits as exc:
+        raise UserError(f"a number of {exc.digits:,} digits: no workload value is that large",
+                        where=f"{path}:{exc.line}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -104,6 +113,9 @@ def load_workload(path: str | Path) -> Workload:
         raise UserError("the file is empty; expected a mapping with name, model and scenario", where=str(path))
     if not isinstance(data, dict):
         raise UserError(f"expected a mapping at the top level, found {type(data).__name__}", where=str(path))
+    number = bad_number(data)
+    if number:
+        raise _user_error(path, root, *number)
     try:
         # The directory of the file: where a routing trace named in it is read from.
         workload = Workload.model_validate(data, context={"workload_dir": str(path.parent)})
@@ -123,15 +135,42 @@ def load_workload(path: str | Path) -> Workload:
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class _TooManyDigits(Exception):
+    def __init__(self, line: int, digits: int):
+        self.line, self.digits = line, digits
+
+
 def _parse_yaml(text: str) -> tuple[Any, Any]:
     """The file's data and its node tree (whose marks give line numbers), from one parse: the same
     as yaml.safe_load (safe constructor only) plus yaml.compose."""
     loader = _SafeLoader(text)
     try:
         root = loader.get_single_node()
-        return (loader.construct_document(root) if root is not None else None), root
+        try:
+            return (loader.construct_document(root) if root is not None else None), root
+        except ValueError:
+            # Python reads no integer of more than 4300 digits (int_max_str_digits): name its line.
+            node = _long_int(root)
+            if node is None:
+                raise
+            raise _TooManyDigits(node.start_mark.line + 1, len(node.value)) from None
     finally:
         loader.dispose()
+
+
+def _long_int(node):
+    """The first integer scalar under `node` too long for Python to read (iterative: the tree may be deep)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.ScalarNode):
+            if n.tag == "tag:yaml.org,2002:int" and len(n.value) > 4300:
+                return n
+        elif isinstance(n, yaml.MappingNode):
+            stack.extend(v for pair in reversed(n.value) for v in reversed(pair))
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(reversed(n.value))
+    return None
 
 
 def _user_error(path: Path, root, loc: tuple, message: str) -> UserError:

@@ -43,7 +43,57 @@ def safe_name(value: str) -> str:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+    # No float field takes inf or NaN unless it says so (Field(allow_inf_nan=True)): an infinite
+    # timeout or think time passes any bound and then hangs the run.
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True, allow_inf_nan=False)
+
+
+# Any time a workload gives (a timeout, a duration, a measurement's limit): 30 days. Longer is a
+# unit slip, and a run that long is not a benchmark.
+MAX_SECONDS = 30 * 86_400.0
+# Iterations, warm-up steps, and chips one point's model is sharded over: far beyond any real run.
+MAX_ITERATIONS = 1_000_000
+MAX_CHIPS = 1 << 16
+# Tokens in one sequence: the largest context a model config may declare (models/config_check.py).
+MAX_SEQUENCE_TOKENS = 1 << 24
+
+# Numbers beyond a signed 64-bit integer: no count, size, seed, id, rate or time a workload holds
+# is one (a float that large is a unit slip), and numpy, torch and JSON readers overflow on them.
+INT_LIMIT = (1 << 63) - 1
+
+
+def bad_number(data: Any, loc: tuple = ()) -> tuple[tuple, str] | None:
+    """(path, why) of the first number anywhere in a workload's data that no field can take: NaN,
+    a finite number beyond INT_LIMIT either way, or an infinity inside a mapping the schema does
+    not type (model.config, a scale's config, compile_options), where nothing else would refuse
+    it. The typed fields refuse infinities themselves (Strict), all but the one that means
+    something (an infinite request rate)."""
+    if isinstance(data, float):
+        if data != data:
+            return loc, "not a number (NaN)"
+        if data in (float("inf"), float("-inf")):
+            return (loc, f"must be a finite number (got {data})") if _untyped(loc) else None
+        if abs(data) > INT_LIMIT:
+            return loc, f"{data:g} is beyond any value a workload holds (at most {float(INT_LIMIT):.3g} either way)"
+    elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > INT_LIMIT:
+        return loc, f"an integer of {len(str(data)) if data.bit_length() < 14000 else 'thousands of'} digits: " \
+                    f"at most {INT_LIMIT:,}"
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            found = bad_number(value, (*loc, key))
+            if found:
+                return found
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found = bad_number(value, (*loc, i))
+            if found:
+                return found
+    return None
+
+
+def _untyped(loc: tuple) -> bool:
+    return (loc[:2] == ("model", "config") or (loc[:1] == ("scales",) and loc[2:3] == ("config",))
+            or loc[:2] == ("execution", "compile_options"))
 
 
 def axis(value):
@@ -140,11 +190,16 @@ def routing_values(model: ModelSpec) -> list:
     return [v.point_value() if hasattr(v, "point_value") else v for v in as_list(model.routing)]
 
 
+SequenceTokens = Annotated[int, Field(gt=0, le=MAX_SEQUENCE_TOKENS)]
+# A batch of more sequences than one sequence may have tokens: a unit slip.
+BatchSize = SequenceTokens
+
+
 class ScenarioOverride(Strict):
-    batch_size: Union[PositiveInt, list[PositiveInt], None] = None
-    input_length: Union[PositiveInt, list[PositiveInt], None] = None
-    output_length: Union[PositiveInt, list[PositiveInt], None] = None
-    sequence_length: Union[PositiveInt, list[PositiveInt], None] = None
+    batch_size: Union[BatchSize, list[BatchSize], None] = None
+    input_length: Union[SequenceTokens, list[SequenceTokens], None] = None
+    output_length: Union[SequenceTokens, list[SequenceTokens], None] = None
+    sequence_length: Union[SequenceTokens, list[SequenceTokens], None] = None
 
 
 class ScaleSpec(Strict):
@@ -166,10 +221,10 @@ class Execution(Strict):
 
 
 class Measurement(Strict):
-    warmup: int = Field(2, ge=0)
-    min_iterations: PositiveInt = 5
-    min_seconds: float = Field(1.0, ge=0)
-    max_seconds: float = Field(300.0, gt=0)
+    warmup: int = Field(2, ge=0, le=MAX_ITERATIONS)
+    min_iterations: int = Field(5, gt=0, le=MAX_ITERATIONS)
+    min_seconds: float = Field(1.0, ge=0, le=MAX_SECONDS)
+    max_seconds: float = Field(300.0, gt=0, le=MAX_SECONDS)
     target_ci: float | None = Field(None, gt=0, lt=1)
     max_cv: float = Field(0.10, gt=0)
     seed: int = 0
@@ -182,15 +237,18 @@ class Measurement(Strict):
         return v
 
 
+Chips = Annotated[int, Field(gt=0, le=MAX_CHIPS)]
+
+
 class Parallel(Strict):
     """How many chips one point's model is sharded over (docs/multi-chip.md); chips = world size."""
 
-    tensor: Union[PositiveInt, list[PositiveInt]] = 1   # transformers tp_plan="auto"
-    expert: Union[PositiveInt, list[PositiveInt]] = 1   # experts split over ranks, attention tensor-parallel
-    data: Union[PositiveInt, list[PositiveInt]] = 1     # training: data-parallel ranks (DDP, or FSDP2)
+    tensor: Union[Chips, list[Chips]] = 1   # transformers tp_plan="auto"
+    expert: Union[Chips, list[Chips]] = 1   # experts split over ranks, attention tensor-parallel
+    data: Union[Chips, list[Chips]] = 1     # training: data-parallel ranks (DDP, or FSDP2)
     fsdp: bool = False                                  # training: shard parameters (fully_shard) over them
     # A collective that waits longer than this fails the point: a dead or hung rank never hangs a sweep.
-    collective_timeout_s: float = Field(300.0, gt=0)
+    collective_timeout_s: float = Field(300.0, gt=0, le=MAX_SECONDS)
 
     _non_empty = field_validator("tensor", "expert", "data")(classmethod(lambda cls, v: axis(v)))
 

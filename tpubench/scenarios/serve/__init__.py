@@ -25,10 +25,11 @@ class Serve:
 
     def check_workload(self, workload, scale, config):
         """A launched server told to serve model 'build' serves the workload's model: without a
-        model block there is nothing to build, and that is known before any server starts. The
-        files of a traffic section are read whole once (bad rows: file:line errors)."""
+        model block there is nothing to build, and that is known before any server starts. Request and
+        point sizes are bounded by the model's context and the serve bounds, and the files of a
+        traffic section are read whole once (bad rows: file:line errors)."""
         if scale == FULL_SCALE:
-            workload.scenario.check_traffic_files()
+            workload.scenario.check_against_model(config)
         launch = workload.scenario.server.launch
         if workload.model is None and launch is not None and launch.model == "build":
             raise FieldProblem(("scenario", "server", "launch", "model"),

@@ -18,7 +18,7 @@ Any list is a sweep axis: concurrencies or request rates, and fixed input or out
 from __future__ import annotations
 
 import math
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import (
     BaseModel,
@@ -31,13 +31,35 @@ from pydantic import (
     model_validator,
 )
 
+from tpubench.scenarios import FieldProblem
+from tpubench.serving.traffic.bounds import (
+    MAX_BUILT_TOKENS,
+    MAX_CONCURRENCY,
+    MAX_POINT_TOKENS,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    UNKNOWN_CONTEXT,
+    Context,
+    multi_turn_request_tokens,
+    multi_turn_session_tokens,
+    sessions_of,
+)
 from tpubench.spec.sections import Strict
 
 PRESETS = ("transformers", "vllm", "vllm-tpu", "vllm-torchtpu", "vllm-neuron", "sglang", "custom")
 
+# Bounded numbers (serving/traffic/bounds.py says why each bound): no model's context holds more
+# tokens than UNKNOWN_CONTEXT, and the workload's own model is checked after the schema.
+Tokens = Annotated[int, Field(gt=0, le=UNKNOWN_CONTEXT)]
+Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
+Requests = Annotated[int, Field(gt=0, le=MAX_REQUESTS)]
+InFlight = Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]
+# The one float that may be infinite: a rate of .inf sends every request at once.
+Rate = Annotated[float, Field(gt=0, allow_inf_nan=True)]
+
 
 class UniformLengths(Strict):
-    uniform: tuple[PositiveInt, PositiveInt]
+    uniform: tuple[Tokens, Tokens]
 
     @field_validator("uniform")
     @classmethod
@@ -51,7 +73,7 @@ class CsvLengths(Strict):
     csv: str   # a file of input_length,output_length rows (relative to the workload file)
 
 
-Lengths = Union[PositiveInt, list[PositiveInt], UniformLengths, CsvLengths]
+Lengths = Union[Tokens, list[Tokens], UniformLengths, CsvLengths]
 
 
 class Launch(Strict):
@@ -66,9 +88,9 @@ class Launch(Strict):
     command: Union[str, list[str], None] = None
     args: list[str] = Field(default_factory=list)       # appended to the preset's command
     host: str = "127.0.0.1"
-    port: PositiveInt | None = None                     # default: a free port
+    port: Annotated[int, Field(gt=0, le=65535)] | None = None   # default: a free port
     ready_path: str = "/v1/models"
-    startup_timeout_s: PositiveFloat = 180.0
+    startup_timeout_s: Seconds = 180.0
     env: dict[str, str] = Field(default_factory=dict)
     # The Python that serves ({python} in a command; a preset's console script is the one next to
     # it): a venv of the stack's own. Default: TPUBENCH_VLLM_PYTHON for the vLLM presets, else tpubench's.
@@ -132,13 +154,13 @@ class FindCapacity(Strict):
 
 
 class Load(Strict):
-    concurrency: Union[PositiveInt, list[PositiveInt], None] = None       # closed loop
-    request_rate: Union[PositiveFloat, list[PositiveFloat], None] = None  # open loop, requests/s (.inf allowed)
+    concurrency: Union[InFlight, list[InFlight], None] = None       # closed loop
+    request_rate: Union[Rate, list[Rate], None] = None  # open loop, requests/s (.inf allowed)
     burstiness: PositiveFloat = 1.0          # Gamma shape of the gaps: 1 = Poisson, < 1 burstier
-    max_concurrency: PositiveInt | None = None
-    num_requests: PositiveInt | None = 64
-    duration_s: PositiveFloat | None = None  # instead of num_requests: send for this long
-    warmup_requests: int = Field(2, ge=0)
+    max_concurrency: InFlight | None = None
+    num_requests: Requests | None = 64
+    duration_s: Seconds | None = None  # instead of num_requests: send for this long
+    warmup_requests: int = Field(2, ge=0, le=MAX_REQUESTS)
     # An open-loop sweep skips the rates above one that over-saturates the server (serving/saturation.py).
     stop_at_saturation: bool = True
     find_capacity: FindCapacity | None = None  # instead of concurrency and request_rate
@@ -158,9 +180,9 @@ class Load(Strict):
 
 
 class Slo(Strict):
-    ttft_s: PositiveFloat | None = None
-    tpot_s: PositiveFloat | None = None
-    e2e_s: PositiveFloat | None = None
+    ttft_s: Seconds | None = None
+    tpot_s: Seconds | None = None
+    e2e_s: Seconds | None = None
 
 
 class DatasetTraffic(Strict):
@@ -169,29 +191,29 @@ class DatasetTraffic(Strict):
 
     path: str                                   # relative to the workload file
     order: Literal["sampled", "in_order"] = "sampled"
-    output_length: PositiveInt | None = None    # for rows without one (default: the scenario's)
+    output_length: Tokens | None = None    # for rows without one (default: the scenario's)
 
 
 class SharedPrefixTraffic(Strict):
     """Synthetic prompts sharing prefixes, as vLLM's prefix_repetition dataset."""
 
-    num_prefixes: PositiveInt = 1
-    prefix_length: PositiveInt                  # tokens of each shared prefix
-    suffix_length: PositiveInt                  # tokens of each request's own question
+    num_prefixes: Requests = 1
+    prefix_length: Tokens                       # tokens of each shared prefix
+    suffix_length: Tokens                       # tokens of each request's own question
     prefix_share: float = Field(1.0, ge=0, le=1)   # the share of requests that use a shared prefix
-    output_length: PositiveInt | None = None    # default: the scenario's
+    output_length: Tokens | None = None         # default: the scenario's
 
 
 class MultiTurnTraffic(Strict):
     """Conversations resending their history; the load's concurrency is the sessions in flight."""
 
-    turns: PositiveInt
-    user_length: PositiveInt                    # tokens of each user turn
-    answer_length: PositiveInt                  # max_tokens of each answer
-    think_time_s: float = Field(0.0, ge=0)      # between an answer and the next turn
-    system_prompt_length: int = Field(0, ge=0)
-    num_system_prompts: PositiveInt = 1         # system prompts shared by the sessions
-    sessions: PositiveInt | None = None         # in all (default: ceil(num_requests / turns))
+    turns: Tokens                               # (each turn adds at least two tokens to the history)
+    user_length: Tokens                         # tokens of each user turn
+    answer_length: Tokens                       # max_tokens of each answer
+    think_time_s: float = Field(0.0, ge=0, le=MAX_SECONDS)   # between an answer and the next turn
+    system_prompt_length: int = Field(0, ge=0, le=UNKNOWN_CONTEXT)
+    num_system_prompts: Requests = 1            # system prompts shared by the sessions
+    sessions: Requests | None = None            # in all (default: ceil(num_requests / turns))
 
 
 class TraceTraffic(Strict):
@@ -200,7 +222,7 @@ class TraceTraffic(Strict):
     path: str
     format: Literal["mooncake", "azure"] | None = None     # default: from the extension
     time_scale: Union[PositiveFloat, list[PositiveFloat]] = 1.0   # x trace time: 0.5 replays twice as fast
-    block_size: PositiveInt = 512               # tokens per hash id (Mooncake's)
+    block_size: Tokens = 512                    # tokens per hash id (Mooncake's)
 
 
 class Traffic(Strict):
@@ -235,7 +257,7 @@ class ServeSection(Strict):
     traffic: Traffic | None = None
     # Ask for exactly output_length tokens (ignore_eos / min_tokens) where the server takes them.
     exact_output: bool = True
-    request_timeout_s: PositiveFloat = 120.0
+    request_timeout_s: Seconds = 120.0
     slo: Slo = Slo()
     seed: int = 0
     _workload_dir: str | None = PrivateAttr(None)
@@ -281,16 +303,115 @@ class ServeSection(Strict):
         self._workload_dir = (info.context or {}).get("workload_dir")
         return self
 
-    def check_traffic_files(self) -> None:
-        """The dataset or trace a traffic section names, read whole (streamed) when the workload is
-        loaded, after the schema and the model's config: a bad row is a UserError naming its
-        file:line and field. Only when the workload's folder is known (the loader gives it)."""
-        if self.traffic is not None and self._workload_dir is not None:
-            from tpubench.serving.traffic.plan import check_traffic
+    def check_against_model(self, model_config: dict | None) -> None:
+        """A point's size against the workload's model and the bounds of serving/traffic/bounds.py
+        (a request within the model's context; requests, tokens, prompt text and time within a
+        point's), then the traffic's files, after the schema and the model's config. Out of bounds
+        is a FieldProblem naming the field; a bad file row a UserError naming file:line and field."""
+        context = Context.of(model_config)
+        self._check_sizes(context)
+        self.check_traffic_files(context)
 
-            check_traffic(self.traffic.model_dump(exclude_none=True), self._workload_dir,
-                          self.output_length if isinstance(self.output_length, int) else None,
-                          chat=self.endpoint == "chat")
+    def _check_sizes(self, context: Context) -> None:
+        mode = self.traffic.mode() if self.traffic else None
+        n = self.load.num_requests if self.load.duration_s is None else None   # None: the duration decides
+        out = _largest(self.output_length)
+        concurrency = max(_as_list(self.load.concurrency) or [1])
+        if mode is None:
+            i_len = _largest(self.input_length)
+            if i_len is None or out is None:    # lengths from a CSV file: its rows are the user's
+                return
+            _fits(context, i_len + out, ("scenario", "input_length"),
+                  f"{i_len:,} prompt + {out:,} output tokens")
+            if n is not None:
+                _within(n * (i_len + out), MAX_POINT_TOKENS, ("scenario", "load", "num_requests"),
+                        f"{n:,} requests of up to {i_len + out:,} tokens", "tokens sent and asked for")
+                _within((n + self.load.warmup_requests) * i_len, MAX_BUILT_TOKENS, ("scenario", "load", "num_requests"),
+                        f"{n + self.load.warmup_requests:,} prompts of up to {i_len:,} tokens", "prompt tokens made")
+        elif mode == "shared_prefix":
+            cfg = self.traffic.shared_prefix
+            out = cfg.output_length or out
+            here = ("scenario", "traffic", "shared_prefix")
+            per = cfg.prefix_length + cfg.suffix_length
+            _fits(context, per + out, (*here, "prefix_length"),
+                  f"{cfg.prefix_length:,} prefix + {cfg.suffix_length:,} suffix + {out:,} output tokens")
+            if n is not None:
+                _within(n * (per + out), MAX_POINT_TOKENS, ("scenario", "load", "num_requests"),
+                        f"{n:,} requests of {per + out:,} tokens", "tokens sent and asked for")
+            built = cfg.num_prefixes * cfg.prefix_length + ((n or 0) + self.load.warmup_requests) * per
+            _within(built, MAX_BUILT_TOKENS, (*here, "num_prefixes"),
+                    f"{cfg.num_prefixes:,} prefixes and {(n or 0) + self.load.warmup_requests:,} prompts",
+                    "prompt tokens made")
+        elif mode == "multi_turn":
+            cfg = self.traffic.multi_turn
+            here = ("scenario", "traffic", "multi_turn")
+            shape = (cfg.turns, cfg.user_length, cfg.answer_length, cfg.system_prompt_length)
+            _fits(context, multi_turn_request_tokens(*shape), (*here, "turns"),
+                  f"the last of {cfg.turns:,} turns resends the whole history: "
+                  f"{multi_turn_request_tokens(*shape):,} tokens")
+            sessions = sessions_of(cfg.sessions, n, cfg.turns, concurrency)
+            loc = (*here, "sessions") if cfg.sessions else ("scenario", "load", "num_requests")
+            _within(sessions * cfg.turns, MAX_REQUESTS, loc, f"{sessions:,} sessions of {cfg.turns:,} turns",
+                    "requests")
+            _within(sessions * multi_turn_session_tokens(*shape), MAX_POINT_TOKENS, loc,
+                    f"{sessions:,} sessions resending their histories", "tokens sent and asked for")
+            _within(sessions * cfg.turns * cfg.user_length + cfg.num_system_prompts * cfg.system_prompt_length,
+                    MAX_BUILT_TOKENS, loc, f"{sessions:,} sessions' user turns and the system prompts",
+                    "prompt tokens made")
+            _within(cfg.turns * cfg.think_time_s, MAX_SECONDS, (*here, "think_time_s"),
+                    f"{cfg.turns:,} turns x {cfg.think_time_s:g} s of think time", "seconds a session lasts")
+        elif mode == "dataset" and n is not None:
+            out = self.traffic.dataset.output_length or out
+            if out is not None:
+                _within(n * out, MAX_POINT_TOKENS, ("scenario", "load", "num_requests"),
+                        f"{n:,} requests of {out:,} output tokens", "tokens asked for")
+
+    def check_traffic_files(self, context: Context | None = None) -> None:
+        """The dataset or trace a traffic section names, read whole (streamed) when the workload is
+        loaded, after the schema and the model's config: a bad row (or, with `context`, one that
+        does not fit in it) is a UserError naming its file:line and field; a replay too large for
+        a point, a FieldProblem. Only when the workload's folder is known (the loader gives it)."""
+        if self.traffic is None or self._workload_dir is None:
+            return
+        from tpubench.serving.traffic.plan import check_traffic
+
+        # A replay sends the whole trace unless load.num_requests is set (sweep.points).
+        limit = self.load.num_requests if "num_requests" in self.load.model_fields_set else None
+        info = check_traffic(self.traffic.model_dump(exclude_none=True), self._workload_dir,
+                             self.output_length if isinstance(self.output_length, int) else None,
+                             chat=self.endpoint == "chat", context=context, limit=limit)
+        if self.traffic.trace is not None and "rows_sent" in info:
+            here = ("scenario", "traffic", "trace", "path")
+            what = f"a replay of {info['rows_sent']:,} rows"
+            hint = ": set load.num_requests to replay the first rows"
+            _within(info["rows_sent"], MAX_REQUESTS, here, what, "requests", hint)
+            _within(info["tokens_sent"], MAX_POINT_TOKENS, here, what, "tokens sent and asked for", hint)
+            slowest = max(_as_list(self.traffic.trace.time_scale))
+            _within(info["span_sent_s"] * slowest, MAX_SECONDS, ("scenario", "traffic", "trace", "time_scale"),
+                    f"{what} spanning {info['span_sent_s']:.6g} s x time_scale {slowest:g}", "seconds")
+
+
+def _as_list(value) -> list:
+    return [] if value is None else list(value) if isinstance(value, list) else [value]
+
+
+def _largest(lengths) -> int | None:
+    """The largest length a Lengths value asks for; None for a CSV of lengths (or none given)."""
+    if isinstance(lengths, UniformLengths):
+        return lengths.uniform[1]
+    values = _as_list(lengths)
+    return max(values) if values and all(isinstance(v, int) for v in values) else None
+
+
+def _fits(context: Context, tokens: int, loc: tuple, what: str) -> None:
+    if tokens > context.tokens:
+        raise FieldProblem(loc, f"{what} exceed {context.words()}")
+
+
+def _within(value: float, bound: float, loc: tuple, what: str, unit: str, hint: str = "") -> None:
+    if value > bound:
+        raise FieldProblem(loc, f"{what}: {value:,.0f} {unit}, more than a point's {bound:,.0f} "
+                                f"(docs/scenarios/serve.md, Bounds){hint}")
 
 
 def load_axis(load: Load) -> list[dict]:

@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -137,20 +137,77 @@ def warmup_specs(vocab: Vocabulary, n: int, prompt_tokens: int, max_tokens: int,
     return out
 
 
-def jsonl_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, str, dict]]:
+# A line of a traffic file longer than this is refused, not read: a file without newlines would
+# otherwise be read whole into memory. A JSONL row is a prompt or a chat (a 128k-token chat is
+# about 0.5 MB) or a trace row; 16 MiB is far beyond either.
+MAX_LINE_BYTES = 16 << 20
+
+
+def open_file(path: Path, what: str) -> BinaryIO:
+    """A traffic file opened for reading as bytes (text_lines decodes it); anything else, a
+    folder or a pipe included (a pipe would block the read), is a UserError naming it."""
+    try:
+        if not path.is_file():
+            raise UserError(f"no such {what} file" if not path.exists() else f"the {what} is not a regular file",
+                            where=str(path))
+        return path.open("rb")
+    except OSError as exc:
+        raise UserError(f"cannot read the {what}: {exc.strerror or exc}", where=str(path)) from None
+
+
+def text_lines(path: Path, f: BinaryIO) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of `f`, its line ending kept: UTF-8 checked line by line
+    (a byte that is not names its line), a UTF-8 byte order mark dropped, and a line over
+    MAX_LINE_BYTES refused before it is read whole."""
+    line_no = 0
+    while True:
+        raw = f.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        line_no += 1
+        where = f"{path}:{line_no}"
+        if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+            raise UserError(f"a line longer than {MAX_LINE_BYTES >> 20} MiB: not a traffic file row", where=where)
+        try:
+            text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): "
+                            "save the file as UTF-8", where=where) from None
+        yield line_no, text
+
+
+def jsonl_objects(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, dict]]:
     """(line number, "file:line", object) of each non-blank line of a JSONL file (a dataset, a
-    Mooncake trace); a line that is not a JSON object is a UserError naming file:line."""
-    for line_no, line in enumerate(lines, start=1):
+    Mooncake trace), from text_lines; a line that is not a JSON object is a UserError naming
+    file:line, a nesting too deep for the reader and a number of thousands of digits included."""
+    for line_no, line in lines:
         if not line.strip():
             continue
         where = f"{path}:{line_no}"
         try:
             row = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"not a JSON object: {exc.msg}", where=where) from None
+        except RecursionError:
+            raise UserError("not a JSON object: nested too deeply to read", where=where) from None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"not a JSON object: {exc.msg} (column {exc.colno})", where=where) from None
+        except ValueError:
+            # Python refuses to read an integer of more than 4300 digits (int_max_str_digits).
+            raise UserError("not a JSON object: a number too long to read (over 4300 digits)", where=where) from None
         if not isinstance(row, dict):
             raise UserError(f"expected a JSON object, got {type(row).__name__}", where=where)
         yield line_no, where, row
+
+
+def show(value: Any, width: int = 40) -> str:
+    """A value for an error message, at most `width` characters: never a 16 MiB prompt or an
+    integer of thousands of digits echoed to the terminal."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {len(str(value)) if value.bit_length() < 14000 else 'thousands of'} digits"
+    try:
+        text = repr(value) if isinstance(value, str) else json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def resolve(path: str | Path, base_dir: str | Path | None) -> Path:

@@ -14,42 +14,48 @@ keeps a point cold.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from tpubench.errors import UserError
+from tpubench.serving.traffic.bounds import UNKNOWN_CONTEXT, Context
 from tpubench.serving.traffic.common import (
     STREAM_ORDER,
     RequestSpec,
     TrafficPlan,
     Vocabulary,
     jsonl_objects,
+    open_file,
     resolve,
+    show,
+    text_lines,
     warmup_specs,
 )
 
 ROLES = ("system", "user", "assistant", "developer", "tool")
 
 
-def read_rows(path: str | Path, default_output: int | None) -> list[tuple[int, RequestSpec]]:
-    """(line number, request) for every row; a bad row is a UserError naming file:line and field."""
+def read_rows(path: str | Path, default_output: int | None,
+              context: Context | None = None) -> list[tuple[int, RequestSpec]]:
+    """(line number, request) for every row; a bad row is a UserError naming file:line and field.
+    With `context`, an answer that leaves no room for a prompt in it is a bad row too."""
     p = Path(path)
-    return list(_rows(p, default_output))
+    return list(_rows(p, default_output, context))
 
 
-def _rows(p: Path, default_output: int | None) -> Iterator[tuple[int, RequestSpec]]:
-    try:
-        f = p.open(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read the dataset: {exc.strerror or exc}", where=str(p)) from None
+def _rows(p: Path, default_output: int | None, context: Context | None) -> Iterator[tuple[int, RequestSpec]]:
     found = False
-    with f:
-        for line_no, where, row in jsonl_objects(p, f):
+    with open_file(p, "dataset") as f:
+        for line_no, where, row in jsonl_objects(p, text_lines(p, f)):
             found = True
-            yield line_no, _spec(row, where, default_output)
+            spec = _spec(row, where, default_output)
+            if context is not None and spec.max_tokens >= context.tokens:
+                name = next((n for n in ("output_length", "max_tokens") if n in row), "output_length")
+                raise UserError(f"{spec.max_tokens:,} output tokens leave no room for the prompt in {context.words()}",
+                                where=where, field=name)
+            yield line_no, spec
     if not found:
         raise UserError("the dataset has no rows", where=str(p))
 
@@ -64,7 +70,10 @@ def _spec(row: dict, where: str, default_output: int | None) -> RequestSpec:
         if name in row:
             v = row[name]
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise UserError(f"must be a positive integer (got {v!r})", where=where, field=name)
+                raise UserError(f"must be a positive integer (got {show(v)})", where=where, field=name)
+            if v > UNKNOWN_CONTEXT:
+                raise UserError(f"{show(v)} tokens: more than any model's context ({UNKNOWN_CONTEXT:,})", where=where,
+                                field=name)
             out = v
     if out is None:
         raise UserError("no output length: give output_length in the row or the workload's output_length",
@@ -72,28 +81,23 @@ def _spec(row: dict, where: str, default_output: int | None) -> RequestSpec:
     if has_prompt:
         prompt = row["prompt"]
         if not isinstance(prompt, str) or not prompt:
-            raise UserError(f"must be a non-empty string (got {_short(prompt)})", where=where, field="prompt")
+            raise UserError(f"must be a non-empty string (got {show(prompt)})", where=where, field="prompt")
         return RequestSpec(prompt, 0, out)
     messages = row["messages"]
     if not isinstance(messages, list) or not messages:
-        raise UserError(f"must be a non-empty list of messages (got {_short(messages)})", where=where,
+        raise UserError(f"must be a non-empty list of messages (got {show(messages)})", where=where,
                         field="messages")
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
-            raise UserError(f"a message is an object with role and content (got {_short(m)})", where=where,
+            raise UserError(f"a message is an object with role and content (got {show(m)})", where=where,
                             field=f"messages.{i}")
         if m.get("role") not in ROLES:
-            raise UserError(f"role must be one of {', '.join(ROLES)} (got {_short(m.get('role'))})", where=where,
+            raise UserError(f"role must be one of {', '.join(ROLES)} (got {show(m.get('role'))})", where=where,
                             field=f"messages.{i}.role")
         if not isinstance(m.get("content"), str):
-            raise UserError(f"content must be a string (got {_short(m.get('content'))})", where=where,
+            raise UserError(f"content must be a string (got {show(m.get('content'))})", where=where,
                             field=f"messages.{i}.content")
     return RequestSpec("", 0, out, messages=tuple({"role": m["role"], "content": m["content"]} for m in messages))
-
-
-def _short(v) -> str:
-    text = json.dumps(v) if not isinstance(v, str) else repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def plan(cfg: dict, *, n: int, warmup: int, seed: int, vocab: Vocabulary, base_dir: str | Path | None,

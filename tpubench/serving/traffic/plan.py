@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tpubench.errors import UserError
 from tpubench.serving.traffic import dataset, mode_of, multi_turn, shared_prefix, trace
+from tpubench.serving.traffic.bounds import Context
 from tpubench.serving.traffic.common import TrafficPlan, Vocabulary, resolve
 
 
@@ -32,14 +33,15 @@ def plan_traffic(traffic: dict, *, vocab: Vocabulary, seed: int, num_requests: i
 
 
 def check_traffic(traffic: dict, base_dir: str | Path | None, output_length: int | None,
-                  chat: bool = True) -> dict:
+                  chat: bool = True, context: Context | None = None, limit: int | None = None) -> dict:
     """Read the files a traffic section names, whole (streamed), before anything runs: a bad row
-    is a UserError naming file:line and field (a chat row when the endpoint is not chat, too).
-    Returns what was found."""
+    is a UserError naming file:line and field (a chat row when the endpoint is not chat, too; with
+    `context`, a row that does not fit in it). Returns what was found (for a trace, also what a
+    replay of its first `limit` rows sends: trace.scan)."""
     mode, cfg = mode_of(traffic)
     if mode == "dataset":
         path = resolve(cfg["path"], base_dir)
-        rows = dataset.read_rows(path, cfg.get("output_length") or output_length)
+        rows = dataset.read_rows(path, cfg.get("output_length") or output_length, context)
         chat_rows = [line for line, s in rows if s.messages is not None]
         if chat_rows and not chat:
             raise UserError("a row of chat messages needs the chat endpoint: set scenario.endpoint: chat",
@@ -47,5 +49,5 @@ def check_traffic(traffic: dict, base_dir: str | Path | None, output_length: int
         return {"rows": len(rows), "chat_rows": len(chat_rows)}
     if mode == "trace":
         path = resolve(cfg["path"], base_dir)
-        return trace.check(path, cfg.get("format"))
+        return trace.scan(path, cfg.get("format"), context, limit)
     return {}

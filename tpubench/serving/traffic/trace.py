@@ -27,27 +27,33 @@ from __future__ import annotations
 import collections
 import csv
 import datetime as dt
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tpubench.errors import UserError
+from tpubench.serving.traffic.bounds import MAX_SECONDS, UNKNOWN_CONTEXT, Context
 from tpubench.serving.traffic.common import (
     STREAM_BLOCK,
     RequestSpec,
     TrafficPlan,
     Vocabulary,
     jsonl_objects,
+    open_file,
     resolve,
+    show,
+    text_lines,
     warmup_specs,
 )
 
 MOONCAKE_BLOCK_TOKENS = 512
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-# Block keys of a request's own tokens (beyond hash_ids), apart from any trace's block ids.
+# Block keys of a request's own tokens (beyond hash_ids), apart from any trace's block ids: a
+# trace's ids are below it.
 _OWN = 1 << 40
+# An Azure trace's fields are a time (27 characters) and two integers: anything this long is not one.
+_AZURE_FIELD_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -75,12 +81,9 @@ def rows(path: str | Path, fmt: str | None = None) -> Iterator[TraceRow]:
     """The trace's rows, read as they are asked for; a bad row raises a UserError (file:line: field)."""
     p = Path(path)
     kind = trace_format(p, fmt)
-    try:
-        f = p.open(encoding="utf-8", newline="")
-    except OSError as exc:
-        raise UserError(f"cannot read the trace: {exc.strerror or exc}", where=str(p)) from None
-    with f:
-        source = _mooncake(p, f) if kind == "mooncake" else _azure(p, f)
+    with open_file(p, "trace") as f:
+        lines = text_lines(p, f)
+        source = _mooncake(p, lines) if kind == "mooncake" else _azure(p, lines)
         first, last, found = None, -math.inf, False
         for line, t, i_len, o_len, ids in source:
             where = f"{p}:{line}"
@@ -88,6 +91,10 @@ def rows(path: str | Path, fmt: str | None = None) -> Iterator[TraceRow]:
             if t < last:
                 raise UserError(f"timestamps must not go back (this row is {last - t:g} s before the one above)",
                                 where=where, field="timestamp" if kind == "mooncake" else "TIMESTAMP")
+            if t - first > MAX_SECONDS:
+                raise UserError(f"this row is {t - first:.3g} s after the first: a trace spans at most "
+                                f"{MAX_SECONDS / 86400:g} days", where=where,
+                                field="timestamp" if kind == "mooncake" else "TIMESTAMP")
             last = t
             found = True
             yield TraceRow(line, t - first, i_len, o_len, ids)
@@ -97,30 +104,45 @@ def rows(path: str | Path, fmt: str | None = None) -> Iterator[TraceRow]:
 
 def _positive(v, where: str, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise UserError(f"must be a positive integer (got {v!r})", where=where, field=name)
+        raise UserError(f"must be a positive integer (got {show(v)})", where=where, field=name)
+    if v > UNKNOWN_CONTEXT:
+        # No model's context holds it (the check against the workload's own model comes after).
+        raise UserError(f"{show(v)} tokens: more than any model's context ({UNKNOWN_CONTEXT:,})", where=where,
+                        field=name)
     return v
 
 
-def _mooncake(p: Path, f) -> Iterator[tuple]:
-    for line_no, where, row in jsonl_objects(p, f):
+def _mooncake(p: Path, lines) -> Iterator[tuple]:
+    for line_no, where, row in jsonl_objects(p, lines):
         for name in ("timestamp", "input_length", "output_length"):
             if name not in row:
                 raise UserError("missing", where=where, field=name)
         t = row["timestamp"]
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-            raise UserError(f"must be milliseconds >= 0 (got {t!r})", where=where, field="timestamp")
+            raise UserError(f"must be milliseconds >= 0 (got {show(t)})", where=where, field="timestamp")
         ids = row.get("hash_ids")
         if ids is not None:
-            if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in ids):
-                raise UserError(f"must be a list of block ids, integers >= 0 (got {json.dumps(ids)[:40]})",
+            if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < _OWN
+                                                for h in ids):
+                raise UserError(f"must be a list of block ids, integers from 0 to 2**40 - 1 (got {show(ids)})",
                                 where=where, field="hash_ids")
             ids = tuple(ids)
         yield (line_no, t / 1000.0, _positive(row["input_length"], where, "input_length"),
                _positive(row["output_length"], where, "output_length"), ids)
 
 
-def _azure(p: Path, f) -> Iterator[tuple]:
-    reader = csv.reader(f)
+def _azure(p: Path, lines) -> Iterator[tuple]:
+    reader = csv.reader(text for _, text in lines)
+    try:
+        yield from _azure_rows(p, reader)
+    except csv.Error as exc:
+        # csv's own refusals: a field over its 128 KiB limit, a stray quote or NUL byte.
+        problem = "a field longer than 128 KiB" if "field limit" in str(exc) else str(exc)
+        raise UserError(f"not a CSV row of an Azure LLM inference trace: {problem}",
+                        where=f"{p}:{reader.line_num}") from None
+
+
+def _azure_rows(p: Path, reader) -> Iterator[tuple]:
     header = next(reader, None)
     if header is None:
         raise UserError("the trace has no rows", where=str(p))
@@ -138,6 +160,10 @@ def _azure(p: Path, f) -> Iterator[tuple]:
         where = f"{p}:{line_no}"
         if len(row) < len(names):
             raise UserError(f"expected {len(names)} columns, got {len(row)}", where=where)
+        for name, i in zip(AZURE_COLUMNS, col):
+            if len(row[i].strip()) > _AZURE_FIELD_CHARS:
+                raise UserError(f"{len(row[i].strip()):,} characters: not a time or a token count", where=where,
+                                field=name)
         seconds, fraction = _timestamp(row[col[0]].strip(), where)
         # Offsets from the first row in whole seconds, then the fraction: seconds since 1970 as a
         # float would round away the 100 ns ticks.
@@ -148,7 +174,7 @@ def _azure(p: Path, f) -> Iterator[tuple]:
             try:
                 lengths.append(_positive(int(row[i]), where, name))
             except ValueError:
-                raise UserError(f"must be a positive integer (got {row[i]!r})", where=where, field=name) from None
+                raise UserError(f"must be a positive integer (got {show(row[i])})", where=where, field=name) from None
         yield line_no, t, lengths[0], lengths[1], None
 
 
@@ -162,19 +188,37 @@ def _timestamp(text: str, where: str) -> tuple[int, float]:
         if frac and not frac.isdigit():
             raise ValueError
     except ValueError:
-        raise UserError(f"must be a time YYYY-MM-DD HH:MM:SS.fraction (got {text!r})", where=where,
+        raise UserError(f"must be a time YYYY-MM-DD HH:MM:SS.fraction (got {show(text)})", where=where,
                         field="TIMESTAMP") from None
-    return int(base.timestamp()), (int(frac) / 10 ** len(frac) if frac else 0.0)
+    return int(base.timestamp()), (float(f"0.{frac}") if frac else 0.0)
 
 
-def check(path: str | Path, fmt: str | None = None) -> dict:
+def check(path: str | Path, fmt: str | None = None, context: Context | None = None) -> dict:
     """Read the whole trace once (streamed) and say what it holds: rows, span, block ids."""
+    info = scan(path, fmt, context)
+    return {k: info[k] for k in ("rows", "span_s", "rows_with_hash_ids", "input_tokens")}
+
+
+def scan(path: str | Path, fmt: str | None = None, context: Context | None = None,
+         limit: int | None = None) -> dict:
+    """`check`'s pass, also refusing a row of more tokens than `context` holds (file:line), and
+    counting what a replay of the first `limit` rows (all without it) sends: rows, tokens sent and
+    asked for, and its span on the trace's clock."""
     n, span, with_ids, tokens_in = 0, 0.0, 0, 0
+    sent = {"rows_sent": 0, "tokens_sent": 0, "span_sent_s": 0.0}
     for row in rows(path, fmt):
+        if context is not None and row.input_length + row.output_length > context.tokens:
+            raise UserError(f"{row.input_length:,} prompt + {row.output_length:,} output tokens "
+                            f"exceed {context.words()}",
+                            where=f"{path}:{row.line}", field="input_length" if trace_format(path, fmt) == "mooncake"
+                            else "ContextTokens")
         n, span = n + 1, row.at_s
         with_ids += row.hash_ids is not None
         tokens_in += row.input_length
-    return {"rows": n, "span_s": span, "rows_with_hash_ids": with_ids, "input_tokens": tokens_in}
+        if limit is None or n <= limit:
+            sent = {"rows_sent": n, "tokens_sent": sent["tokens_sent"] + row.input_length + row.output_length,
+                    "span_sent_s": row.at_s}
+    return {"rows": n, "span_s": span, "rows_with_hash_ids": with_ids, "input_tokens": tokens_in, **sent}
 
 
 def prompt_words(vocab: Vocabulary, row: TraceRow, content: int, seed: int, block_size: int,
