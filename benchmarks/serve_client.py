@@ -20,7 +20,8 @@
    block by block while the replay runs, the file read as it goes): actual send - the trace's
    clock. Goal: p99 < 2 ms. Multi-turn intake: 200 sessions of 2 turns in flight, each answer
    paced at one token every 8 ms, the answers' text kept and resent as history: chunks/s
-   received. Goal: >= 20,000 with loop lag p99 < 5 ms (as the paced intake of check 1).
+   received. Goal: >= 20,000 with loop lag p99 < 2 ms (issue 34: tighter than the paced intake's
+   5 ms, since a turn's reply and the next turn's send share the loop).
 
 Each check runs in rounds: on a small machine shared with other processes, a few milliseconds of
 the client or server being descheduled hits every request in flight at once, so one round's p99
@@ -31,6 +32,7 @@ pinned to the first CPU and the server to the second (--no-pin leaves them free:
 busy-waiting server then lands on the client's CPU now and then).
 
     python benchmarks/serve_client.py [--quick] [--rounds 3] [--no-pin] [--normal-priority]
+                                      [--only paced,flood,ttft1,ttft8,late,trace,multi]
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ from tpubench.serving.traffic import trace as trace_mode
 from tpubench.serving.traffic.common import Session, Vocabulary
 
 MS = 1e-3
+CHECKS = ("paced", "flood", "ttft1", "ttft8", "late", "trace", "multi")
+# Multi-turn: the loop lag goal is the serve client's (issue 34), tighter than the paced intake's 5 ms.
+MULTI_LAG_GOAL_S = 2 * MS
 
 
 def _cpus() -> tuple[int | None, int | None]:
@@ -252,8 +257,8 @@ def _trace_line(r: dict) -> str:
 
 def _multi_turn_line(r: dict) -> str:
     return (f"multi-turn intake (200 sessions x 2 turns, 1 chunk / 8 ms, answers kept and resent): "
-            f"{r['wall_rate']:,.0f} chunks/s received (goal >= 20,000 with loop lag p99 < 5 ms) at "
-            f"{r['cpu_share']:.0%} client CPU, i.e. {r['cpu_rate']:,.0f} per client CPU-second; loop lag p99 "
+            f"{r['wall_rate']:,.0f} chunks/s received (goal >= 20,000 with loop lag p99 < "
+            f"{MULTI_LAG_GOAL_S / MS:g} ms) at {r['cpu_share']:.0%} client CPU, i.e. {r['cpu_rate']:,.0f} per client CPU-second; loop lag p99 "
             f"{r['lag_p99'] / MS:.2f} ms")
 
 
@@ -264,7 +269,12 @@ def main() -> None:
     ap.add_argument("--normal-priority", action="store_true",
                     help="do not raise the client's and server's priority (nice -20 where permitted)")
     ap.add_argument("--no-pin", action="store_true", help="leave the client and server free to move between CPUs")
+    ap.add_argument("--only", default=",".join(CHECKS),
+                    help=f"the checks to run, comma-separated (default all: {','.join(CHECKS)})")
     args = ap.parse_args()
+    only = set(args.only.split(","))
+    if only - set(CHECKS):
+        ap.error(f"unknown checks {sorted(only - set(CHECKS))}; choose from {','.join(CHECKS)}")
     scale = 0.2 if args.quick else 1.0
     priority = "normal priority"
     if not args.normal_priority:
@@ -285,40 +295,52 @@ def main() -> None:
     def served(spin: bool):
         return spawn(Script(), spin=spin, cpu=server_cpu, raw=True)
 
-    proc, url = served(spin=False)
-    try:
-        rounds = _rounds(args.rounds, lambda: intake(url, streams=200, tokens=int(1000 * scale), itl_ms=8.0))
-        results.append(_report(rounds, lambda r: r["wall_rate"] >= 20_000 and r["lag_p99"] < 5 * MS,
-                               lambda r: (r["wall_rate"] < 20_000, r["lag_p99"]), _paced_line))
-        rounds = _rounds(args.rounds, lambda: intake(url, streams=32, tokens=int(2000 * scale), burst=16))
-        results.append(_report(rounds, lambda r: r["cpu_rate"] >= 20_000, lambda r: -r["cpu_rate"], _flood_line))
-    finally:
-        proc.stdin.close()
-        proc.wait(10)
+    if only & {"paced", "flood"}:
+        proc, url = served(spin=False)
+        try:
+            if "paced" in only:
+                rounds = _rounds(args.rounds, lambda: intake(url, streams=200, tokens=int(1000 * scale), itl_ms=8.0))
+                results.append(_report(rounds, lambda r: r["wall_rate"] >= 20_000 and r["lag_p99"] < 5 * MS,
+                                       lambda r: (r["wall_rate"] < 20_000, r["lag_p99"]), _paced_line))
+            if "flood" in only:
+                rounds = _rounds(args.rounds, lambda: intake(url, streams=32, tokens=int(2000 * scale), burst=16))
+                results.append(_report(rounds, lambda r: r["cpu_rate"] >= 20_000, lambda r: -r["cpu_rate"],
+                                       _flood_line))
+        finally:
+            proc.stdin.close()
+            proc.wait(10)
 
-    proc, url = served(spin=True)
-    try:
-        for conc in (1, 8):
-            rounds = _rounds(args.rounds, lambda c=conc: ttft_error(url, requests=int(200 * scale), concurrency=c))
-            results.append(_report(rounds, lambda r: r["err"][1] < 1 * MS, lambda r: r["err"][1], _ttft_line(conc)))
-    finally:
-        proc.stdin.close()
-        proc.wait(10)
+    if only & {"ttft1", "ttft8"}:
+        proc, url = served(spin=True)
+        try:
+            for conc in (1, 8):
+                if f"ttft{conc}" not in only:
+                    continue
+                rounds = _rounds(args.rounds, lambda c=conc: ttft_error(url, requests=int(200 * scale), concurrency=c))
+                results.append(_report(rounds, lambda r: r["err"][1] < 1 * MS, lambda r: r["err"][1],
+                                       _ttft_line(conc)))
+        finally:
+            proc.stdin.close()
+            proc.wait(10)
 
-    proc, url = served(spin=False)
-    try:
-        rounds = _rounds(args.rounds, lambda: send_lateness(url, requests=int(2000 * scale), rate=200.0))
-        results.append(_report(rounds, lambda r: r["late"][1] < 2 * MS and r["failed"] == 0,
-                               lambda r: r["late"][1], _late_line))
-        rounds = _rounds(args.rounds, lambda: trace_lateness(url, requests=int(2000 * scale), rate=200.0))
-        results.append(_report(rounds, lambda r: r["late"][1] < 2 * MS and r["failed"] == 0,
-                               lambda r: r["late"][1], _trace_line))
-        rounds = _rounds(args.rounds, lambda: multi_turn_intake(url, sessions=200, tokens=int(500 * scale)))
-        results.append(_report(rounds, lambda r: r["wall_rate"] >= 20_000 and r["lag_p99"] < 5 * MS,
-                               lambda r: (r["wall_rate"] < 20_000, r["lag_p99"]), _multi_turn_line))
-    finally:
-        proc.stdin.close()
-        proc.wait(10)
+    if only & {"late", "trace", "multi"}:
+        proc, url = served(spin=False)
+        try:
+            if "late" in only:
+                rounds = _rounds(args.rounds, lambda: send_lateness(url, requests=int(2000 * scale), rate=200.0))
+                results.append(_report(rounds, lambda r: r["late"][1] < 2 * MS and r["failed"] == 0,
+                                       lambda r: r["late"][1], _late_line))
+            if "trace" in only:
+                rounds = _rounds(args.rounds, lambda: trace_lateness(url, requests=int(2000 * scale), rate=200.0))
+                results.append(_report(rounds, lambda r: r["late"][1] < 2 * MS and r["failed"] == 0,
+                                       lambda r: r["late"][1], _trace_line))
+            if "multi" in only:
+                rounds = _rounds(args.rounds, lambda: multi_turn_intake(url, sessions=200, tokens=int(500 * scale)))
+                results.append(_report(rounds, lambda r: r["wall_rate"] >= 20_000 and r["lag_p99"] < MULTI_LAG_GOAL_S,
+                                       lambda r: (r["wall_rate"] < 20_000, r["lag_p99"]), _multi_turn_line))
+        finally:
+            proc.stdin.close()
+            proc.wait(10)
     print("ALL PASS" if all(results) else "SOME FAIL")
     sys.exit(0 if all(results) else 1)
 

@@ -280,3 +280,29 @@ def test_validate_exits_2_on_a_bad_value(tmp_path, monkeypatch, capsys):
     path.write_text(SMALL.replace("resolution: 32", "resolution: 30"), encoding="utf-8")
     code, out, err = run_cli(monkeypatch, capsys, "validate", str(path))
     assert code == 2 and "Traceback" not in out + err and "multiple of 4" in out + err
+
+
+def test_the_run_cost_table_after_a_diffuse_run_prices_images_at_the_cheapest_instance(tmp_path):
+    """`tpubench run` of a diffuse workload printed the per-token table: dashes for every $/Mtok, and
+    an instance picked by a NaN sort (not the cheapest: $2.48 against $1.91 per 1,000 images). It
+    now prints $ per 1,000 images, the cheapest priced instance per plan."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tpubench.console import render_run_cost
+    from tpubench.records.result import write_result
+
+    path = write_result(make_image_result(chips=1, image_s=0.5, rel=0.1), tmp_path)
+    buffer = StringIO()
+    render_run_cost(Console(file=buffer, width=300), [path])
+    text = buffer.getvalue()
+    assert "cost per 1,000 images" in text and "$/Mtok" not in text
+    # By hand: the cheapest on-demand H100 chip-hour in the shipped table, times 0.5 chip-seconds per
+    # image, over 3600 s, times 1,000 images.
+    prices = pricing.load_prices()
+    h100 = prices[(prices["accelerator"] == "H100") & (prices["plan"] == "on_demand") & ~prices["flagged"]]
+    best = h100.loc[h100["usd_per_chip_hour"].idxmin()]
+    on_demand = next(line for line in text.splitlines() if "on-demand" in line)
+    assert f"{best['region']} {best['instance_type']}" in on_demand
+    assert f"${best['usd_per_chip_hour'] * 0.5 / 3.6:.4f}" in on_demand

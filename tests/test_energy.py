@@ -210,7 +210,8 @@ def test_without_a_source_a_point_runs_and_says_why_once(tiny_workload, tmp_path
 
     monkeypatch.setattr(runner, "find_source", lambda device, **kw: (None, "no sensor here"))
     outcomes = runner.run_sweep(tiny_workload, out_dir=tmp_path / "r", reporter=Notes())
-    assert all(o.result.status == "ok" and o.result.energy == {} for o in outcomes)
+    assert all(o.result.status == "ok" and o.result.energy == {"verdict": "unavailable", "reason": "no sensor here"}
+               for o in outcomes)
     assert notes.count("energy: not measured (no sensor here)") == 1
     assert outcomes[0].result.environment["energy_source"] == {"name": None, "why_not": "no sensor here"}
 
@@ -269,7 +270,10 @@ def test_a_tpu_is_modelled_from_its_duty_cycle_or_says_why_not():
     assert source is None and "TPU VM reports no power" in why
     source, _ = find_source("tpu", chips=2, chip_power_w=200.0, tpumonitoring=_FakeTpuMonitoring())
     assert source.method == MODELLED and "duty cycle" in source.detail
-    assert source.read().watts == pytest.approx((100.0, 50.0))
+    # An idle floor of 90/192 of the figure (Google's TPU v4 idle/max), the rest by duty cycle:
+    # 200 * (0.46875 + 0.53125 * 0.5) and 200 * (0.46875 + 0.53125 * 0.25).
+    assert source.read().watts == pytest.approx((146.875, 120.3125))
+    assert source.idle_power_w == pytest.approx([93.75, 93.75]) and "TPU v4" in source.detail
     # Without libtpu's monitoring library: the figure itself, for the whole window.
     plain, _ = find_source("tpu", chips=1, chip_power_w=200.0, tpumonitoring=object())
     assert plain.read().watts == (200.0,) and "busy for the whole window" in plain.detail

@@ -72,8 +72,15 @@ def test_budget_energy_carbon_and_owned_capacity_by_hand():
     # 700 J per chip-second over 9216 / 2 = 4608 tokens/s per chip: 0.15191 J per token.
     j_per_token = 700.0 / 4608.0
     assert row["traffic_j_per_token"] == pytest.approx(j_per_token)
-    kwh = 1e9 * (730 / 24) * 1.2 * j_per_token / 3.6e6
-    assert row["monthly_kwh"] == pytest.approx(kwh)
+    work_kwh = 1e9 * (730 / 24) * 1.2 * j_per_token / 3.6e6
+    # The fleet is one p5.48xlarge (8 H100s) all month; the traffic keeps them busy work_kwh's worth
+    # and the rest of their chip-seconds is idle. This point recorded no idle power, so its idle chips
+    # are charged at its busy 700 W (an upper bound, noted): 8 chips * 730 h * 700 W * PUE 1.2.
+    idle_kwh = (8 * 730 * 3600 - 1e9 * (730 / 24) / 4608.0) * 700.0 * 1.2 / 3.6e6
+    kwh = work_kwh + idle_kwh
+    assert kwh == pytest.approx(8 * 730 * 0.7 * 1.2)
+    assert row["monthly_kwh"] == pytest.approx(kwh) and row["monthly_idle_kwh"] == pytest.approx(idle_kwh)
+    assert row["idle_basis"] == "busy power (no idle figure)" and any("upper bound" in n for n in rented.notes)
     assert row["monthly_energy_usd"] == pytest.approx(kwh * 0.10)
     assert row["monthly_kg_co2e"] == pytest.approx(kwh * 400.0 / 1000)
     # Rented: the cloud's price includes the energy; the monthly cost is unchanged.
@@ -81,6 +88,34 @@ def test_budget_energy_carbon_and_owned_capacity_by_hand():
     owned = plan_budget(df, prices, tokens_per_day=1e9, output_share=0.1, plans=["on_demand"],
                         power=Power(usd_per_kwh=0.10, pue=1.2, owned=True))
     assert owned.options.iloc[0]["monthly_usd"] == pytest.approx(plain.options.iloc[0]["monthly_usd"] + kwh * 0.10)
+
+
+def test_owned_capacity_pays_for_its_idle_chips_by_hand():
+    """budget --owned charged only the tokens served, so idle capacity was free. With the point's
+    idle power recorded (70 W per H100), the fleet's month is the work at 700 W plus every other
+    chip-second of the rented 8 GPUs at 70 W."""
+    from tpubench.money.budget import Power, plan_budget
+
+    r = _measured_h100()
+    r.energy["idle_power_w"] = [70.0]      # the one GPU the point ran on, doing nothing
+    df = results_frame(r)
+    prices = pricing.load_prices()
+    plain = plan_budget(df, prices, tokens_per_day=1e9, output_share=0.1, plans=["on_demand"])
+    owned = plan_budget(df, prices, tokens_per_day=1e9, output_share=0.1, plans=["on_demand"],
+                        power=Power(usd_per_kwh=0.10, pue=1.0, owned=True))
+    row = owned.options.iloc[0]
+    busy_chip_s = 1e9 * (730 / 24) / 4608.0                    # tokens a month / tokens per chip-second
+    work_kwh = busy_chip_s * 700.0 / 3.6e6                      # = 1e9 * 730/24 * 700/4608 J / 3.6e6
+    idle_kwh = (8 * 730 * 3600 - busy_chip_s) * 70.0 / 3.6e6
+    assert row["rented_chips"] == 8 and row["idle_w_per_chip"] == pytest.approx(70.0)
+    assert row["idle_basis"] == "idle baseline"
+    assert row["monthly_idle_kwh"] == pytest.approx(idle_kwh)
+    assert row["monthly_kwh"] == pytest.approx(work_kwh + idle_kwh)
+    # 4608 tokens/s per chip and 11,574 at the peak: 3 GPUs' worth of work a month on 8 rented. The
+    # 5 idle GPUs' 70 W (about 280 kWh) used to be free.
+    assert idle_kwh == pytest.approx((8 * 730 * 3600 - 1e9 * 730 / 24 / 4608) * 70 / 3.6e6) and idle_kwh > 250
+    assert row["monthly_usd"] == pytest.approx(plain.options.iloc[0]["monthly_usd"] + (work_kwh + idle_kwh) * 0.10)
+    assert not any("upper bound" in n for n in owned.notes)
 
 
 def test_budget_power_flags_are_checked(monkeypatch, capsys, tmp_path):

@@ -225,9 +225,9 @@ def test_eager_modes_set_their_variables_in_a_fresh_process_only_on_a_tpu():
 
     point = type("P", (), {"execution_mode": "eager_fused"})()
     env = TorchBackend("tpu").process_environment(point)
-    assert env["TPU_DEFER_AND_FUSE"] == "1"
+    assert env == {"TORCH_TPU_DEFER_AND_FUSE": "1"}
     point.execution_mode = "eager_sync"
-    assert TorchBackend("tpu").process_environment(point) == {"TPU_LAUNCH_BLOCKING": "1"}
+    assert TorchBackend("tpu").process_environment(point) == {"TORCH_TPU_LAUNCH_BLOCKING": "1"}
     point.execution_mode = "eager"
     assert TorchBackend("tpu").process_environment(point) == {}
 
@@ -332,7 +332,7 @@ def test_a_jax_arm_on_torch_is_a_one_line_refusal(tmp_path):
 @pytest.mark.slow   # starts a fresh process (a world of one rank)
 def test_an_eager_mode_point_runs_in_a_fresh_process_with_its_variable_set(tmp_path, monkeypatch, capsys):
     """The CPU stands in for a TPU (the refusal is lifted): the point runs in a world of one, whose
-    process had TPU_LAUNCH_BLOCKING=1 before torch was imported (its session checks it and fails
+    process had TORCH_TPU_LAUNCH_BLOCKING=1 before torch was imported (its session checks it and fails
     the point otherwise), and the result records the variable."""
     import tempfile
 
@@ -340,7 +340,7 @@ def test_an_eager_mode_point_runs_in_a_fresh_process_with_its_variable_set(tmp_p
     from tpubench.backends.torch import TorchBackend
 
     monkeypatch.setattr(TorchBackend, "check_execution_mode", lambda self, mode: None)
-    monkeypatch.delenv("TPU_LAUNCH_BLOCKING", raising=False)
+    monkeypatch.delenv("TORCH_TPU_LAUNCH_BLOCKING", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     data = yaml.safe_load((FIXTURES / "tiny_moe.yaml").read_text())
     data["execution"] = {"mode": "eager_sync"}
@@ -351,5 +351,5 @@ def test_an_eager_mode_point_runs_in_a_fresh_process_with_its_variable_set(tmp_p
     assert code == 0, out + err
     result = json.loads(next((tmp_path / "res").glob("*.json")).read_text())
     assert result["status"] == "ok", result["error"]
-    assert result["environment"]["execution_mode_environment"] == {"TPU_LAUNCH_BLOCKING": "1"}
+    assert result["environment"]["execution_mode_environment"] == {"TORCH_TPU_LAUNCH_BLOCKING": "1"}
     assert result["environment"]["world_size"] == 1

@@ -183,3 +183,31 @@ def test_notebook_handles_results_without_a_jax_version(executed, repeats):
     nb, _ = executed
     text = "".join(_text(o) for o in _outputs(_cell(nb, "code-19")))
     assert "b8_vs_b1" in text
+
+
+def test_batch_size_cell_takes_a_point_measured_again_under_a_new_tpubench(tmp_path, monkeypatch):
+    """A point measured again on the same host and versions but under another tpubench version (a
+    new environment_key: a result of its own to load_results) gave the batch-size cell two rows of
+    one batch size, and unstack failed: "Index contains duplicate entries, cannot reshape". The
+    cells it needs run here in this process (no kernel), the latest run of the point is the one kept."""
+    pytest.importorskip("IPython")
+    import shutil
+
+    for f in sorted(REPO_RESULTS.glob("*.json")):
+        shutil.copy2(f, tmp_path / f.name)
+    again = json.loads(sorted(REPO_RESULTS.glob("*.json"))[0].read_bytes())
+    again.update(environment_key=again["environment_key"] + "-next", started_at="2026-12-03T00:00:00+00:00")
+    again["environment"]["tpubench"] = "0.1.1"
+    again["metrics"]["output_tokens_per_s"] *= 2   # so the row kept can be told apart
+    (tmp_path / "again.json").write_text(json.dumps(again), encoding="utf-8")
+    monkeypatch.setenv("TPUBENCH_RESULTS", str(tmp_path))
+    monkeypatch.chdir(NOTEBOOK.parent)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    namespace: dict = {}
+    for cell_id in ("code-02", "code-04", "code-07", "code-08", "code-19"):
+        source = _cell(nb, cell_id).source.replace("display(", "(lambda *a, **k: None)(")
+        exec(compile(source, cell_id, "exec"), namespace)
+    by_batch, od = namespace["by_batch"], namespace["od"]
+    assert not od.duplicated(["workload", "backend", "batch_size"]).any()
+    assert (tmp_path / "again.json").as_posix() in set(od["file"].map(lambda p: Path(p).as_posix()))
+    assert by_batch["b8_vs_b1"].notna().any()

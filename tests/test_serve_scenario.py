@@ -318,5 +318,6 @@ def test_a_server_launched_here_is_metered_over_its_serve_window_and_one_at_a_ur
                              "--out", str(tmp_path / "u"))
     assert code == 0, err + out
     (u,) = [read_result(f) for f in (tmp_path / "u").glob("*.json")]
-    assert u.status == "ok" and not u.energy and "energy_j" not in u.metrics
+    assert u.status == "ok" and u.energy["verdict"] == "unavailable" and "energy_j" not in u.metrics
+    assert u.energy["reason"].startswith("the server is at a URL")
     assert "energy: not measured (the server is at a URL" in out

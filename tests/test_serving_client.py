@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
 import time
@@ -144,12 +145,14 @@ def test_closed_loop_keeps_exactly_n_in_flight(srv):
     assert [r.index for r in out.records] == list(range(20))
     assert srv.max_in_flight == 4
     assert max(in_flight_at(out.records, r.sent_s) for r in out.records) == 4
-    # Every send after the first four follows a completion at once (a worker's next request).
+    # Every send after the first four follows a completion at once (a worker's next request). The
+    # times are the socket's (the reply's last read, the next request's write), so a gap holds the
+    # client's own turnaround (aiohttp preparing and writing the request): well under 2 ms, not 0.
     ends = np.array([r.end_s for r in out.records])
     gaps = [min(r.sent_s - e for e in ends if e <= r.sent_s) for r in out.records[4:]]
-    assert np.median(gaps) < 0.5 * MS and max(gaps) < 10 * MS
+    assert np.median(gaps) < 2 * MS and max(gaps) < 10 * MS
     assert outcome_metrics(out, n_boot=0)["mean_concurrency"] > 3.5
-    assert np.median([r.queue_s for r in out.records]) < 0.5 * MS
+    assert np.median([r.queue_s for r in out.records]) < 2 * MS
 
 
 @timing
@@ -270,3 +273,48 @@ def test_bad_load_arguments(srv):
             run_load(ep, specs(1), **kw)
     with pytest.raises(ValueError):
         Endpoint("127.0.0.1:80", "m")
+
+
+def test_the_client_times_bytes_at_the_socket_not_when_its_task_runs(srv, monkeypatch):
+    """Arrivals are stamped when the loop reads them (the protocol's data_received) and a send when
+    the request is written: 30 ms of the client's own work queued between the read and the task
+    (or between handing the request to aiohttp and its write) is not in the TTFT. Stamped where the
+    task runs, the TTFT below would be ~30 ms over the server's."""
+    from tpubench.serving import client as client_module
+
+    def blocked_reads(self, data, _orig=client_module._TimedProtocol.data_received):
+        if data:    # other work queued ahead of this stream's task, as other streams' chunks are
+            asyncio.get_running_loop().call_soon(time.sleep, 0.03)
+        _orig(self, data)
+
+    async def late_write(self, writer, conn, *args, _orig=client_module._TimedRequest.write_bytes, **kwargs):
+        time.sleep(0.03)    # aiohttp's write waits behind other work: the request has not left
+        return await _orig(self, writer, conn, *args, **kwargs)
+
+    monkeypatch.setattr(client_module._TimedProtocol, "data_received", blocked_reads)
+    monkeypatch.setattr(client_module._TimedRequest, "write_bytes", late_write)
+    prompt = script_prompt(ttft_ms=20, itl_ms=0, tokens=2)
+    out = run_load(Endpoint(srv.url, "m"), specs(1, prompt, max_tokens=2), concurrency=1)
+    (rec,), (entry,) = out.records, srv.log
+    assert rec.ok
+    server_ttft = entry["writes"][0] - entry["received"]
+    assert rec.ttft_s - server_ttft < 0.015                     # the 30 ms queued behind the read: not in it
+    assert out.origin_perf_counter_s + rec.sent_s <= entry["received"]
+    assert rec.queue_s >= 0.03                                   # the late write is the client's lateness
+
+
+def test_sessions_time_their_connections_and_requests():
+    """The timing hooks are in place (a newer aiohttp without the protocol factory they replace
+    would silently fall back to the task's times: this says so)."""
+    from tpubench.serving import client as client_module
+
+    async def check():
+        session = client_module.open_session(4)
+        try:
+            assert session._request_class is client_module._TimedRequest
+            factory = session.connector._factory
+            assert factory.func is client_module._TimedProtocol
+        finally:
+            await session.close()
+
+    asyncio.run(check())

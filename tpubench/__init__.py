@@ -5,20 +5,21 @@ from tpubench.version import __version__
 __all__ = ["__version__", "compare_published", "load_requests", "load_results"]
 
 
-def load_results(paths, *, warn=None, keep="latest", include_published=False):
+def load_results(paths, *, warn=None, keep="latest", include_published=False, shipped=False):
     """Load result files or folders into a tidy pandas DataFrame, one row per run point.
 
     A point measured several times counts once: keep="latest" (the default) keeps its most recent
     result, keep="all" every file; the `older_runs` column and df.attrs["older_runs_left_out"] say
     how many older runs there are (see tpubench.output.frames.load_results). Published results
     imported beside them (`tpubench import`) join as rows with source "published" only when
-    `include_published=True`.
+    `include_published=True`; with `shipped=True` too, so do the reference rows shipped with tpubench
+    (docs/published.md#shipped).
 
     Imported lazily so that `import tpubench` stays cheap (no pandas, torch or jax).
     """
     from tpubench.output.frames import load_results as _load
 
-    return _load(paths, warn=warn, keep=keep, include_published=include_published)
+    return _load(paths, warn=warn, keep=keep, include_published=include_published, shipped=shipped)
 
 
 def load_requests(paths, *, warn=None, keep="latest"):

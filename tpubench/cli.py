@@ -19,9 +19,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 
 def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
+    """Text for the rich console: markup shown as written, control characters (ESC...) removed."""
+    from tpubench.output.safe_text import escape as safe_escape
 
-    return rich_escape(text)
+    return safe_escape(text)
 
 
 def _console(stderr: bool = False):
@@ -171,6 +172,8 @@ def report(
                                                    "(tpubench import)."),
     tco: Optional[Path] = typer.Option(None, "--tco", help="CSV of TCO tiers (as for budget): on-demand $/Mtok "
                                                            "at each tier's rate beside the list price."),
+    no_shipped: bool = typer.Option(False, "--no-shipped", help="Leave out the published reference rows shipped "
+                                                                "with tpubench (listed apart, never priced)."),
 ):
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
     from tpubench.money.tco import load_tco
@@ -180,7 +183,7 @@ def report(
                         region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
                         keep="all" if all_runs else "latest", include_flagged=include_flagged,
                         grid_gco2_per_kwh=grid_gco2_per_kwh, published_tolerance=published_tolerance / 100,
-                        tco_tiers=None if tco is None else load_tco(tco))
+                        tco_tiers=None if tco is None else load_tco(tco), include_shipped=not no_shipped)
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
@@ -242,8 +245,11 @@ def budget(
     tco: Optional[Path] = typer.Option(None, "--tco", help="CSV of TCO tiers (hyperscaler, neocloud, owned...) "
                                                            "shown beside list prices."),
     include_published: bool = typer.Option(False, "--include-published",
-                                           help="Also size on published results imported beside yours "
-                                                "(tpubench import); left out by default."),
+                                           help="Also size on published results: those imported beside yours "
+                                                "(tpubench import) and the reference rows shipped with "
+                                                "tpubench; left out by default."),
+    no_shipped: bool = typer.Option(False, "--no-shipped", help="With --include-published: only the imported "
+                                                                "rows, not the shipped reference rows."),
 ):
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
     With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget.
@@ -273,8 +279,13 @@ def budget(
         if given:
             raise UserError(f"{', '.join(given)} apply to --tokens-per-day, not to a training budget",
                             field="--train-tokens")
+    _check_budget_flags(tokens_per_day=tokens_per_day, train_tokens=train_tokens, images_per_day=images_per_day,
+                        max_image_latency_s=max_image_latency_s, output_share=output_share, peak_factor=peak_factor,
+                        slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, months=months, peak_hours=peak_hours,
+                        spot_lost_hours=spot_lost_hours, spot_preemption_rate=spot_preemption_rate,
+                        power=Power(power_price, pue, owned, grid_gco2_per_kwh))
     df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest",
-                      include_published=include_published)
+                      include_published=include_published, shipped=not no_shipped)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
     if train_tokens is not None:
@@ -302,6 +313,28 @@ def budget(
                          peak_hours=peak_hours, spot_lost_hours=spot_lost_hours,
                          spot_preemption_rate=spot_preemption_rate, tco_tiers=None if tco is None else load_tco(tco))
     _emit(render_budget(result, fmt), out)
+
+
+def _check_budget_flags(*, tokens_per_day, train_tokens, images_per_day, max_image_latency_s, output_share,
+                        peak_factor, slo_ttft_ms, slo_tpot_ms, months, peak_hours, spot_lost_hours,
+                        spot_preemption_rate, power) -> None:
+    """Every budget flag checked (NaN, inf, negative, beyond any fleet) before a file is read: one line, exit 2.
+    `power` (budget.Power) checked its own flags when it was made."""
+    from tpubench.money import budget as money_budget
+
+    if tokens_per_day is not None:
+        money_budget.check_token_inputs(
+            tokens_per_day=tokens_per_day, output_share=output_share, peak_factor=peak_factor,
+            slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
+            slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3, months=months, peak_hours=peak_hours,
+            spot_lost_hours=spot_lost_hours, spot_preemption_rate=spot_preemption_rate)
+    elif train_tokens is not None:
+        money_budget.check_number(train_tokens, "--train-tokens", "must be a positive number of tokens",
+                                  high=money_budget.MAX_TRAIN_TOKENS)
+    else:
+        from tpubench.money.image_budget import ImageTraffic
+
+        ImageTraffic(images_per_day, peak_factor, max_image_latency_s)
 
 
 pricing_app = typer.Typer(help="Price tables: validate, list, import a SkyPilot catalog or a cloud's own price file.",
@@ -437,6 +470,9 @@ def pricing_import_azure(
 
 def _emit(text: str, out: Optional[Path]) -> None:
     if out is None:
+        from tpubench.output.safe_text import terminal_text
+
+        text = terminal_text(text)   # a result's ESC sequences never reach the terminal
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -502,6 +538,40 @@ def import_mlperf(
 
     rows, notes = read(folder, model=model, input_length=input_length, output_length=output_length)
     _store_published(rows, notes, PUBLISHER, folder, into, replace)
+
+
+@app.command()
+def estimate(
+    workload: Path = typer.Argument(..., help="Workload YAML file (its full model and its batch sizes or concurrency)."),
+    on: List[str] = typer.Option([], "--on", help="A chip you have not measured: tpu-v6e-8, H100:8, trn2, or an "
+                                                  "instance type from the price table (repeatable)."),
+    results: List[Path] = typer.Option([], "--results", help="Your own result folders: their accelerator rows "
+                                                             "calibrate the estimate too."),
+    prices: List[Path] = typer.Option([], "--prices", help="Your price file(s), layered over the shipped table."),
+    plan: List[str] = typer.Option([], "--plan", help="Purchase plans to price (default: every plan priced)."),
+    discount: Optional[float] = typer.Option(None, "--discount", help="Add a plan: on-demand less this percent."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, json or csv."),
+):
+    """Estimate throughput, latency and $/Mtok on chips you have not measured: the roofline of the
+    workload's model over an efficiency fitted on published (and your measured) rows of the chip's
+    family, with a 90% prediction interval. Labelled estimate; never a measurement."""
+    if fmt not in ("table", "json", "csv"):
+        raise UserError(f"unknown format '{fmt}': table, json or csv", field="--format")
+    from tpubench.estimate.command import run_estimate
+    from tpubench.estimate.render import as_csv, as_json, print_table
+    from tpubench.output.published.store import read_published, shipped_published
+
+    published = shipped_published(warn=_warn_stderr)
+    if results:
+        import pandas as pd
+
+        published = pd.concat([published, read_published(results, warn=_warn_stderr)], ignore_index=True)
+    report = run_estimate(workload, on, prices=_load_prices(prices, discount), published=published,
+                          results=results, plans=plan or None)
+    if fmt == "table":
+        print_table(_console(), report)
+    else:
+        _emit(as_json(report) if fmt == "json" else as_csv(report), None)
 
 
 @app.command()
@@ -690,7 +760,8 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # click returns typer.Exit's code instead of raising it
     except UserError as exc:
-        _console(stderr=True).print(f"[red]error:[/red] {escape(exc.one_line())}", soft_wrap=True)
+        # emoji=False: "file.yaml:100: field" would otherwise print a rich emoji for ":100:".
+        _console(stderr=True).print(f"[red]error:[/red] {escape(exc.one_line())}", soft_wrap=True, emoji=False)
         sys.exit(getattr(exc, "exit_code", 2))
     except aborts:
         _console(stderr=True).print("interrupted: every finished point is already on disk (use --resume)")

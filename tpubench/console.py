@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.markup import escape
 from rich.table import Table
 
 from tpubench import units
 from tpubench.money.plans import plan_label
+from tpubench.output.safe_text import escape   # rich markup and control characters
 from tpubench.run.runner import PointOutcome
 from tpubench.scenarios.registry import point_label, row_label, scenario_of
 from tpubench.scenarios.run_table import MISSING
@@ -121,7 +121,7 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     prices take part only where no unflagged one exists (all with `include_flagged`), marked. An
     invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
     neither is a cost made of them."""
-    from tpubench.money.cost import PRICE_NOTES, is_training, price_results
+    from tpubench.money.cost import PRICE_NOTES, is_imaging, is_training, price_results
     from tpubench.money.pricing import load_prices
     from tpubench.output.frames import load_results
 
@@ -146,11 +146,14 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     if priced.empty:
         return
     training = is_training(priced)   # by its columns, as the reports tell them apart
+    imaging = is_imaging(priced) & ~training
     sources = []
     if training.any() and "train_usd_per_mtok" in priced:
         sources.append(_train_cost_table(console, priced[training]))
-    if (~training).any():
-        sources.append(_inference_cost_table(console, priced[~training]))
+    if imaging.any():
+        sources.append(_image_cost_table(console, priced[imaging]))
+    if (~training & ~imaging).any():
+        sources.append(_inference_cost_table(console, priced[~training & ~imaging]))
     if sources:
         source = sources[0]
         console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "
@@ -185,6 +188,22 @@ def _train_cost_table(console, priced):
                       _number(r.get("train_tokens_per_s_per_chip"), ",.1f"),
                       f"{_usd(r['train_usd_per_mtok'])} ({_usd(r['train_usd_per_mtok_ci95_low'])}"
                       f"-{_usd(r['train_usd_per_mtok_ci95_high'])})")
+    console.print(table)
+    return best.iloc[0]
+
+
+def _image_cost_table(console, priced):
+    """Diffusion points: $ per 1,000 images on the cheapest priced instance per plan (they serve
+    no tokens: a per-token table would show dashes and rank instances by nothing)."""
+    table = _cost_table("cost per 1,000 images (cheapest instance per plan)",
+                        ("point", "priced as", "plan", "images/s per chip", "$/1k images (95% CI)"))
+    best = (priced.sort_values("image_usd_per_kimage", kind="stable").drop_duplicates(["file", "plan"])
+            .sort_values(["file", "plan"]))
+    for _, r in best.iterrows():
+        table.add_row(escape(_priced_label(r)), _priced_as(r), plan_label(str(r["plan"])),
+                      _number(r.get("images_per_s_per_chip"), ",.3g"),
+                      f"{_usd(r['image_usd_per_kimage'])} ({_usd(r['image_usd_per_kimage_ci95_low'])}"
+                      f"-{_usd(r['image_usd_per_kimage_ci95_high'])})")
     console.print(table)
     return best.iloc[0]
 

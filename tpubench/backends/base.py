@@ -43,6 +43,7 @@ class Backend(Protocol):
     device: str
 
     def availability(self) -> Availability: ...
+    def on_accelerator(self) -> bool: ...   # False where the work runs on the host's CPU (the small scale is then the default)
     def environment(self) -> dict[str, Any]: ...
     def estimate_memory(self, point) -> tuple[int, int | None]: ...   # (needed, available) bytes
     def build(self, point) -> Any: ...                                  # the model, reused across shapes

@@ -66,6 +66,9 @@ class JaxBackend:
 
         return jax.default_backend()
 
+    def on_accelerator(self) -> bool:
+        return self.platform() != "cpu"
+
     def availability(self) -> Availability:
         if importlib.util.find_spec("jax") is None:
             return Availability("jax", self.device, False, "package jax is missing: pip install 'tpubench[jax]'")

@@ -29,7 +29,8 @@ from tpubench.hardware.host_accelerators import ec2_instance_type
 _PACKAGES = {
     "tpu": ("torch_tpu", "pip install 'tpubench[tpu]' (torch-tpu, with libtpu, on a TPU VM)"),
     "neuron": ("torch_neuronx", "pip install 'tpubench[neuron]' --extra-index-url https://pip.repos.neuron.amazonaws.com"),
-    "xla": ("torch_xla", "pip install 'tpubench[xla]' (torch_xla matching your torch)"),
+    "xla": ("torch_xla", "in an environment of its own: pip install torch==2.9.0 torch-xla==2.9.0, then "
+                         "pip install --no-deps tpubench (docs/measurement.md#accelerator-packages)"),
 }
 # torch.distributed backends per device (docs/multi-chip.md, with sources and assumptions).
 _PROCESS_GROUP_BACKENDS = {"cpu": "gloo", "cuda": "nccl", "mps": "gloo", "xla": "xla", "tpu": "tpu_dist",
@@ -47,14 +48,21 @@ _PROCESS_GROUP_SOURCES = {
 _COMPILE_BACKENDS = {"cpu": "inductor", "cuda": "inductor", "mps": "inductor", "tpu": "tpu",
                      "neuron": "neuron", "xla": "openxla"}
 # TorchTPU's eager modes beside its default strict asynchronous eager (execution.mode), read from
-# the environment when torch loads TorchTPU, so set in a fresh process's environment. The names are
-# torch_tpu's own (its common/env_vars.h and its execution-modes guide: TPU_DEFER_AND_FUSE,
-# TPU_LAUNCH_BLOCKING); TORCH_TPU_DEFER_AND_FUSE, the name in TorchTPU's launch material, is set too
-# (where unread it changes nothing).
+# the environment once, when torch loads TorchTPU, so set in a fresh process's environment. The
+# names are the ones the released torch-tpu 0.2.0 wheel reads (in every one of its torch 2.11-2.15
+# builds): with TORCH_TPU_DEFER_AND_FUSE=1 `torch.tpu.eager_mode` is DEFER_AND_FUSE and with
+# TORCH_TPU_LAUNCH_BLOCKING=1 DEFER_NEVER_AND_LAUNCH_BLOCKING, even on a host without a TPU; the
+# unprefixed TPU_DEFER_AND_FUSE / TPU_LAUNCH_BLOCKING of older torch_tpu sources and guides change
+# nothing there (tests/test_accelerator_packages.py checks this against the installed wheel).
 EAGER_MODE_ENVIRONMENT = {
-    "eager_fused": {"TPU_DEFER_AND_FUSE": "1", "TORCH_TPU_DEFER_AND_FUSE": "1"},
-    "eager_sync": {"TPU_LAUNCH_BLOCKING": "1"},
+    "eager_fused": {"TORCH_TPU_DEFER_AND_FUSE": "1"},
+    "eager_sync": {"TORCH_TPU_LAUNCH_BLOCKING": "1"},
 }
+# The eager mode TorchTPU must report (`torch.tpu.eager_mode`'s name) in each execution mode that
+# runs eagerly: a session checks it, so a renamed variable fails the point instead of silently
+# measuring the default mode under another mode's name.
+TORCH_TPU_EAGER_MODES = {"eager": "DEFER_NEVER", "eager_fused": "DEFER_AND_FUSE",
+                         "eager_sync": "DEFER_NEVER_AND_LAUNCH_BLOCKING"}
 # Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
 # device gets bit-identical weights and numerics fingerprints are comparable across devices.
 _HOST_INIT_LIMIT_BYTES = 2 << 30
@@ -65,6 +73,12 @@ class TorchBackend:
 
     def __init__(self, device: str):
         self.device = device
+
+    def on_accelerator(self) -> bool:
+        # The legacy XLA path with PJRT_DEVICE=CPU compiles for the host's CPU (XLA:CPU).
+        if self.device == "xla":
+            return os.environ.get("PJRT_DEVICE", "").upper() not in ("", "CPU")
+        return self.device != "cpu"
 
     # ------------------------------------------------------------------ detection
     def availability(self) -> Availability:
@@ -90,6 +104,11 @@ class TorchBackend:
                 import torch_xla.runtime as xr
 
                 return True, f"{xr.device_type()} via torch_xla {torch_xla.__version__}"
+            except ImportError as exc:
+                # Each torch_xla release is built against the torch of its own version, which its
+                # wheel does not require: pip puts torch_xla 2.9 beside torch 2.13 without a word.
+                return False, (f"torch_xla {_dist_version('torch-xla')} does not load with torch {torch.__version__} "
+                               f"({str(exc).splitlines()[0][:120]}): it needs the torch of its own version")
             except Exception as exc:  # torch_xla raises many kinds when no PJRT device is present
                 return False, f"torch_xla found no device ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
         acc = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
@@ -116,6 +135,12 @@ class TorchBackend:
         tpu_type = os.environ.get("TPU_ACCELERATOR_TYPE", "") if self.device in ("tpu", "xla") else ""
         if tpu_type:
             return f"TPU {tpu_type.split('-')[0]}"
+        if self.device == "xla" and importlib.util.find_spec("torch_xla") is not None:
+            # The PJRT client torch_xla runs on (PJRT_DEVICE): XLA:CPU on a host without a chip,
+            # which no price row or roofline may take for an accelerator.
+            import torch_xla.runtime as xr
+
+            return f"XLA:{xr.device_type()}"
         # An EC2 Nitro instance names its type (trn1.32xlarge, trn2.48xlarge) in DMI: enough to
         # tell Trainium from Trainium2, which hold different numbers of NeuronCores per chip.
         instance = ec2_instance_type() if self.device == "neuron" else ""
@@ -291,14 +316,26 @@ class TorchDevice:
             count += int(data[0]) if data else 0
         return count
 
-    def compile_fallbacks(self) -> dict[str, int]:
-        """Graph breaks and recompile-limit hits in this process so far (dynamo's counters): a
-        measurement reports how much they grew while it ran."""
+    def compile_fallbacks(self) -> dict[str, int | float]:
+        """Graph breaks and recompile-limit hits in this process so far (dynamo's counters), and on
+        xla torch_xla's lazy-graph counters: a measurement reports how much they grew while it ran."""
         import torch._dynamo.utils as dynamo_utils
 
         counters = dynamo_utils.counters
         limit_hits = sum(n for msg, n in counters["unimplemented"].items() if "recompile limit" in msg.lower())
-        return {"graph_breaks": int(sum(counters["graph_break"].values())), "recompile_limit_hits": int(limit_hits)}
+        out: dict[str, int | float] = {"graph_breaks": int(sum(counters["graph_break"].values())),
+                                       "recompile_limit_hits": int(limit_hits)}
+        if self.device == "xla":
+            out.update(_xla_graph_counters())
+        return out
+
+    def inference_context(self):
+        """No autograd while measuring: torch.inference_mode, except on xla, where torch_xla 2.9
+        fails the first view of a weight made outside it ("Cannot set version_counter for
+        inference tensor", seen in tpubench's XLA-on-CPU run), so torch.no_grad there."""
+        import torch
+
+        return torch.no_grad() if self.device == "xla" else torch.inference_mode()
 
     def reset_peak_memory(self) -> None:
         if self.device not in ("cpu", "xla"):
@@ -371,6 +408,14 @@ class TorchSession(TorchDevice):
                    if os.environ.get(k) != v}
         if missing:   # the mode is set at torch's import: a process started without it cannot switch
             raise RuntimeError(f"execution mode {point.execution_mode} needs {missing} set before torch is imported")
+        self.torch_tpu_eager_mode = torch_tpu_eager_mode() if self.device == "tpu" else None
+        wanted = TORCH_TPU_EAGER_MODES.get(point.execution_mode) if self.device == "tpu" else None
+        # A TorchTPU that cannot say its mode (None) still runs plain eager; the other modes must be seen.
+        unseen = self.torch_tpu_eager_mode is None and point.execution_mode not in EAGER_MODE_ENVIRONMENT
+        if wanted and not unseen and self.torch_tpu_eager_mode != wanted:
+            raise RuntimeError(f"TorchTPU runs in eager mode {self.torch_tpu_eager_mode}; execution mode "
+                               f"{point.execution_mode} needs {wanted} (torch-tpu {_dist_version('torch-tpu')} did not "
+                               f"take it from {EAGER_MODE_ENVIRONMENT.get(point.execution_mode, {})})")
         # transformers' generate() as the decode loop (scenario.decode_loop hf_generate): the
         # baseline a generate() user gets, with whatever generate() itself switches for decode.
         hf_loop = point.params.get("decode_loop") == HF_GENERATE
@@ -392,7 +437,7 @@ class TorchSession(TorchDevice):
             self.forward = torch.compile(model.forward, backend=backend_name, **options)
         self._dynamo_start = self.compile_fallbacks()
         self.last_logits = None
-        self._inference = torch.inference_mode()
+        self._inference = self.inference_context()
 
     def __enter__(self):
         self._inference.__enter__()
@@ -482,7 +527,10 @@ class TorchSession(TorchDevice):
         """Graph breaks and recompile-limit hits since this session began: both leave part of the
         model running eager under torch.compile, which a 'compile' result must not hide."""
         now = self.compile_fallbacks()
-        return {k: now[k] - self._dynamo_start[k] for k in now}
+        out: dict[str, Any] = {k: now[k] - self._dynamo_start[k] for k in now}
+        if self.torch_tpu_eager_mode is not None:
+            out["torch_tpu_eager_mode"] = self.torch_tpu_eager_mode
+        return out
 
     def on_requested_device(self) -> bool:
         """False when parameters silently stayed on the CPU (a whole-model CPU fallback)."""
@@ -581,11 +629,43 @@ class FallbackWatch(logging.Handler):
             self.ops.append(op)
 
 
+# torch_xla counts `.item()` (aten::_local_scalar_dense) among its 'aten::' fallbacks, but it computes
+# nothing on the host: it reads a value there, as `.item()` does on any device (transformers' causal
+# mask reads the cache position once per prefill). It is not a CPU fallback here, as on cuda or
+# tpu; xla_scalar_reads counts it, since on XLA each one also cuts the lazy graph and runs it.
+_XLA_HOST_READS = "aten::_local_scalar_dense"
+
+
 def _xla_fallback_counters() -> dict[str, int]:
-    """torch_xla's per-op CPU fallback counters (names 'aten::...')."""
+    """torch_xla's per-op CPU fallback counters (names 'aten::...'), host reads left out."""
     import torch_xla.debug.metrics as met
 
-    return {name: int(met.counter_value(name) or 0) for name in met.counter_names() if name.startswith("aten::")}
+    return {name: int(met.counter_value(name) or 0) for name in met.counter_names()
+            if name.startswith("aten::") and name != _XLA_HOST_READS}
+
+
+def _xla_graph_counters() -> dict[str, int | float]:
+    """torch_xla's lazy-tensor graph accounting so far (torch_xla.debug.metrics): graphs compiled
+    (UncachedCompile), graphs found already compiled (CachedCompile), seconds spent compiling
+    (the CompileTime metric's total), graphs run, and host reads of a device value."""
+    import torch_xla.debug.metrics as met
+
+    compile_time = met.metric_data("CompileTime")
+    return {"xla_graphs_compiled": int(met.counter_value("UncachedCompile") or 0),
+            "xla_graphs_cached": int(met.counter_value("CachedCompile") or 0),
+            "xla_compile_time_total_s": float(compile_time[1]) / 1e9 if compile_time else 0.0,
+            "xla_graph_executions": int(met.counter_value("ExecuteComputation") or 0),
+            "xla_scalar_reads": int(met.counter_value(_XLA_HOST_READS) or 0)}
+
+
+def torch_tpu_eager_mode() -> str | None:
+    """The eager mode TorchTPU runs in (`torch.tpu.eager_mode`'s name: DEFER_NEVER,
+    DEFER_AND_FUSE or DEFER_NEVER_AND_LAUNCH_BLOCKING), or None where torch_tpu is not loaded.
+    It answers without a TPU, which lets a host without one check the variables tpubench sets."""
+    import torch
+
+    mode = getattr(getattr(torch, "tpu", None), "eager_mode", None)
+    return getattr(mode, "name", None) if mode is not None else None
 
 
 def _dist_version(name: str) -> str | None:

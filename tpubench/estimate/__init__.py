@@ -2,7 +2,7 @@
 
     roofline (FLOPs and bytes of the model shape, routing-aware for MoE)      features.py
       / efficiency fitted in log space on published and measured rows          calibration.py, fit.py
-      -> estimate with a leave-one-out conformal prediction interval           predict.py
+      -> estimate with a leave-one-sweep-out conformal prediction interval     predict.py
       -> priced per purchase plan with money's cost functions                  pricing.py
     command.py runs it for a workload file and `--on` targets (chips.py, points.py); render.py
     lays it out; validate.py is the leave-one-out check of benchmarks/estimate_loo.py.

@@ -5,7 +5,9 @@ A row calibrates only when its roofline can be computed and means the same thing
 estimate's: a single-node, aggregated, non-speculative run (a disaggregated or speculative
 system is another system), with its model's shape known, the precision, concurrency, lengths,
 chips and throughput given, and the chip's peaks in data/accelerators.csv. MLPerf scenario rows
-give no concurrency or input length, so they are counted out, not guessed.
+give no concurrency or input length, so they are counted out, not guessed. Each observation keeps
+its operating point and chip, so the leave-one-out check can ask `predict.estimate` about it
+exactly as the command would.
 """
 
 from __future__ import annotations
@@ -17,13 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tpubench.estimate.chips import chip, chip_family
+from tpubench.errors import UserError
+from tpubench.estimate.chips import Chip, chip, chip_family
 from tpubench.estimate.features import TERMS, Point, observed_cycle_s, roofline, terms
-from tpubench.estimate.models import precision_bytes, published_model
+from tpubench.estimate.models import cache_bytes, compute_precision, precision_bytes, published_model
 from tpubench.hardware.model_shape import ModelShape
-
-# Engines keep the KV cache in 16 bits unless told otherwise; the published rows do not say.
-DEFAULT_KV_BYTES = 2.0
 
 
 @dataclass
@@ -32,15 +32,34 @@ class Observations:
     y: np.ndarray                 # log efficiency
     families: list[str]
     rows: pd.DataFrame            # one per observation: who, what, where, roofline and observed times
+    points: list[Point] = field(default_factory=list)
+    specs: list[Chip] = field(default_factory=list)
     left_out: Counter = field(default_factory=Counter)
+
+    def subset(self, keep: np.ndarray) -> "Observations":
+        """The observations where `keep` (a boolean mask) is True."""
+        pick = [i for i, k in enumerate(keep) if k]
+        return Observations(X=self.X[keep], y=self.y[keep], families=[self.families[i] for i in pick],
+                            rows=self.rows[keep].reset_index(drop=True), points=[self.points[i] for i in pick],
+                            specs=[self.specs[i] for i in pick])
+
+
+SWEEP = ("publisher", "model", "accelerator")
+
+
+def sweeps(rows: pd.DataFrame) -> list[str]:
+    """Each observation's sweep: one publisher's rows of one model on one chip (a concurrency or
+    length sweep), which sit closer to each other than to anything a user will ask about."""
+    if rows.empty:
+        return []
+    return [" | ".join(map(str, key)) for key in rows[list(SWEEP)].itertuples(index=False)]
 
 
 def _num(value) -> float:
     try:
-        out = float(value)
+        return float(value)
     except (TypeError, ValueError):
         return math.nan
-    return out
 
 
 def _truthy(value) -> bool:
@@ -65,18 +84,24 @@ def _why_not(row: dict) -> str | None:
     return None
 
 
-def observations(published: pd.DataFrame) -> Observations:
+def _model(row: dict) -> tuple[str, ModelShape] | None:
+    if isinstance(row.get("shape"), ModelShape):
+        return row["model"], row["shape"]
+    return published_model(row.get("model")) or published_model(row.get("published_model"))
+
+
+def observations(rows: pd.DataFrame) -> Observations:
     """Observations from rows with the columns of tpubench.output.published.rows (plus `source`,
     `measured` or `published`; published when absent)."""
-    xs, ys, fams, kept = [], [], [], []
+    xs, ys, fams, kept, points, specs = [], [], [], [], [], []
     left: Counter = Counter()
-    for row in published.to_dict("records"):
+    for row in rows.to_dict("records"):
         why = _why_not(row)
-        model = ((row["model"], row["shape"]) if isinstance(row.get("shape"), ModelShape)
-                 else published_model(row.get("model")) or published_model(row.get("published_model")))
+        model = _model(row) if why is None else None
         wbytes = precision_bytes(row.get("precision"))
-        spec = chip(str(row.get("accelerator")), str(row.get("precision"))) if row.get("accelerator") else None
-        family = chip_family(str(row.get("accelerator")))
+        accelerator = str(row.get("accelerator")) if row.get("accelerator") else None
+        spec = chip(accelerator, compute_precision(row.get("precision"))) if accelerator else None
+        family = chip_family(accelerator)
         if why is None and model is None:
             why = "model architecture not in data/published_models.json"
         if why is None and wbytes is None:
@@ -86,67 +111,62 @@ def observations(published: pd.DataFrame) -> Observations:
         if why:
             left[why] += 1
             continue
-        kv_bytes = _num(row.get("kv_bytes"))
-        point = Point(shape=model[1], weight_bytes=wbytes, kv_bytes=kv_bytes if kv_bytes > 0 else DEFAULT_KV_BYTES,
-                      chips=int(_num(row["chips"])), concurrency=_num(row["concurrency"]),
-                      input_len=_num(row["input_length"]), output_len=_num(row["output_length"]))
+        point = Point(shape=model[1], weight_bytes=wbytes, kv_bytes=cache_bytes(row.get("precision")),
+                      compute_precision=compute_precision(row.get("precision")), chips=int(_num(row["chips"])),
+                      concurrency=_num(row["concurrency"]), input_len=_num(row["input_length"]),
+                      output_len=_num(row["output_length"]))
         roof = roofline(point, spec.peak_flops, spec.peak_bytes_per_s)
-        observed = observed_cycle_s(point, _num(row["output_tokens_per_s_per_chip"]))
+        rate = _num(row["output_tokens_per_s_per_chip"])
+        observed = observed_cycle_s(point, rate)
         xs.append(terms(point, roof))
         ys.append(math.log(roof.cycle_s / observed))
         fams.append(family)
+        points.append(point)
+        specs.append(spec)
         kept.append({
             "source": row.get("source") or "published", "publisher": row.get("publisher"),
             "reference": row.get("reference"), "date": row.get("date"), "model": model[0],
             "accelerator": spec.accelerator, "family": family, "chips": point.chips,
             "concurrency": point.concurrency, "input_length": point.input_len, "output_length": point.output_len,
             "precision": row.get("precision"), "framework": row.get("framework"),
-            "output_tokens_per_s_per_chip": _num(row["output_tokens_per_s_per_chip"]),
-            "roofline_cycle_s": roof.cycle_s, "observed_cycle_s": observed,
+            "output_tokens_per_s_per_chip": rate, "roofline_cycle_s": roof.cycle_s, "observed_cycle_s": observed,
             "efficiency": roof.cycle_s / observed, "decode_bound": roof.decode_bound,
         })
     X = np.array(xs) if xs else np.zeros((0, len(TERMS)))
-    return Observations(X=X, y=np.array(ys), families=fams, rows=pd.DataFrame(kept), left_out=left)
+    return Observations(X=X, y=np.array(ys), families=fams, rows=pd.DataFrame(kept), points=points, specs=specs,
+                        left_out=left)
 
 
 def measured_rows(paths) -> pd.DataFrame:
-    """The user's own generate results (result JSON files under `paths`) as calibration rows:
-    batch as concurrency, the model's shape from the config the result recorded, its dtype as
-    precision, `source = measured`. Failed, invalid and non-generate results are left out."""
-    import json
-    from pathlib import Path
-
+    """The user's own generate results under `paths` (read by records.result.read_results, which skips
+    what is not a result) as calibration rows: batch as concurrency, the model's shape from the
+    config the result recorded, its dtype as precision, `source = measured`. Failed, invalid and
+    non-generate results, and models whose shape cannot be read, are left out."""
     from tpubench.hardware.accelerators import normalize_accelerator
+    from tpubench.records.result import read_results
+    from tpubench.scenarios.registry import describing
 
-    files = []
-    for p in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
-        files.extend(sorted(p.rglob("*.json")) if p.is_dir() else [p])
     rows = []
-    for f in files:
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-            point, env, metrics = data["point"], data["environment"], data["metrics"]
-        except (OSError, ValueError, KeyError, TypeError):
+    for f, result in read_results(paths, warn=lambda msg: None):
+        point, env = result.point, result.environment
+        if result.status != "ok" or not result.validity.valid:
             continue
-        if data.get("status") != "ok" or not (data.get("validity") or {}).get("valid", False):
-            continue
-        if point.get("scenario_kind", "generate") != "generate" or not point.get("model_config"):
+        if not describing(point.get("scenario_kind")).calibrates_estimate or not point.get("model_config"):
             continue
         try:
             shape = ModelShape.from_config(point.get("family"), point["model_config"])
-        except Exception:  # a family the shape builder cannot read: the row does not calibrate
+        except (KeyError, TypeError, ValueError, UserError):   # a config the shape builder cannot read
             continue
-        chips = env.get("chips") or env.get("accelerator_count")
+        chips = _num(env.get("chips") or env.get("accelerator_count"))
         rows.append({
-            "source": "measured", "publisher": "you", "reference": str(f), "date": data.get("started_at"),
+            "source": "measured", "publisher": "you", "reference": str(f), "date": result.started_at,
             "model": point.get("workload"), "shape": shape, "precision": point.get("dtype"),
-            "accelerator": normalize_accelerator(env.get("accelerator_name"), data.get("device")),
+            "accelerator": normalize_accelerator(env.get("accelerator_name"), result.device),
             "chips": chips, "concurrency": point.get("batch_size"), "input_length": point.get("input_length"),
             "output_length": point.get("output_length"),
-            "output_tokens_per_s_per_chip": (metrics.get("output_tokens_per_s") or math.nan) / (chips or math.nan),
-            "kv_bytes": precision_bytes(point.get("dtype")),
+            "output_tokens_per_s_per_chip": _num(result.metrics.get("output_tokens_per_s")) / chips,
         })
     return pd.DataFrame(rows)
 
 
-__all__ = ["DEFAULT_KV_BYTES", "Observations", "measured_rows", "observations"]
+__all__ = ["SWEEP", "Observations", "measured_rows", "observations", "sweeps"]

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.hardware.accelerators import chip_memory_bytes, chip_peak_flops, chip_peaks, normalize_accelerator
+from tpubench.money.price_imports.mapping import TPU_SLICES
 from tpubench.money.table_files import did_you_mean
 
 # A family is a vendor's generation of chips sharing a software stack: its rows calibrate each
@@ -25,11 +26,25 @@ _FAMILIES = (
 )
 # Short names a user types that the runtime-name patterns do not know.
 _ALIASES = {"trn2": "Trainium2", "trn1": "Trainium", "inf2": "Inferentia2", "v6e": "TPU v6e",
-            "v5e": "TPU v5e", "v5p": "TPU v5p", "v4": "TPU v4", "ironwood": "TPU7x", "tpu7x": "TPU7x"}
-# A TPU slice name counts chips (v5e, v6e) or TensorCores, two per chip (v4, v5p): Cloud TPU docs.
-_SLICE = re.compile(r"^(?:tpu[\s_-]*)?(?P<gen>v6e|v5e|v5litepod|v5p|v4)[\s_-]+(?P<n>\d+)$", re.I)
-_CORES_PER_CHIP = {"v4": 2, "v5p": 2}
+            "v5e": "TPU v5e", "v5p": "TPU v5p", "v4": "TPU v4", "ironwood": "TPU7x", "tpu7x": "TPU7x",
+            "v7x": "TPU7x", "7x": "TPU7x"}
+# A TPU slice name ("tpu-v6e-8", "v5p-8", "tpu7x-8") counts chips (v5e, v6e) or TensorCores (v4,
+# v5p, TPU7x: two per chip); the price importer's slice table (money.price_imports.mapping) knows
+# which, and this reads it rather than keeping a second list.
+_SLICE = re.compile(r"^(?:tpu[\s_-]*)?(?P<gen>v6e|v5e|v5litepod|v5p|v4|v?7x)[\s_-]+(?P<n>\d+)$", re.I)
 _TARGET = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._ -]*?)(?::(?P<count>\d+))?$")
+
+
+def _slice_generations() -> dict[str, tuple[str, int]]:
+    """'v6e' -> ('TPU v6e', 1 TensorCore per chip), 'v5p' -> ('TPU v5p', 2), '7x' -> ('TPU7x', 2)..."""
+    out = {}
+    for accelerator, shapes in TPU_SLICES.items():
+        name, chips = shapes[0]
+        m = re.match(r"^tpu-?(?P<gen>.+)-(?P<n>\d+)$", name)
+        out[m.group("gen")] = (accelerator, int(m.group("n")) // chips)
+    out.setdefault("v5e", out.get("v5litepod"))
+    out.setdefault("v7x", out.get("7x"))
+    return out
 
 
 def chip_family(accelerator: str | None) -> str | None:
@@ -79,14 +94,18 @@ def parse_target(spec: str, prices: pd.DataFrame) -> Target:
         row = instances.iloc[0]
         return _checked(Target(text, str(row["accelerator"]), int(row["chips_per_instance"]), str(row["instance_type"])))
     slice_ = _SLICE.match(name)
-    if slice_ and count is None:
+    if slice_ and count is None and slice_.group("gen").lower() in _slice_generations():
         gen = slice_.group("gen").lower()
-        accelerator = _ALIASES.get("v5e" if gen == "v5litepod" else gen)
+        accelerator, per = _slice_generations()[gen]
         n = int(slice_.group("n"))
-        per = _CORES_PER_CHIP.get(gen, 1)
-        if n % per:
-            raise UserError(f"'{spec}': a {gen} slice counts TensorCores, {per} per chip", field="--on")
+        if n < per or n % per:
+            raise UserError(f"'{spec}': a {gen} slice name counts TensorCores, {per} per chip", field="--on")
         return _checked(Target(text, accelerator, n // per, None))
+    if re.search(r"[\s_-]\d+$", name):
+        # A trailing number that is neither an instance nor a slice name would otherwise be dropped
+        # by the name match ('tpu-v7-8' read as some TPU7x count): ask for the count explicitly.
+        raise UserError(f"'{spec}' is not an instance type or a TPU slice name (tpu-v6e-8, v5p-8, tpu7x-8); "
+                        "write the chip count after a colon (H100:8, TPU7x:4)", field="--on")
     accelerator = _ALIASES.get(name.lower()) or normalize_accelerator(name, known=set(prices["accelerator"]))
     if accelerator is None or chip_peaks(accelerator) is None:
         known = sorted(set(prices["accelerator"]) | set(_ALIASES))
@@ -97,7 +116,8 @@ def parse_target(spec: str, prices: pd.DataFrame) -> Target:
         if chips < 1:
             raise UserError(f"'{spec}': the chip count must be at least 1", field="--on")
     else:
-        offered = sorted(set(prices.loc[prices["accelerator"] == accelerator, "chips_per_instance"]))
+        offered = sorted(set(prices.loc[prices["accelerator"] == accelerator, "chips_per_instance"])
+                         or {chips for _, chips in TPU_SLICES.get(accelerator, ())})
         if not offered:
             raise UserError(f"'{spec}': no price row says how many {accelerator} chips an instance has; "
                             f"write {accelerator}:CHIPS", field="--on")

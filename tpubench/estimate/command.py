@@ -3,7 +3,7 @@ the shipped published rows and the user's own measured rows, priced per purchase
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -35,22 +35,16 @@ def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, p
         if not mine.empty:
             rows = pd.concat([rows, mine], ignore_index=True)
     cal = calibrate(rows)
+    name, serving, points = workload_points(workload)
     estimates, priced_rows = [], []
-    name = Path(workload).stem
     for target in targets:
-        name, serving, points = workload_points(workload, target.chips)
         table = plan_prices(prices, target, plans)
-        for point in points:
-            spec = chip(target.accelerator, _precision(point.weight_bytes))
+        for point in (replace(p, chips=target.chips) for p in points):
+            spec = chip(target.accelerator, point.compute_precision)
             est = estimate(cal, target, spec, point, serving=serving)
             estimates.append(est)
             priced_rows.append([] if est.refused else [priced(est, row) for _, row in table.iterrows()])
     return EstimateReport(workload=name, calibration=cal, estimates=estimates, prices=priced_rows)
-
-
-def _precision(weight_bytes: float) -> str:
-    # The peak FLOP/s of the workload's own format: fp8 and narrower use the chip's fp8 peak.
-    return "fp8" if weight_bytes <= 1 else "bf16"
 
 
 __all__ = ["EstimateReport", "run_estimate"]

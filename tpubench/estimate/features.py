@@ -1,16 +1,21 @@
 """The roofline of one operating point and the fit's terms for it.
 
-An operating point is a model (its shape and bytes per weight and per cached value) served on
-`chips` chips with `concurrency` sequences in flight, prompts of `input_len` tokens and answers of
-`output_len`. Its roofline is what the chips' peaks allow (counts from `hardware.counts`):
+An operating point is a model (its shape, bytes per weight and per cached value, and the number
+format its matmuls run in) served on `chips` chips with `concurrency` sequences in flight, prompts
+of `input_len` tokens and answers of `output_len`. Its roofline is what the chips' peaks allow
+(FLOP and weight-byte counts from `hardware.counts`, tensor-parallel sharding as it describes):
 
 - prefill: the `concurrency` prompts' model FLOPs over all chips' peak FLOP/s, or the weights one
   chip must read for them (experts touched by that many tokens) over its bandwidth, whichever is
   longer;
 - decode step: one token for each of the `concurrency` sequences at the mean context
-  (input_len + output_len / 2): FLOPs over the peak, or the bytes one chip reads (non-expert weights
-  / chips, the distinct experts that batch routes to, the KV cache) over its bandwidth, whichever
-  is longer. Routing-aware for MoE: distinct experts = E (1 - (1 - k/E)^batch), uniform routing.
+  (input_len + output_len / 2): FLOPs over the peak, or the bytes one chip reads over its
+  bandwidth, whichever is longer. Bytes: the non-expert weights / chips, the distinct experts the
+  batch routes to / chips (routing-aware for MoE: E (1 - (1 - k/E)^batch), uniform routing), and
+  the KV cache. The cache splits by KV head, so a chip reads 1 / min(chips, KV heads) of it: a
+  model with fewer KV heads than chips (Qwen3-30B-A3B's 4 on 8 chips) holds each head on several
+  chips, and a latent-attention cache (DeepSeek's MLA: one latent per token, no heads to split)
+  is read in full by every chip of a tensor-parallel group.
 
 A cycle produces concurrency x output_len tokens and takes prefill + output_len decode steps;
 `cycle_s` is its roofline time. The observed cycle of a published row is
@@ -40,6 +45,7 @@ class Point:
     shape: ModelShape
     weight_bytes: float      # per weight
     kv_bytes: float          # per cached element
+    compute_precision: str   # the format the matmuls run in: picks the chip's peak FLOP/s
     chips: int
     concurrency: float       # sequences decoded together
     input_len: float
@@ -63,16 +69,30 @@ class Roofline:
         return self.prefill_s / self.cycle_s
 
 
+def kv_cache_bytes_per_chip(shape: ModelShape, batch: float, context: float, kv_bytes: float, chips: int) -> float:
+    """KV-cache bytes one chip reads in a decode step (module notes: split by KV head, no finer)."""
+    return sum(layer.kv_bytes_per_token(kv_bytes) * layer.attended(context) * batch
+               / min(chips, max(1, layer.n_kv_heads)) for layer in shape.layers)
+
+
+def decode_step_bytes_per_chip(point: Point) -> float:
+    """Bytes one chip reads in one decode step at the mean context (module notes)."""
+    p = point
+    context = p.input_len + p.output_len / 2
+    weights = decode_bytes_per_chip(p.shape, p.concurrency, lambda layer: 0.0, p.weight_bytes, p.kv_bytes,
+                                    None, p.chips)
+    return sum(weights.values()) + kv_cache_bytes_per_chip(p.shape, p.concurrency, context, p.kv_bytes, p.chips)
+
+
 def roofline(point: Point, peak_flops: float, peak_bytes_per_s: float) -> Roofline:
     p, n = point, point.chips
     context = p.input_len + p.output_len / 2
-    prompt_tokens = p.concurrency * p.input_len
     p_flops = prefill_flops(p.shape, p.concurrency, int(round(p.input_len)))
-    p_bytes = sum(decode_bytes_per_chip(p.shape, prompt_tokens, lambda layer: 0.0, p.weight_bytes,
+    # A prefill reads every weight its prompt tokens touch once; attention reads no cache.
+    p_bytes = sum(decode_bytes_per_chip(p.shape, p.concurrency * p.input_len, lambda layer: 0.0, p.weight_bytes,
                                         p.kv_bytes, None, n).values())
     d_flops = decode_flops_per_step(p.shape, p.concurrency, context)
-    d_bytes = sum(decode_bytes_per_chip(p.shape, p.concurrency, lambda layer: layer.attended(context),
-                                        p.weight_bytes, p.kv_bytes, None, n).values())
+    d_bytes = decode_step_bytes_per_chip(p)
     p_compute, p_memory = p_flops / n / peak_flops, p_bytes / peak_bytes_per_s
     d_compute, d_memory = d_flops / n / peak_flops, d_bytes / peak_bytes_per_s
     return Roofline(prefill_s=max(p_compute, p_memory), decode_step_s=max(d_compute, d_memory),
@@ -92,4 +112,5 @@ def observed_cycle_s(point: Point, output_tokens_per_s_per_chip: float) -> float
     return point.concurrency * point.output_len / (output_tokens_per_s_per_chip * point.chips)
 
 
-__all__ = ["Point", "Roofline", "TERMS", "observed_cycle_s", "roofline", "terms"]
+__all__ = ["Point", "Roofline", "TERMS", "decode_step_bytes_per_chip", "kv_cache_bytes_per_chip",
+           "observed_cycle_s", "roofline", "terms"]

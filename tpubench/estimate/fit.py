@@ -19,7 +19,7 @@ calibration rows (every row on 8 chips) cannot be told from the intercept: it is
 `Fit.held` names it.
 
 The prediction interval is split-conformal in spirit but uses every row: leave-one-out residuals
-(each row predicted by a fit without it, `loo_residuals`), and a half-width in log space equal to
+(each row predicted by a fit without it, or without its whole group, `loo_residuals`), and a half-width in log space equal to
 the ceil((n + 1) * coverage)-th smallest |residual| (`conformal_halfwidth`), which covers a new
 exchangeable point with probability >= coverage. With fewer rows than that rank needs (n < 9 for
 90%), the largest residual is used and the interval is marked below nominal.
@@ -94,19 +94,22 @@ def fit_efficiency(X, y, families: Sequence[str], *, terms: Sequence[str] | None
                held=tuple(names[j] for j in range(p) if j not in free))
 
 
-def loo_residuals(X, y, families: Sequence[str], *, ridge: float = DEFAULT_RIDGE) -> np.ndarray:
-    """y_i minus the prediction of a fit on every row but i: what the model gets wrong on a row it
-    never saw. Needs at least 2 rows."""
+def loo_residuals(X, y, families: Sequence[str], *, ridge: float = DEFAULT_RIDGE,
+                  groups: Sequence | None = None) -> np.ndarray:
+    """y_i minus the prediction of a fit on every row but i (with `groups`, on every row outside
+    i's group): what the model gets wrong on a row it never saw. Needs at least 2 groups."""
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
     n = len(y)
-    if n < 2:
-        raise ValueError("leave-one-out needs at least 2 rows")
+    labels = np.arange(n) if groups is None else np.asarray(groups)
+    if len(labels) != n or len(set(labels.tolist())) < 2:
+        raise ValueError("leave-one-out needs at least 2 rows (groups) and one label per row")
     out = np.empty(n)
-    for i in range(n):
-        keep = np.arange(n) != i
-        fit = fit_efficiency(X[keep], y[keep], [f for j, f in enumerate(families) if j != i], ridge=ridge)
-        out[i] = y[i] - fit.predict(X[i], families[i])
+    for g in dict.fromkeys(labels.tolist()):
+        keep = labels != g
+        fit = fit_efficiency(X[keep], y[keep], [f for f, k in zip(families, keep) if k], ridge=ridge)
+        for i in np.flatnonzero(~keep):
+            out[i] = y[i] - fit.predict(X[i], families[i])
     return out
 
 

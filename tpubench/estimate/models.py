@@ -53,11 +53,27 @@ def _shape(model_id: str, family: str) -> ModelShape:
     return ModelShape.from_config(family, config)
 
 
-def precision_bytes(precision: Any) -> float | None:
-    """Bytes per weight of a precision label ('fp8', 'bfloat16', 'mxfp4'...); None when unknown."""
+def _label(precision: Any) -> str | None:
     if precision is None or (isinstance(precision, float) and math.isnan(precision)):
         return None
-    label = re.sub(r"[\s_-]", "", str(precision).lower().removeprefix("torch."))
+    return re.sub(r"[\s_-]", "", str(precision).lower().removeprefix("torch."))
+
+
+def compute_precision(precision: Any) -> str:
+    """The format a precision label's matmuls run in, which picks the chip's peak FLOP/s: weight-only
+    quantisation ('int8 weights', W4A16) dequantises to 16 bits before the matmul, so it runs at the
+    bf16 peak; everything else at its own (`hardware.accelerators.chip_peak_flops`)."""
+    label = _label(precision) or ""
+    if "weight" in label or re.search(r"w\d+a16", label):
+        return "bf16"
+    return label
+
+
+def precision_bytes(precision: Any) -> float | None:
+    """Bytes per weight of a precision label ('fp8', 'bfloat16', 'mxfp4'...); None when unknown."""
+    label = _label(precision)
+    if label is None:
+        return None
     if label in _PRECISION_BYTES:
         return _PRECISION_BYTES[label]
     for tag, size in sorted(_PRECISION_BYTES.items(), key=lambda kv: -len(kv[0])):
@@ -66,4 +82,12 @@ def precision_bytes(precision: Any) -> float | None:
     return None
 
 
-__all__ = ["PUBLISHED_MODELS", "precision_bytes", "published_model"]
+def cache_bytes(precision: Any) -> float | None:
+    """Bytes per cached K/V element: engines keep the cache in 16 bits unless told otherwise (an fp8
+    or fp4 checkpoint still caches bf16 by default in vLLM and SGLang), and a float32 model caches
+    float32. One rule for published rows, measured rows and workloads alike."""
+    size = precision_bytes(precision)
+    return None if size is None else max(2.0, size)
+
+
+__all__ = ["PUBLISHED_MODELS", "cache_bytes", "compute_precision", "precision_bytes", "published_model"]

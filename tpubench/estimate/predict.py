@@ -1,7 +1,8 @@
 """Estimates with prediction intervals for chips one has not measured.
 
 `calibrate` fits the efficiency model (estimate.fit) on calibration rows and keeps each row's
-leave-one-out residual; `estimate` turns the roofline of one operating point on one target into
+leave-one-sweep-out residual (the row predicted by a fit without any row of its sweep: its
+publisher's rows of that model on that chip, estimate.calibration.sweeps); `estimate` turns the roofline of one operating point on one target into
 throughput, TTFT, TPOT and chip-seconds per token, each with its 90% interval, and names the rows
 that calibrated it. A chip whose family has fewer than MIN_ROWS calibration rows is refused, with
 why, instead of guessed.
@@ -9,8 +10,11 @@ why, instead of guessed.
 The one fitted efficiency applies to both phases: TTFT = roofline prefill / efficiency (a static
 batch's whole prefill; a server's one prompt, without queueing) and TPOT = roofline decode step /
 efficiency. The interval is exp(+-q) around the estimate in efficiency, with q the conformal
-quantile of the leave-one-out |residuals| (estimate.fit): of the chip family's own rows when it has
-enough for the nominal coverage (9 for 90%), else of every row (`interval_basis` says which).
+quantile of those |residuals| (estimate.fit): of the chip family's own rows when it has enough for
+the nominal coverage (9 for 90%), else of every row, never narrower than the family's own worst
+miss (`interval_basis` says which). Sweeps, not single rows, are held out because a user's
+workload is a model the calibration has not seen: a row's neighbours in its own sweep would make
+the residuals, and so the interval, look better than that question deserves.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tpubench.estimate.calibration import Observations, observations
+from tpubench.errors import UserError
+from tpubench.estimate.calibration import Observations, observations, sweeps
 from tpubench.estimate.chips import Chip, Target, chip_family
 from tpubench.estimate.features import TERMS, Point, roofline, terms
 from tpubench.estimate.fit import DEFAULT_RIDGE, Fit, conformal_halfwidth, fit_efficiency, loo_residuals
@@ -47,19 +52,29 @@ class Calibration:
         mine = np.array([r for r, f in zip(self.loo, self.obs.families) if f == family])
         q, nominal = conformal_halfwidth(mine, COVERAGE) if len(mine) else (math.inf, False)
         if nominal:
-            return q, True, f"{family} rows' leave-one-out residuals (n={len(mine)})"
+            return q, True, f"{family} rows' leave-one-sweep-out residuals (n={len(mine)})"
         q_all, nominal_all = conformal_halfwidth(self.loo, COVERAGE)
         # Never narrower than the family's own worst miss: pooling must not hide a family's spread.
         q = max(q_all, max(np.abs(mine)) if len(mine) else 0.0)
-        return q, nominal_all, f"all rows' leave-one-out residuals (n={len(self.loo)}; {family}: {len(mine)})"
+        return q, nominal_all, f"all rows' leave-one-sweep-out residuals (n={len(self.loo)}; {family}: {len(mine)})"
 
 
 def calibrate(rows: pd.DataFrame, *, ridge: float = DEFAULT_RIDGE) -> Calibration:
-    obs = observations(rows)
+    """The fit and its leave-one-sweep-out residuals over calibration rows (estimate.calibration)."""
+    return calibrated(observations(rows), ridge=ridge)
+
+
+def calibrated(obs: Observations, *, ridge: float = DEFAULT_RIDGE) -> Calibration:
+    """The fit and its leave-one-sweep-out residuals over these observations alone: what the
+    command builds from every row, and what the leave-one-out check builds from all rows but the
+    held-out ones."""
     if len(obs.y) < 2:
-        raise ValueError("fewer than 2 usable calibration rows")
+        raise UserError(f"the estimate needs at least 2 usable calibration rows; {len(obs.y)} of "
+                        f"{len(obs.y) + sum(obs.left_out.values())} are usable")
     fit = fit_efficiency(obs.X, obs.y, obs.families, terms=TERMS, ridge=ridge)
-    return Calibration(obs=obs, fit=fit, loo=loo_residuals(obs.X, obs.y, obs.families, ridge=ridge))
+    groups = sweeps(obs.rows)
+    groups = groups if len(set(groups)) >= 2 else None   # one sweep: leave rows out one by one
+    return Calibration(obs=obs, fit=fit, loo=loo_residuals(obs.X, obs.y, obs.families, ridge=ridge, groups=groups))
 
 
 @dataclass(frozen=True)
@@ -110,13 +125,21 @@ def estimate(cal: Calibration, target: Target, spec: Chip, point: Point, *, serv
         return Estimate(**common, refused=(f"the weights ({weights / 1e9:,.0f} GB) do not fit in "
                                            f"{point.chips} x {memory / 1e9:,.0f} GB"))
     roof = roofline(point, spec.peak_flops, spec.peak_bytes_per_s)
-    log_eff = cal.fit.predict(terms(point, roof), family)
+    x = terms(point, roof)
+    outside = [name for name, v, lo, hi in zip(TERMS[1:], x[1:], cal.obs.X[:, 1:].min(0), cal.obs.X[:, 1:].max(0))
+               if not lo - 1e-9 <= v <= hi + 1e-9]
+    if outside:
+        # The interval comes from rows inside the calibration's range; it does not know this one.
+        notes.append(f"extrapolated: {', '.join(outside)} outside the calibration rows' range")
+    log_eff = cal.fit.predict(x, family)
     eff = math.exp(log_eff)
     if eff > 1:
         notes.append(f"fitted efficiency {eff:.2f} > 1 capped at 1 (extrapolated)")
         eff = 1.0
     q, nominal, basis = cal.halfwidth(family)
-    up, down = math.exp(q), math.exp(-q)
+    # A calibration too thin to bound its own misses gives an unbounded interval, not an overflow.
+    up = math.exp(q) if q < 700 else math.inf
+    down = 1 / up
     cycle = roof.cycle_s / eff
     tokens_out = point.concurrency * point.output_len
     tput = tokens_out / cycle / point.chips
@@ -138,4 +161,4 @@ def estimate(cal: Calibration, target: Target, spec: Chip, point: Point, *, serv
                     interval_nominal=nominal, interval_basis=basis, notes=tuple(notes))
 
 
-__all__ = ["COVERAGE", "Calibration", "Estimate", "LABEL", "MIN_ROWS", "calibrate", "estimate"]
+__all__ = ["COVERAGE", "Calibration", "Estimate", "LABEL", "MIN_ROWS", "calibrate", "calibrated", "estimate"]

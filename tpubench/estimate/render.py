@@ -98,9 +98,13 @@ def print_table(console, report: EstimateReport) -> None:
         by_plan = {p["plan"]: p for p in priced}
         cost = [band((by_plan[p]["blended_usd_per_mtok"], by_plan[p]["blended_usd_per_mtok_low"],
                       by_plan[p]["blended_usd_per_mtok_high"])) if p in by_plan else "-" for p in plans]
-        table.add_row(escape(est.target), str(est.chips), load, band(est.output_tokens_per_s_per_chip),
+        mark = " *" if est.notes else ""
+        table.add_row(escape(est.target) + mark, str(est.chips), load, band(est.output_tokens_per_s_per_chip),
                       band(est.ttft_s), band(est.tpot_s, 1e3), est.decode_bound, *cost)
     console.print(table)
+    for est in report.estimates:
+        if est.notes and not est.refused:
+            console.print(f"* {escape(est.target)}, load {est.concurrency:g}: {escape('; '.join(est.notes))}")
     summary = calibration_summary(report)
     for family, info in summary["families"].items():
         chips = ", ".join(f"{k}: {v}" for k, v in info["rows_per_chip"].items()) or "none"

@@ -1,57 +1,77 @@
 """Leave-one-out validation of the estimate over calibration rows (benchmarks/estimate_loo.py).
 
-For each row i: the efficiency model is fitted on every other row (so the prediction never saw
-row i), and the 90% interval is built from that reduced set alone (its own leave-one-out
-residuals, `predict.Calibration.halfwidth`), so neither the point nor the interval was tuned on the
-held-out row. Error = predicted / published output tokens/s per chip - 1 (the throughput, hence
-the $/Mtok, error); covered = the published value lies inside the interval.
+For each held-out row (or group of rows, `held_out(by=...)`): everything the command computes from
+its calibration rows is recomputed from the other rows alone: the efficiency fit (pooled slopes,
+each family's deviation, which terms are free), the leave-one-sweep-out residuals of that reduced
+set and so the 90% interval's half-width. The row is then asked of `predict.estimate` exactly as
+`tpubench estimate` would ask it (same refusal below 3 family rows, same efficiency cap, same
+interval), with the row's own chip, chips, concurrency, lengths and precision. Per row:
+
+    error   = estimated / published output tokens/s per chip - 1  (the $/Mtok error is the same ratio)
+    covered = the published value lies inside the estimate's 90% interval as the command shows it
+
+A refused row (its family left with fewer than 3 rows) has no error and is counted apart.
+
+Rows from one sweep (a publisher's run of one model on one chip at several concurrencies) sit
+close together, so holding out one of them still leaves its neighbours in: `by="sweep"`
+holds out the whole sweep instead, which is closer to the question a user asks (my model, a chip
+whose rows are of other models).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
-from tpubench.estimate.calibration import Observations
-from tpubench.estimate.features import TERMS
-from tpubench.estimate.fit import DEFAULT_RIDGE, fit_efficiency, loo_residuals
-from tpubench.estimate.predict import Calibration
+from tpubench.estimate.calibration import Observations, sweeps
+from tpubench.estimate.chips import Target
+from tpubench.estimate.fit import DEFAULT_RIDGE
+from tpubench.estimate.predict import calibrated, estimate
+
+GROUPINGS = ("row", "sweep")
 
 
-def _subset(obs: Observations, keep: np.ndarray) -> Observations:
-    return Observations(X=obs.X[keep], y=obs.y[keep], families=[f for f, k in zip(obs.families, keep) if k],
-                        rows=obs.rows[keep].reset_index(drop=True))
+def _groups(obs: Observations, by: str) -> np.ndarray:
+    if by not in GROUPINGS:
+        raise ValueError(f"unknown grouping {by!r}: one of {', '.join(GROUPINGS)}")
+    return np.arange(len(obs.y)) if by == "row" else np.asarray(sweeps(obs.rows))
 
 
-def held_out(obs: Observations, *, ridge: float = DEFAULT_RIDGE) -> pd.DataFrame:
-    """One row per calibration row: its chip, family, signed % error and whether covered."""
-    n = len(obs.y)
+def held_out(obs: Observations, *, ridge: float = DEFAULT_RIDGE, by: str = "row") -> pd.DataFrame:
+    """One row per calibration row: its chip, family, model, signed % error, whether covered, the
+    interval's factor (high / estimate), and the refusal when the command would give no number."""
+    groups = _groups(obs, by)
     out = []
-    for i in range(n):
-        keep = np.arange(n) != i
-        rest = _subset(obs, keep)
-        fit = fit_efficiency(rest.X, rest.y, rest.families, terms=TERMS, ridge=ridge)
-        cal = Calibration(obs=rest, fit=fit, loo=loo_residuals(rest.X, rest.y, rest.families, ridge=ridge))
-        family = obs.families[i]
-        residual = obs.y[i] - fit.predict(obs.X[i], family)   # log(observed eff / predicted eff)
-        q, nominal, _ = cal.halfwidth(family)
-        out.append({"accelerator": obs.rows["accelerator"].iloc[i], "family": family,
-                    "model": obs.rows["model"].iloc[i], "error_pct": 100 * (math.exp(-residual) - 1),
-                    "covered": abs(residual) <= q, "interval_factor": math.exp(q), "nominal": nominal,
-                    "family_rows_left": sum(1 for f in rest.families if f == family)})
+    for g in np.unique(groups):
+        rest = obs.subset(groups != g)
+        cal = calibrated(rest, ridge=ridge)
+        for i in np.flatnonzero(groups == g):
+            row, point = obs.rows.iloc[i], obs.points[i]
+            target = Target(spec=f"{row['accelerator']}:{point.chips}", accelerator=row["accelerator"],
+                            chips=point.chips, instance_type=None)
+            est = estimate(cal, target, obs.specs[i], point)
+            published = row["output_tokens_per_s_per_chip"]
+            value, low, high = est.output_tokens_per_s_per_chip
+            out.append({"accelerator": row["accelerator"], "family": obs.families[i], "model": row["model"],
+                        "published": published, "estimated": value,
+                        "error_pct": 100 * (value / published - 1), "covered": bool(low <= published <= high),
+                        "interval_factor": high / value, "nominal": est.interval_nominal,
+                        "refused": est.refused or "",
+                        "family_rows_left": sum(1 for f in rest.families if f == obs.families[i])})
     return pd.DataFrame(out)
 
 
 def summary(per_row: pd.DataFrame, by: str = "accelerator") -> pd.DataFrame:
-    """Per group and overall: n, median |error| %, share covered by the 90% interval."""
+    """Per group and overall, over the rows the command would estimate: n, median |error| %, share
+    inside the 90% interval; `refused` counts the rows it would refuse."""
     def agg(df: pd.DataFrame) -> dict:
-        return {"n": len(df), "median_abs_error_pct": float(np.median(np.abs(df["error_pct"]))),
-                "coverage_90": float(df["covered"].mean())}
+        answered = df[df["refused"] == ""]
+        return {"n": len(answered), "refused": len(df) - len(answered),
+                "median_abs_error_pct": float(np.median(np.abs(answered["error_pct"]))) if len(answered) else np.nan,
+                "coverage_90": float(answered["covered"].mean()) if len(answered) else np.nan}
     rows = [{by: key, **agg(df)} for key, df in per_row.groupby(by, sort=True)]
     rows.append({by: "overall", **agg(per_row)})
     return pd.DataFrame(rows)
 
 
-__all__ = ["held_out", "summary"]
+__all__ = ["GROUPINGS", "held_out", "summary"]

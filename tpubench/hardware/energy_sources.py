@@ -11,7 +11,11 @@ saying whether it measures or models and what it reads (docs/measurement.md#ener
 - A model, labelled `modelled` wherever it appears: a per-chip power figure with its source (the
   user's `--chip-power-w`), times the chip's duty cycle where a reader for it is given (a TPU VM
   reports duty cycle, not power; neuron-monitor reports each NeuronCore's utilisation, not power),
-  else the figure itself.
+  else the figure itself. A chip draws power when idle too: on a TPU the figure is read as the
+  chip's maximum and an idle floor of TPU_IDLE_FRACTION of it is drawn at 0% duty cycle,
+  power = P * (f + (1 - f) * duty). f = 90 W / 192 W, Google's published TPU v4 idle and maximum
+  chip power (the only TPU power figures Google has published; 170 W mean), an assumption for
+  any other TPU generation, stated in every modelled figure's `detail`.
 
 A host without any of them has no source: that is a note on the sweep, never an error. Readings
 are stamped with time.perf_counter, the clock the timed loops use.
@@ -35,6 +39,12 @@ from typing import Callable, Protocol, Sequence
 
 MEASURED = "measured"
 MODELLED = "modelled"
+# Idle over maximum chip power, from Google's TPU v4 figures: 90 W idle, 170 W mean, 192 W max
+# (Jouppi et al., "TPU v4: An Optically Reconfigurable Supercomputer for Machine Learning with
+# Hardware Support for Embeddings", ISCA 2023). Applied to every TPU generation as an assumption.
+TPU_IDLE_W, TPU_MAX_W = 90.0, 192.0
+TPU_IDLE_FRACTION = TPU_IDLE_W / TPU_MAX_W
+TPU_IDLE_SOURCE = "idle floor 90/192 of it, Google's TPU v4 idle/max chip power"
 POWERCAP_ROOT = Path("/sys/class/powercap")
 
 
@@ -180,18 +190,31 @@ class ModelledSource:
     name, method = "model", MODELLED
 
     def __init__(self, chip_power_w: float, chips: float, source: str,
-                 duty: Callable[[], Sequence[float]] | None = None):
+                 duty: Callable[[], Sequence[float]] | None = None, idle_fraction: float | None = None,
+                 idle_source: str = ""):
         self._power, self._chips, self._duty = chip_power_w, chips, duty
+        # With an idle floor f the figure is the chip's maximum: P * (f + (1 - f) * duty).
+        self._floor = idle_fraction or 0.0
         self.devices = max(1, round(chips)) if duty is not None else 1
         self.detail = (f"modelled: {chip_power_w:g} W per chip x {chips:g} chip(s) ({source})"
                        + (f" x {getattr(duty, 'what', 'duty cycle (libtpu duty_cycle_pct)')}" if duty is not None
-                          else ", busy for the whole window"))
+                          else ", busy for the whole window")
+                       + (f"; {idle_source}" if idle_fraction is not None else ", no idle floor known"))
+        # What the devices draw doing nothing (the meter's idle baseline; a budget's idle floor), or
+        # None where no idle figure is known for this kind of chip.
+        if idle_fraction is None:
+            self.idle_power_w = None
+        elif duty is not None:
+            self.idle_power_w = [chip_power_w * idle_fraction] * self.devices
+        else:
+            self.idle_power_w = [chip_power_w * idle_fraction * chips]
 
     def read(self) -> Reading:
         t = time.perf_counter()
         if self._duty is None:
             return Reading(t, watts=(self._power * self._chips,))
-        return Reading(t, watts=tuple(self._power * d for d in self._duty()))
+        f = self._floor
+        return Reading(t, watts=tuple(self._power * (f + (1 - f) * d) for d in self._duty()))
 
     def close(self) -> None:
         close = getattr(self._duty, "close", None)
@@ -399,7 +422,8 @@ def find_source(device: str, *, chips: float = 1, chip_power_w: float | None = N
                        "to model it")
         if chip_power_w is not None:
             duty = tpu_duty_reader(max(1, round(chips)), tpumonitoring)
-            return ModelledSource(chip_power_w, chips, chip_power_source, duty=duty), ""
+            return ModelledSource(chip_power_w, chips, chip_power_source, duty=duty,
+                                  idle_fraction=TPU_IDLE_FRACTION, idle_source=TPU_IDLE_SOURCE), ""
     elif device == "neuron":
         reasons.append("neuron-monitor reports NeuronCore utilisation, not power: give --chip-power-w to "
                        "model it")

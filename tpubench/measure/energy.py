@@ -212,10 +212,12 @@ class EnergyMeter:
     def __init__(self, source: EnergySource, interval_s: float = DEFAULT_INTERVAL_S, idle_s: float = IDLE_S,
                  idle: list[float] | None = None):
         self.source, self.interval_s = source, interval_s
-        # A model has no idle to measure: its figure is the model's, busy or not. A world's rank 0 is
-        # given the idle its parent measured before the world started (nothing was running then).
+        # A model has no idle to measure: its idle is the model's own floor, where it has one (a
+        # TPU's: hardware/energy_sources.py). A world's rank 0 is given the idle its parent measured
+        # before the world started (nothing was running then).
         measure_idle = idle is None and idle_s > 0 and source.method == MEASURED
-        self.idle = idle_power(source, idle_s, interval_s) if measure_idle else idle
+        modelled_idle = getattr(source, "idle_power_w", None) if source.method != MEASURED else None
+        self.idle = idle_power(source, idle_s, interval_s) if measure_idle else idle if idle is not None else modelled_idle
         self.result: WindowEnergy | None = None
         self._sampler: Sampler | None = None
 

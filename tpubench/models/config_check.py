@@ -2,9 +2,12 @@
 
 Every key must be one the family's config class knows (with a "did you mean"), every value of the
 type that class declares, every size within bounds that a model can have (a layer count of 1e15
-would otherwise keep transformers busy forever), and the values must agree with one another
-(layer_types per layer, heads divisible into KV groups, top-k within the experts, rope settings
-per rope type). The facts about each family come from the table in `config_table`.
+would otherwise keep transformers busy forever), every real-valued setting within the range where
+it means something (an epsilon above zero, a dropout a probability, a softcap above zero), and the
+values must agree with one another (layer_types per layer, heads divisible into KV groups and,
+where the family requires it, into the hidden size, top-k within the experts, expert groups,
+token ids inside the vocabulary, rope settings per rope type, an even rotary dimension). The facts
+about each family come from the table in `config_table`; docs/workloads.md#limits lists the bounds.
 """
 
 from __future__ import annotations
@@ -46,9 +49,50 @@ SIZE_BOUNDS: dict[str, tuple[int, int]] = {
     "qk_rope_head_dim": (1, 8192),
     "qk_nope_head_dim": (1, 8192),
     "v_head_dim": (1, 8192),
+    "n_group": (1, 1 << 16),
+    "topk_group": (1, 1 << 16),
+    "num_mtp_layers": (0, 1024),
+    "max_window_layers": (0, 1024),
+    "original_max_position_embeddings": (1, 1 << 24),
+    "pretraining_tp": (1, 1024),
+    "query_pre_attn_scalar": (1, 1 << 20),
 }
+# Real-valued settings: key -> (low, high, whether low itself is allowed). A value outside is
+# finite but meaningless, and transformers takes most of them silently: a negative rms_norm_eps
+# gives NaN logits, a softcap of 0 divides by zero, a negative initializer_range fails deep in
+# torch's init, a dropout above 1 fails the first training step. The highs are generous (real
+# models use 1e-6 eps, 30-50 softcaps, rope_theta up to about 1e7) and catch unit slips.
+NUMBER_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "rms_norm_eps": (0.0, 1.0, False),
+    "layer_norm_eps": (0.0, 1.0, False),
+    "initializer_range": (0.0, 1.0, False),       # the std of random weights: 0 makes every router tie
+    "attention_dropout": (0.0, 1.0, True),
+    "hidden_dropout": (0.0, 1.0, True),
+    "embd_pdrop": (0.0, 1.0, True),
+    "resid_pdrop": (0.0, 1.0, True),
+    "router_jitter_noise": (0.0, 1.0, True),
+    "router_aux_loss_coef": (0.0, 1e3, True),
+    "routed_scaling_factor": (0.0, 1e3, False),
+    "final_logit_softcapping": (0.0, 1e6, False),  # null turns softcapping off
+    "attn_logit_softcapping": (0.0, 1e6, False),
+    "clip_qkv": (0.0, 1e6, False),
+    "attention_multiplier": (0.0, 1e6, False),
+    "embedding_multiplier": (0.0, 1e6, False),
+    "residual_multiplier": (0.0, 1e6, False),
+    "logits_scaling": (0.0, 1e6, False),           # logits are divided by it
+    "swiglu_alpha": (0.0, 1e6, False),
+    "swiglu_limit": (0.0, 1e6, False),
+    "rope_theta": (0.0, 1e12, False),
+    "partial_rotary_factor": (0.0, 1.0, False),
+}
+# Families whose config class itself requires hidden_size to be a multiple of num_attention_heads
+# (their validate_architecture; tests/test_hostile_workload.py reads transformers to keep this in step).
+HEADS_DIVIDE_HIDDEN = frozenset({"llama", "gemma3_text"})
+# transformers' own threshold: an odd head_dim of at most 4 (tiny test checkpoints) is allowed.
+_ODD_ROTARY_ALLOWED = 4
 _EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 _TOP_KS = ("num_experts_per_tok", "top_k_experts")
+_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
 _ROPE_NUMBERS = {"rope_theta", "factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
                  "low_freq_factor", "high_freq_factor", "partial_rotary_factor"}
 
@@ -107,8 +151,90 @@ def check_model_config(family: str, config: dict[str, Any], *, tensor=(1,), expe
             raise ConfigProblem((key,), f"expected an integer, got {_show(value)}")
         if not lo <= value <= hi:
             raise ConfigProblem((key,), f"{value} is out of range [{lo}, {hi}]")
+    for key, bounds in NUMBER_BOUNDS.items():
+        if config.get(key) is not None:
+            _check_number((key,), config[key], bounds)
     _check_consistency(config, table, entry)
+    _check_shapes(family, config, entry)
     _check_layouts(config, tensor, expert)
+
+
+def _check_number(path: tuple, value: Any, bounds: tuple[float, float, bool]) -> None:
+    lo, hi, closed = bounds
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigProblem(path, f"expected a number, got {_show(value)}")
+    if not ((lo <= value) if closed else (lo < value)) or not value <= hi:
+        raise ConfigProblem(path, f"{value:g} is out of range {'[' if closed else '('}{lo:g}, {hi:g}]")
+
+
+def _check_shapes(family: str, config: dict, entry: dict | None) -> None:
+    """Values each within bounds that still cannot build or run a model together."""
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if family in HEADS_DIVIDE_HIDDEN and hidden and heads and hidden % heads:
+        raise ConfigProblem(("num_attention_heads",), f"{family} needs hidden_size ({hidden}) to be a multiple "
+                                                      f"of num_attention_heads ({heads})")
+    global_kv = config.get("num_global_key_value_heads")
+    if heads and global_kv and heads % global_kv:
+        raise ConfigProblem(("num_global_key_value_heads",), f"num_attention_heads ({heads}) is not a multiple of "
+                                                             f"num_global_key_value_heads ({global_kv})")
+    layers, shared = config.get("num_hidden_layers"), config.get("num_kv_shared_layers")
+    if layers and shared and shared >= layers:
+        raise ConfigProblem(("num_kv_shared_layers",), f"{shared} layers sharing another layer's KV cache leave "
+                                                       f"none of the {layers} layers to compute one")
+    _check_expert_groups(config)
+    _check_token_ids(config)
+    _check_rotary_dim(config, entry)
+
+
+def _check_expert_groups(config: dict) -> None:
+    """Group-limited routing (DeepSeek-V3, GLM-4 MoE): the experts split into n_group equal groups,
+    each scored by its best two experts, and topk_group groups kept."""
+    groups = config.get("n_group")
+    if not groups:
+        return
+    experts = next((config[k] for k in _EXPERT_COUNTS if config.get(k)), None)
+    if experts and (experts % groups or experts // groups < 2):
+        raise ConfigProblem(("n_group",), f"{experts} experts do not split into {groups} equal groups of at "
+                                          "least two (each group is scored by its best two experts)")
+    kept = config.get("topk_group")
+    if kept and kept > groups:
+        raise ConfigProblem(("topk_group",), f"topk_group ({kept}) exceeds n_group ({groups})")
+
+
+def _check_token_ids(config: dict) -> None:
+    """Special token ids inside the vocabulary: a pad id outside it fails the embedding's build."""
+    vocab = config.get("vocab_size")
+    for key in _TOKEN_IDS:
+        value = config.get(key)
+        for i, token in enumerate(value if isinstance(value, list) else [value]):
+            if token is None:
+                continue
+            path = (key, i) if isinstance(value, list) else (key,)
+            if isinstance(token, bool) or not isinstance(token, int):
+                raise ConfigProblem(path, f"expected a token id (an integer), got {_show(token)}")
+            if token < 0 or (vocab and token >= vocab):
+                within = f"[0, {vocab})" if vocab else "0 or more"
+                raise ConfigProblem(path, f"token id {token} is outside the vocabulary: {within}")
+
+
+def _check_rotary_dim(config: dict, entry: dict | None) -> None:
+    """Rotary embeddings turn pairs of dimensions: a fully rotated head of odd size cannot be built
+    (transformers' validate_rope, mirrored: the same head_dim and the same exemption)."""
+    if entry is None or "rope_parameters" not in entry["keys"]:
+        return
+    head_dim = config.get("qk_rope_head_dim") if "qk_rope_head_dim" in entry["keys"] else config.get("head_dim")
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim <= _ODD_ROTARY_ALLOWED \
+            or not head_dim % 2:
+        return
+    rope = config.get("rope_parameters") or {}
+    nested = rope and all(isinstance(v, dict) or v is None for v in rope.values())
+    for block in (rope.values() if nested else [rope]):
+        if block is None:
+            continue   # a layer type without rotary embeddings
+        factor = block.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
+        if int(head_dim * factor) == head_dim:
+            key = "qk_rope_head_dim" if "qk_rope_head_dim" in entry["keys"] else "head_dim"
+            raise ConfigProblem((key,), f"rotary embeddings turn pairs of dimensions: {key} {head_dim} is odd")
 
 
 def _check_layouts(config: dict, tensor, expert) -> None:
@@ -182,6 +308,8 @@ def _check_rope(rope: Any, table: dict, entry: dict | None) -> None:
                                                    f"{_did_you_mean(key, allowed)}")
             if key in _ROPE_NUMBERS and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ConfigProblem(base + (key,), f"expected a positive number, got {_show(value)}")
+            if key == "rope_theta":
+                _check_number(base + (key,), value, NUMBER_BOUNDS["rope_theta"])
         missing = set(spec["required"]) - set(block) - {"rope_type"}
         if missing:
             raise ConfigProblem(base, f"rope_type '{rope_type}' needs {', '.join(sorted(missing))}")

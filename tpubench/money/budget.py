@@ -46,6 +46,8 @@ chosen. Then
     instances     = ceil(replicas / floor(chips_per_instance / chips per replica))   (replica fits)
                   = replicas * ceil(chips per replica / chips_per_instance)            (it does not)
     monthly_usd   = instances * instance $/h * 730 h
+    monthly_kwh   = the work's chip-seconds at the point's busy power + the rest of the rented
+                    chips' month at its idle power (with_fleet_energy; docs/definitions.md#budget-energy)
 
 A TPU slice is an instance of its size (tpu-v6e-8 rents 8 chips at once). A multi-chip point
 (tensor or expert parallel, `chips` = its world size) is one replica of that many chips: a 2-chip
@@ -65,6 +67,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Sequence
@@ -74,6 +77,7 @@ import pandas as pd
 
 from tpubench.measure.per_token import mix_rate
 from tpubench.money import buying, cost, tco
+from tpubench.money import energy as energy_money
 from tpubench.money import plans as plan_vocab
 from tpubench.money.carbon import JOULES_PER_KWH
 from tpubench.records.columns import numeric_column
@@ -86,6 +90,31 @@ PLATFORM_COLUMNS = ["workload", "scale", "priced_accelerator", "cloud", "region"
                     "chips_per_instance"]
 # Guards ceil() against float noise: 3.0000000000004 replicas is 3 replicas, not 4.
 _CEIL_EPS = 1e-9
+# Upper bounds on what a budget is asked to size: far above any real fleet's load, and low enough
+# that every count below stays an exact integer (a float past int64 cast to int wraps round to
+# -9223372036854775808 instances). A larger number is a typo or a test of the tool, never a plan.
+MAX_TOKENS_PER_DAY = 1e16       # ~1.2e11 tokens/s
+MAX_TRAIN_TOKENS = 1e18
+MAX_IMAGES_PER_DAY = 1e13
+MAX_PEAK_FACTOR = 1e3
+MAX_SLO_S = 86400.0             # a p99 limit past a day limits nothing
+MAX_USD_PER_KWH = 1e3
+MAX_PUE = 10.0
+MAX_HORIZON_H = 100 * 8760.0    # a century: --months and --spot-lost-hours
+MAX_FLEET_INSTANCES = 1e9       # an option needing more is left out (no count is cast past this)
+
+
+def check_number(value, flag: str, what: str, *, low: float = 0.0, high: float, low_open: bool = True) -> float:
+    """`value` as a float when it is a finite number in (low, high] (or [low, high] with
+    low_open=False), else a one-line UserError naming the flag: NaN, inf, negative and huge values
+    never reach the sizing."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        bound = f"{'>' if low_open else '>='} {low:g} and <= {high:g}"
+        raise UserError(f"{what}: a finite number {bound}, got {value}", field=flag)
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -95,16 +124,13 @@ class Traffic:
     peak_factor: float = 1.0
 
     def __post_init__(self):
-        if not (isinstance(self.tokens_per_day, (int, float)) and self.tokens_per_day > 0
-                and math.isfinite(self.tokens_per_day)):
-            raise UserError(f"must be a positive number of tokens, got {self.tokens_per_day}",
-                            field="--tokens-per-day")
+        check_number(self.tokens_per_day, "--tokens-per-day", "must be a positive number of tokens",
+                     high=MAX_TOKENS_PER_DAY)
         if not 0 <= self.output_share <= 1:
             raise UserError(f"is the fraction of tokens that are output, 0..1; got {self.output_share}",
                             field="--output-share")
-        if not self.peak_factor >= 1:
-            raise UserError(f"peak-to-average factor must be >= 1, got {self.peak_factor}",
-                            field="--peak-factor")
+        check_number(self.peak_factor, "--peak-factor", "peak-to-average factor must be >= 1", low=1.0,
+                     low_open=False, high=MAX_PEAK_FACTOR)
 
     @property
     def peak_tokens_per_s(self) -> float:
@@ -118,8 +144,8 @@ class Slo:
 
     def __post_init__(self):
         for value, flag in ((self.ttft_p99_s, "--slo-ttft-ms"), (self.tpot_p99_s, "--slo-tpot-ms")):
-            if value is not None and not value > 0:
-                raise UserError(f"an SLO must be a positive time, got {value}", field=flag)
+            if value is not None:   # seconds here; the flag is in milliseconds
+                check_number(value, flag, "an SLO must be a positive time in seconds", high=MAX_SLO_S)
 
 
 @dataclass(frozen=True)
@@ -134,10 +160,14 @@ class Power:
     grid_gco2_per_kwh: float | None = None
 
     def __post_init__(self):
-        if self.usd_per_kwh is not None and not (math.isfinite(self.usd_per_kwh) and self.usd_per_kwh >= 0):
-            raise UserError(f"a power price is USD per kWh >= 0, got {self.usd_per_kwh}", field="--power-price")
-        if not (math.isfinite(self.pue) and self.pue >= 1):
-            raise UserError(f"a PUE is >= 1 (facility power over IT power), got {self.pue}", field="--pue")
+        if self.usd_per_kwh is not None:
+            check_number(self.usd_per_kwh, "--power-price", "a power price is USD per kWh", low_open=False,
+                         high=MAX_USD_PER_KWH)
+        check_number(self.pue, "--pue", "a PUE is facility power over IT power", low=1.0, low_open=False,
+                     high=MAX_PUE)
+        if self.grid_gco2_per_kwh is not None:   # coal is about 1,000 g/kWh
+            check_number(self.grid_gco2_per_kwh, "--grid-gco2-per-kwh", "a grid intensity is grams CO2e per kWh",
+                         low_open=False, high=1e4)
         if self.owned and self.usd_per_kwh is None:
             raise UserError("owned capacity needs a power price to add", field="--power-price")
 
@@ -145,18 +175,39 @@ class Power:
 DAYS_PER_MONTH = HOURS_PER_MONTH / 24
 
 
-def monthly_energy(tokens_per_day, joules_per_token, pue: float):
-    """kWh a month for the traffic at its joules per token, facility overhead (PUE) included."""
-    return np.multiply(tokens_per_day * DAYS_PER_MONTH * pue, joules_per_token) / JOULES_PER_KWH
+def with_fleet_energy(options: pd.DataFrame, busy_chip_s_per_month, busy_w_per_chip, pue: float) -> pd.DataFrame:
+    """`monthly_kwh` of each option's fleet, idle floor included (docs/definitions.md#budget-energy):
+    the work's chip-seconds at the point's busy watts per chip, and every other chip-second of the
+    rented chips over the month at the point's idle watts per chip (`idle_w_per_chip`, how it was
+    had in `idle_basis`; `monthly_idle_kwh` the idle part), facility overhead (PUE) included."""
+    idle_w, basis = energy_money.idle_watts_per_chip(options, busy_w_per_chip)
+    work_j, idle_j = energy_money.fleet_joules(busy_chip_s_per_month, busy_w_per_chip,
+                                               numeric_column(options, "rented_chips"),
+                                               HOURS_PER_MONTH * 3600.0, idle_w)
+    options["idle_w_per_chip"], options["idle_basis"] = idle_w, basis
+    options["monthly_idle_kwh"] = idle_j * pue / JOULES_PER_KWH
+    options["monthly_kwh"] = (work_j + idle_j) * pue / JOULES_PER_KWH
+    return options
+
+
+def idle_floor_notes(options: pd.DataFrame) -> list[str]:
+    """The note on options whose energy charges idle chips at busy power (no idle figure recorded)."""
+    at_busy = options["monthly_kwh"].notna() & (options["idle_basis"] == energy_money.IDLE_AT_BUSY)
+    if not at_busy.any():
+        return []
+    return [f"{int(at_busy.sum())} option(s) charge their idle chips at the point's busy power (no idle power "
+            "was recorded with it): an upper bound on the fleet's energy"]
 
 
 def _with_energy(options: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
     """Monthly energy, its cost and its carbon for each option: the traffic's tokens at the chosen
-    point's joules per token on the sizing basis (joules per chip-second over tokens/s per chip)."""
+    point's joules per token on the sizing basis (joules per chip-second over tokens/s per chip),
+    plus the idle floor of the rented chips the traffic leaves idle (with_fleet_energy)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         per_chip_s = numeric_column(options, "blended_j_per_token") / numeric_column(options, "blended_chip_s_per_token")
         options["traffic_j_per_token"] = per_chip_s / numeric_column(options, "tokens_per_s_per_chip")
-    options["monthly_kwh"] = monthly_energy(traffic.tokens_per_day, options["traffic_j_per_token"], power.pue)
+        busy_chip_s = traffic.tokens_per_day * DAYS_PER_MONTH / numeric_column(options, "tokens_per_s_per_chip")
+    options = with_fleet_energy(options, busy_chip_s, per_chip_s, power.pue)
     if power.grid_gco2_per_kwh is not None:
         options["grid_gco2e_per_kwh"], options["grid_source"] = power.grid_gco2_per_kwh, "user: --grid-gco2-per-kwh"
     options["monthly_kg_co2e"] = options["monthly_kwh"] * numeric_column(options, "grid_gco2e_per_kwh") / 1000
@@ -210,6 +261,27 @@ def instances_needed(replicas, chips_per_replica, chips_per_instance) -> np.ndar
         packed = ceil_whole(replicas / np.where(fits, replicas_per_instance, 1))
         spanning = replicas * ceil_whole(per_replica / per_instance)
     return np.where(fits, packed, spanning)
+
+
+def without_huge_fleets(best: pd.DataFrame, rate_column: str, peak_per_s: float, flag: str,
+                        unit: str = "tokens") -> tuple[pd.DataFrame, str | None]:
+    """`best` without the options whose fleet at `peak_per_s` would need more than
+    MAX_FLEET_INSTANCES instances (a rate near zero, or a load no fleet carries), and the note
+    saying how many; a UserError naming `flag` when that leaves none (the load, not a point, is wrong)."""
+    if best.empty:
+        return best, None
+    chips = best["chips"].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        replicas = ceil_whole(peak_per_s / (best[rate_column].astype(float) * chips))
+        instances = instances_needed(replicas, chips, best["chips_per_instance"])
+    huge = ~(instances <= MAX_FLEET_INSTANCES)
+    if not huge.any():
+        return best, None
+    if huge.all():
+        raise UserError(f"{peak_per_s:.3g} {unit}/s at the peak needs more than {MAX_FLEET_INSTANCES:.0e} instances "
+                        "on every platform: give the traffic a real fleet could carry", field=flag)
+    return best[~huge], (f"{int(huge.sum())} option(s) left out: their fleet would need more than "
+                         f"{MAX_FLEET_INSTANCES:.0e} instances (a throughput near zero)")
 
 
 def blended_rate(blended_chip_s_per_token):
@@ -267,6 +339,29 @@ def _match_platform(options: pd.DataFrame, spec: dict[str, str]) -> pd.Series:
     return mask
 
 
+def check_token_inputs(*, tokens_per_day, output_share, peak_factor=1.0, slo_ttft_s=None, slo_tpot_s=None,
+                       months=None, peak_hours=None, spot_lost_hours=buying.DEFAULT_SPOT_LOST_HOURS,
+                       spot_preemption_rate=None) -> tuple[Traffic, Slo, float | None, buying.LoadProfile | None]:
+    """(traffic, SLOs, horizon, load profile) of a token budget, every input checked (a one-line
+    UserError naming the flag): `tpubench budget` calls it before reading any file."""
+    traffic = Traffic(tokens_per_day, output_share, peak_factor)
+    slo = Slo(slo_ttft_s, slo_tpot_s)
+    profile = None
+    # Checked whether or not a horizon uses them: a bad flag is an error, never silently ignored.
+    check_number(spot_lost_hours, "--spot-lost-hours", "hours lost per preemption", low_open=False, high=MAX_HORIZON_H)
+    if spot_preemption_rate is not None:
+        check_number(spot_preemption_rate, "--spot-preemption-rate", "preemptions per hour", low_open=False,
+                     high=3600.0)
+    if months is not None:
+        months = buying.check_horizon(check_number(months, "--months", "a horizon is a positive number of months",
+                                                   high=MAX_HORIZON_H / HOURS_PER_MONTH))
+        profile = buying.LoadProfile(traffic.tokens_per_day / SECONDS_PER_DAY, traffic.peak_factor, peak_hours)
+        buying.check_spot_inputs(spot_lost_hours, spot_preemption_rate)
+    elif peak_hours is not None:
+        raise UserError("peak hours shape the buying choice over a horizon: give --months too", field="--peak-hours")
+    return traffic, slo, months, profile
+
+
 def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: float,
                 output_share: float, peak_factor: float = 1.0, slo_ttft_s: float | None = None,
                 slo_tpot_s: float | None = None, plans=None, current: str | None = None,
@@ -288,16 +383,11 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     with `peak_hours` hours at the peak; `tco_tiers` (money/tco.load_tco) prices each platform's
     fleet at each tier beside list on-demand (`tco.tier_costs`).
     """
-    traffic = Traffic(float(tokens_per_day), float(output_share), float(peak_factor))
-    profile = None
-    if months is not None:
-        months = buying.check_horizon(months)
-        profile = buying.LoadProfile(traffic.tokens_per_day / SECONDS_PER_DAY, traffic.peak_factor, peak_hours)
-        buying.check_spot_inputs(spot_lost_hours, spot_preemption_rate)
-    elif peak_hours is not None:
-        raise UserError("peak hours shape the buying choice over a horizon: give --months too", field="--peak-hours")
+    traffic, slo, months, profile = check_token_inputs(
+        tokens_per_day=tokens_per_day, output_share=output_share, peak_factor=peak_factor, slo_ttft_s=slo_ttft_s,
+        slo_tpot_s=slo_tpot_s, months=months, peak_hours=peak_hours, spot_lost_hours=spot_lost_hours,
+        spot_preemption_rate=spot_preemption_rate)
     power = power or Power()
-    slo = Slo(slo_ttft_s, slo_tpot_s)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
                                           today=today, include_flagged=include_flagged,
                                           grid_gco2_per_kwh=power.grid_gco2_per_kwh)
@@ -328,10 +418,13 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     group = PLATFORM_COLUMNS + ["plan"]
     best = (meets.sort_values(["tokens_per_s_per_chip", "blended_usd_per_mtok"], ascending=[False, True])
             .drop_duplicates(group, keep="first").copy())
+    best, note = without_huge_fleets(best, "tokens_per_s_per_chip", traffic.peak_tokens_per_s, "--tokens-per-day")
+    notes += [note] if note else []
     options = _size_fleet(best, traffic, power)
     if power.owned and options["monthly_usd"].isna().any():
         notes.append(f"{int(options['monthly_usd'].isna().sum())} option(s) have no energy figure (their points "
                      "were measured without energy): no owned-capacity monthly cost, listed last")
+    notes += idle_floor_notes(options)
     infeasible = _closest_points(candidates, meets, slo)
 
     if current:
@@ -451,6 +544,7 @@ OPTION_COLUMNS = [
     "input_chip_s_per_token", "output_chip_s_per_token", "sizing_basis", "point_output_share", "split_method",
     "split_note", "price_flagged", "price_flag_reason", "traffic_j_per_token", "monthly_kwh", "monthly_kg_co2e",
     "monthly_energy_usd", "energy_in_monthly_usd", "energy_method", "grid_gco2e_per_kwh", "grid_source",
+    "monthly_idle_kwh", "idle_w_per_chip", "idle_basis",
 ]
 
 
@@ -713,8 +807,7 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
     from the point's train_s_per_token CI (the low bound from the low time). `rank_in_plan` /
     `rank_overall` order the options by usd per workload and scale.
     """
-    if not (isinstance(train_tokens, (int, float)) and math.isfinite(train_tokens) and train_tokens > 0):
-        raise UserError(f"must be a positive number of tokens, got {train_tokens}", field="--train-tokens")
+    check_number(train_tokens, "--train-tokens", "must be a positive number of tokens", high=MAX_TRAIN_TOKENS)
     priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today,
                                           include_flagged=include_flagged)
     notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))

@@ -34,13 +34,39 @@ ENERGY_FIGURES = ["input", "output", "blended", "train"]
 IMAGE_ENERGY_COLUMNS = [f"image_j_per_image{bound}" for bound in ("", "_ci95_low", "_ci95_high")]
 ENERGY_COLUMNS = ([f"{name}_j_per_token" for name in ENERGY_FIGURES] + IMAGE_ENERGY_COLUMNS
                   + ["tokens_per_kwh", "energy_method", "grid_gco2e_per_kwh", "grid_source",
-                     "blended_gco2e_per_mtok", "train_gco2e_per_mtok"])
+                     "blended_gco2e_per_mtok", "train_gco2e_per_mtok", "idle_power_w"])
 
 
 def joules_per_chip_second(energy_j, window_s, chips):
     """Mean joules per chip-second over a measured window."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.divide(energy_j, np.multiply(window_s, chips))
+
+
+IDLE_MEASURED = "idle baseline"               # the idle power recorded with the point (measured or modelled)
+IDLE_AT_BUSY = "busy power (no idle figure)"   # none recorded: idle chips charged as busy ones (an upper bound)
+
+
+def idle_watts_per_chip(df: pd.DataFrame, busy_w_per_chip) -> tuple[pd.Series, pd.Series]:
+    """(watts one chip of each row draws doing nothing, how that figure was had): the point's idle
+    baseline over its chips (`idle_power_w`: all its devices, measured before the sweep or a
+    model's idle floor), else its busy watts per chip, so that idle capacity is never free."""
+    busy = pd.Series(np.asarray(busy_w_per_chip, dtype=float), index=df.index)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        idle = numeric_column(df, "idle_power_w") / numeric_column(df, "chips")
+    known = idle.notna() & np.isfinite(idle)
+    basis = pd.Series(np.where(known, IDLE_MEASURED, IDLE_AT_BUSY), index=df.index, dtype=object)
+    return idle.where(known, busy), basis.where(busy.notna() | known, None)
+
+
+def fleet_joules(busy_chip_s, busy_w_per_chip, rented_chips, period_s, idle_w_per_chip):
+    """(joules of the work, joules of the idle floor) of a fleet of `rented_chips` over `period_s`
+    that is busy `busy_chip_s` chip-seconds of it: the work at its busy power, every other
+    chip-second of the rented chips at the idle power (never below zero: a fleet cannot idle less
+    than not at all)."""
+    busy_chip_s = np.asarray(busy_chip_s, dtype=float)
+    idle_chip_s = np.maximum(np.multiply(rented_chips, period_s) - busy_chip_s, 0.0)
+    return busy_chip_s * np.asarray(busy_w_per_chip, dtype=float), idle_chip_s * np.asarray(idle_w_per_chip, dtype=float)
 
 
 def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
@@ -54,13 +80,16 @@ def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
         df[f"{name}_j_per_token"] = numeric_column(df, f"{name}_chip_s_per_token") * per_chip_s
     for column in IMAGE_ENERGY_COLUMNS:   # NaN on rows without chip-seconds per image
         df[column] = numeric_column(df, column.replace("_j_per_image", "_chip_s_per_image")) * per_chip_s
+    df["idle_power_w"] = numeric_column(df, "idle_power_w")   # the point's devices idle: a budget's idle floor
     df["tokens_per_kwh"] = carbon.tokens_per_kwh(df["blended_j_per_token"])
     if "energy_method" not in df:
         df["energy_method"] = None
     grid = carbon.load_grid_carbon() if grid is None else grid
-    places = {(c, r): carbon.grid_intensity(grid, c, r, user_gco2_per_kwh)
-              for c, r in set(zip(df.get("cloud", pd.Series(dtype=object)), df.get("region", pd.Series(dtype=object))))}
-    keys = list(zip(df["cloud"], df["region"])) if len(df) else []
+    # As object arrays: iterating pandas' Arrow-backed text columns costs ~1 us a cell (66,000 priced rows).
+    clouds = df.get("cloud", pd.Series(dtype=object)).to_numpy(dtype=object)
+    regions = df.get("region", pd.Series(dtype=object)).to_numpy(dtype=object)
+    places = {(c, r): carbon.grid_intensity(grid, c, r, user_gco2_per_kwh) for c, r in set(zip(clouds, regions))}
+    keys = list(zip(clouds, regions)) if len(df) else []
     df["grid_gco2e_per_kwh"] = pd.Series([places[k][0] for k in keys], index=df.index, dtype=float)
     df["grid_source"] = pd.Series([places[k][1] for k in keys], index=df.index, dtype=object)
     for name in ("blended", "train"):

@@ -16,10 +16,12 @@ chip is chosen, ties broken by the cheaper $ per 1,000 images. Then, as for toke
     replicas       = ceil(R / (images/s/chip * chips per replica))
     instances      = budget.instances_needed(replicas, chips per replica, chips_per_instance)
     monthly_usd    = instances * instance $/h * 730 h      (CI from the images/s/chip CI)
-    monthly_kwh    = images_per_day * 730 / 24 * PUE * J per image / 3.6e6
+    monthly_kwh    = (images_per_day * 730 / 24 * J per image
+                      + idle chip-seconds of the rented chips * idle W per chip) * PUE / 3.6e6
 
 (J per image: the point's joules per chip-second times its chip-seconds per image,
-`image_j_per_image` of money/energy.py; owned capacity adds its cost to the monthly cost). A point
+`image_j_per_image` of money/energy.py; the idle floor as for tokens, budget.with_fleet_energy;
+owned capacity adds its cost to the monthly cost). A point
 wider than a TPU slice is left out of that slice type; platforms with no qualifying point are
 listed with the point that came closest to the latency limit.
 """
@@ -34,12 +36,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.errors import UserError
 from tpubench.money import cost
 from tpubench.money.budget import (DAYS_PER_MONTH, HOURS_PER_MONTH, PLATFORM_COLUMNS, SECONDS_PER_DAY, Power,
                                    only_scenarios, within_tpu_slices, blended_rate, ceil_whole,
-                                   instances_needed)
-from tpubench.money.carbon import JOULES_PER_KWH
+                                   instances_needed, check_number, without_huge_fleets, MAX_IMAGES_PER_DAY,
+                                   MAX_PEAK_FACTOR, MAX_SLO_S, idle_floor_notes, with_fleet_energy)
 from tpubench.records.columns import numeric_column
 
 
@@ -50,16 +51,13 @@ class ImageTraffic:
     max_image_latency_s: float | None = None   # p99 seconds a point's call (a user's wait for an image) may take
 
     def __post_init__(self):
-        if not (isinstance(self.images_per_day, (int, float)) and math.isfinite(self.images_per_day)
-                and self.images_per_day > 0):
-            raise UserError(f"must be a positive number of images, got {self.images_per_day}",
-                            field="--images-per-day")
-        if not self.peak_factor >= 1:
-            raise UserError(f"peak-to-average factor must be >= 1, got {self.peak_factor}", field="--peak-factor")
-        if self.max_image_latency_s is not None and not (math.isfinite(self.max_image_latency_s)
-                                                         and self.max_image_latency_s > 0):
-            raise UserError(f"a latency limit is a positive number of seconds, got {self.max_image_latency_s}",
-                            field="--max-image-latency-s")
+        check_number(self.images_per_day, "--images-per-day", "must be a positive number of images",
+                     high=MAX_IMAGES_PER_DAY)
+        check_number(self.peak_factor, "--peak-factor", "peak-to-average factor must be >= 1", low=1.0,
+                     low_open=False, high=MAX_PEAK_FACTOR)
+        if self.max_image_latency_s is not None:
+            check_number(self.max_image_latency_s, "--max-image-latency-s",
+                         "a latency limit is a positive number of seconds", high=MAX_SLO_S)
 
     @property
     def peak_images_per_s(self) -> float:
@@ -113,10 +111,14 @@ def plan_images(results: pd.DataFrame, prices: pd.DataFrame, *, images_per_day: 
     best = (meets.sort_values(["images_per_s_per_chip", "image_usd_per_kimage"], ascending=[False, True],
                               kind="stable")
             .drop_duplicates(PLATFORM_COLUMNS + ["plan"], keep="first").copy())
+    best, note = without_huge_fleets(best, "images_per_s_per_chip", traffic.peak_images_per_s, "--images-per-day",
+                                     "images")
+    notes += [note] if note else []
     options = _size_fleet(best, traffic, power)
     if power.owned and options["monthly_usd"].isna().any():
         notes.append(f"{int(options['monthly_usd'].isna().sum())} option(s) have no energy figure (their points "
                      "were measured without energy): no owned-capacity monthly cost, listed last")
+    notes += idle_floor_notes(options)
     return ImageBudget(traffic=traffic, options=options.reset_index(drop=True),
                        infeasible=_closest_points(candidates, meets, traffic).reset_index(drop=True),
                        unpriced=unpriced, notes=notes)
@@ -127,11 +129,6 @@ def _latency_ratio(df: pd.DataFrame, limit_s: float | None) -> pd.Series:
     if limit_s is None:
         return pd.Series(0.0, index=df.index)
     return (numeric_column(df, "call_p99_s") / limit_s).fillna(math.inf)
-
-
-def monthly_image_energy(images_per_day, joules_per_image, pue: float):
-    """kWh a month for the images at their joules each, facility overhead (PUE) included."""
-    return np.multiply(images_per_day * DAYS_PER_MONTH * pue, joules_per_image) / JOULES_PER_KWH
 
 
 def _size_fleet(best: pd.DataFrame, traffic: ImageTraffic, power: Power) -> pd.DataFrame:
@@ -152,8 +149,11 @@ def _size_fleet(best: pd.DataFrame, traffic: ImageTraffic, power: Power) -> pd.D
             out["fleet_utilisation"] = peak / (out[column] * out["rented_chips"])
     out["images_per_day"] = traffic.images_per_day
     out["replica_spans_instances"] = out["chips"] > out["chips_per_instance"]
-    out["monthly_kwh"] = monthly_image_energy(traffic.images_per_day, numeric_column(out, "image_j_per_image"),
-                                              power.pue)
+    # The images' chip-seconds at the point's busy power, the rest of the rented chips' month at its idle floor.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chip_s = numeric_column(out, "image_chip_s_per_image")
+        busy_w = numeric_column(out, "image_j_per_image") / chip_s
+    out = with_fleet_energy(out, traffic.images_per_day * DAYS_PER_MONTH * chip_s, busy_w, power.pue)
     if power.grid_gco2_per_kwh is not None:
         out["grid_gco2e_per_kwh"], out["grid_source"] = power.grid_gco2_per_kwh, "user: --grid-gco2-per-kwh"
     out["monthly_kg_co2e"] = out["monthly_kwh"] * numeric_column(out, "grid_gco2e_per_kwh") / 1000
@@ -198,5 +198,6 @@ IMAGE_OPTION_COLUMNS = [
     "scenario_kind", "batch_size", "resolution_px", "denoise_steps", "dtype", "execution_mode", "chips", "backend",
     "device", "accelerator", "torch_version", "file", "price_source", "price_as_of", "price_age_days",
     "price_flagged", "price_flag_reason", "monthly_kwh", "monthly_kg_co2e", "monthly_energy_usd",
-    "energy_in_monthly_usd", "energy_method", "grid_gco2e_per_kwh", "grid_source",
+    "energy_in_monthly_usd", "energy_method", "grid_gco2e_per_kwh", "grid_source", "monthly_idle_kwh",
+    "idle_w_per_chip", "idle_basis",
 ]

@@ -10,6 +10,7 @@ import math
 from typing import Any, Callable
 
 from tpubench.errors import UserError
+from tpubench.records import energy_verdict
 from tpubench.records.result import RunResult, read_results
 from tpubench.spec.point import DEFAULT_KIND, RunPoint, routing_label
 
@@ -110,11 +111,17 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
         row["expert_load_json"] = json.dumps(result.moe["expert_load"])
     if (result.profile or {}).get("categories"):   # run --profile: time by category (measure/profile.py)
         row["profile_json"] = json.dumps({k: result.profile.get(k) for k in ("total_s", "categories", "top_ops")})
-    if result.energy:   # how the energy metrics above were made (docs/measurement.md#energy)
+    # Whether energy was measured, modelled, invalid or unavailable and why (records/energy_verdict.py).
+    row["energy_verdict"] = energy_verdict.verdict_of(result.energy)
+    row["energy_why_not"] = energy_verdict.reason_of(result.energy) or None
+    if result.energy.get("method"):   # how the energy metrics above were made (docs/measurement.md#energy)
         row["energy_method"] = result.energy.get("method")
         row["energy_source"] = result.energy.get("detail")
         row["energy_valid"] = bool(result.energy.get("valid"))
-        row["energy_reasons"] = "; ".join(result.energy.get("reasons") or [])
+        row["energy_reasons"] = "; ".join(map(str, result.energy.get("reasons") or []))
+        idle = result.energy.get("idle_power_w")
+        if isinstance(idle, list) and idle and all(isinstance(w, (int, float)) for w in idle):
+            row["idle_power_w"] = float(sum(idle))   # all the point's devices doing nothing (a budget's idle floor)
     return row
 
 
@@ -158,7 +165,7 @@ def check_keep(keep: str) -> None:
 
 
 def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest",
-                 include_published: bool = False):
+                 include_published: bool = False, shipped: bool = False):
     """A tidy pandas DataFrame, one row per run point (failed points included, status='failed').
 
     A point measured more than once (several files with the same `point_key`, `environment_key`,
@@ -178,7 +185,9 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     Every measured row has `source` "measured". `include_published=True` appends the published
     results imported beside them (`tpubench import`, stored in a `published/` folder under
     `paths`) as rows with `source` "published" and their publisher (output/published/rows.py);
-    by default they are left out, so nothing priced or budgeted mixes them in unasked.
+    by default they are left out, so nothing priced or budgeted mixes them in unasked. With
+    `include_published` and `shipped=True`, the reference rows shipped with tpubench
+    (data/published/, output/published/store.shipped_published) join them too.
     """
     import pandas as pd
 
@@ -189,7 +198,7 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     if df.empty:
         df = pd.DataFrame(columns=BASE_COLUMNS).assign(older_runs=pd.Series(dtype="int64"))
         df.attrs["older_runs_left_out"] = 0
-        return _with_published(df, paths, warn) if include_published else df
+        return _with_published(df, paths, warn, shipped) if include_published else df
     older, newer = _run_order(df, [r.environment_key for _, r in loaded], [f.name for f, _ in loaded])
     df["older_runs"] = older
     left_out = 0
@@ -201,17 +210,21 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     extra = sorted(c for c in df.columns if c not in BASE_COLUMNS)
     df = df[[c for c in BASE_COLUMNS if c in df.columns] + extra]
     df.attrs["older_runs_left_out"] = left_out
-    return _with_published(df, paths, warn) if include_published else df
+    return _with_published(df, paths, warn, shipped) if include_published else df
 
 
-def _with_published(df, paths, warn):
-    """`df` with the published rows stored under `paths` appended (output/published/)."""
+def _with_published(df, paths, warn, shipped: bool = False):
+    """`df` with the published rows stored under `paths` appended (output/published/), and with
+    `shipped` the reference rows shipped with tpubench."""
     import pandas as pd
 
     from tpubench.output.published.rows import as_result_rows
-    from tpubench.output.published.store import read_published
+    from tpubench.output.published.store import read_published, shipped_published
 
     published = read_published(paths, warn=warn)
+    if shipped:
+        reference = shipped_published(warn=warn)
+        published = pd.concat([published, reference], ignore_index=True) if len(published) else reference
     if published.empty:
         return df
     left_out = df.attrs.get("older_runs_left_out", 0)

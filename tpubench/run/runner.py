@@ -23,6 +23,7 @@ from tpubench.measure.energy import EnergyPlan
 from tpubench.hardware.environment import environment_key, host_environment
 from tpubench.errors import Unavailable, UserError
 from tpubench.records.result import RunResult, now_iso, read_results, store_result
+from tpubench.records.energy_verdict import with_verdict
 from tpubench.measure.world import WorldFailed, in_user_world, join_world
 from tpubench.scenarios import SweepContext
 from tpubench.scenarios.registry import measurement_of, scenario_of
@@ -97,7 +98,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     device = device or default_device(backend)
     be = get_backend(backend, device)
     require_available(be)
-    scale, note = choose_scale(workload, scale, on_accelerator=_on_accelerator(be))
+    scale, note = choose_scale(workload, scale, on_accelerator=be.on_accelerator())
     if note:
         reporter.note(note)
     workload = with_server_url(with_layout(workload, tensor_parallel, expert_parallel, data_parallel, fsdp),
@@ -168,6 +169,9 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                 except Exception as exc:  # a failed point is data, not a crash: record it and go on
                     result = _failed(base, exc)
                 _steer(steering, point, result, pending, skip, reporter)   # may add its conclusions to the result
+                # Every result says whether its energy was measured, modelled, invalid or unavailable, and why.
+                result.energy = with_verdict(result.energy, status=result.status,
+                                             why_not=plan.why_not if plan.source is None else None)
                 path = None
                 if writes:
                     # Always written: texts a result cannot store are escaped, and a result that still
@@ -246,7 +250,7 @@ def _failed(base: dict, exc: Exception) -> RunResult:
 def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
     """Provenance for every result of the sweep, and the roofline peaks per dtype."""
     env = {**host_environment(), **be.environment()}
-    platform = be.device if _on_accelerator(be) else "cpu"
+    platform = be.device if be.on_accelerator() else "cpu"
     # Only models tpubench runs itself have a roofline (a server's are its own business).
     dtypes = {p.dtype for p in points if scenario_of(p.scenario_kind).builds_model}
     peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in dtypes}
@@ -256,12 +260,6 @@ def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
     if probe:
         env["host_probe"] = probe
     return env, peaks
-
-
-def _on_accelerator(be) -> bool:
-    if be.name == "jax":
-        return be.platform() != "cpu"
-    return be.device != "cpu"
 
 
 def _already_measured(out_dir, env_key: str, retry_failed: bool) -> dict[str, RunResult]:

@@ -120,7 +120,7 @@ def load_workload(path: str | Path) -> Workload:
         # The directory of the file: where a routing trace named in it is read from.
         workload = Workload.model_validate(data, context={"workload_dir": str(path.parent)})
     except ValidationError as exc:
-        err = exc.errors()[0]
+        err = _clearest(exc.errors())
         loc = tuple(err["loc"])
         # The scenario's kind (pydantic's union tag) is in loc but not in the file.
         shown = tuple(p for i, p in enumerate(loc) if not (i == 1 and loc[0] == "scenario" and p in SCENARIOS))
@@ -208,13 +208,27 @@ def _check_model(workload: Workload, path: Path, root) -> None:
         raise _user_error(path, root, exc.loc, exc.message) from None
 
 
+def _clearest(errors: list[dict]) -> dict:
+    """The error to show: the first, unless it is a union member's type mismatch and another member
+    says what is wrong with the same value (`batch_size: [1, 10**15]`: not "a valid integer" from
+    the scalar member, but the list member's "less than or equal to 65536" at item 1)."""
+    first = errors[0]
+    if not first["type"].endswith(("_type", "_parsing")):
+        return first
+    field = _dotted(first["loc"])
+    same = [e for e in errors if _dotted(e["loc"]).startswith(field)]
+    return next((e for e in same if not e["type"].endswith(("_type", "_parsing"))), None) \
+        or next((e for e in same if len(_dotted(e["loc"])) > len(field)), first)   # a list's item over the list
+
+
 def _dotted(loc: tuple) -> str:
     # pydantic puts union member names ("list[...]", "int") into loc; they mean nothing to a user.
     keep = [str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in _TYPE_NAMES))]
     return ".".join(keep)
 
 
-_TYPE_NAMES = {"int", "str", "float", "bool", "literal", "none", "dict", "list", "function-after", "constrained-int"}
+_TYPE_NAMES = {"int", "str", "float", "bool", "literal", "none", "dict", "list", "function-after", "constrained-int",
+               "constrained-float"}
 
 
 def _explain(err: dict, loc: tuple) -> str:

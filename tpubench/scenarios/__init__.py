@@ -15,15 +15,17 @@ module (pandas) only when results are priced.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protocol
 
 from pydantic import BaseModel
 
-from tpubench.records.result import RunResult
 from tpubench.spec.point import RunPoint
 
+if TYPE_CHECKING:   # the result model is not built to describe a scenario: `validate` never needs it
+    from tpubench.records.result import RunResult
+
 # Measures one point; `base` holds the identity fields of its RunResult (point, environment, ...).
-MeasurePoint = Callable[[RunPoint, dict], RunResult]
+MeasurePoint = Callable[[RunPoint, dict], "RunResult"]
 
 # The `split_method` of a priced row whose cost basis has a blended figure only (no input/output
 # split, `split_note` says why): a budget sized on the split leaves such points out.
@@ -105,6 +107,8 @@ class Scenario(Protocol):
     report_kind: str              # how reports name its stack's kind ('offline', 'serve', ...)
     warn_once: bool               # its warnings are about the whole sweep (a server's): shown once
     options: tuple[str, ...]      # run options of its own (`server_url`: tpubench run --server-url)
+    calibrates_estimate: bool     # its results are decode loops of a model tpubench built, batch as the
+                                  # load: `tpubench estimate` calibrates on them (tpubench/estimate/)
 
     def with_option(self, workload, name: str, value):
         """The workload with one of its `options` set (run.overrides.with_option checks the name)."""
@@ -139,6 +143,11 @@ class Scenario(Protocol):
     def weight_shards(self, point: RunPoint) -> int | None:
         """Over how many chips the point's weights are split; None when tpubench does not hold
         them (a server's model)."""
+        ...
+
+    def estimate_loads(self, section) -> list | None:
+        """The concurrent sequences a roofline estimate sizes for this `scenario:` section (its sweep
+        of them), or None where the kind has no such load (`tpubench estimate` refuses it)."""
         ...
 
     def check_launch(self, points: list[RunPoint], source: str) -> None:

@@ -7,9 +7,19 @@ word) and a 4 MiB read buffer (the default 64 KiB throttles long streamed replie
 milliseconds to serialise, which would otherwise land in the send time.
 
 Times come from `time.perf_counter` (the monotonic clock; on Linux the same clock in every
-process), taken once per network read: every SSE event completed by one read shares that read's
-arrival time, which is when the client could have shown it. A record stores them relative to an
-origin the caller gives (the start of the measured window).
+process), read where the event loop meets the socket, not where the request's task gets to run:
+- a reply's bytes are stamped in the connection protocol's `data_received`, the moment the loop
+  reads them from the socket (_TimedProtocol), so the client's own work on other streams between
+  that read and this stream's task resuming is not counted in a TTFT or an ITL; every SSE event
+  completed by one read shares that read's arrival time, which is when the client could have
+  shown it (when one wake-up hands over several reads, the last one's: the one that completed
+  the events);
+- a request's send time is when its bytes are written to the connection (_TimedRequest; the
+  headers go out with the body in one write), not when it was handed to aiohttp: the request's
+  preparation and a wait for the loop to run aiohttp's write are the client's own lateness
+  (`queue_s`), not the server's TTFT. A request that never reaches a write (cannot connect), a
+  redirected one, and any aiohttp without these hooks keep the time it was handed to aiohttp.
+A record stores them relative to an origin the caller gives (the start of the measured window).
 
 What counts:
 - a token-bearing chunk is an SSE event whose first choice carries non-empty text (`text` for
@@ -38,6 +48,7 @@ JSON, cannot be encoded in UTF-8: it is escaped, see tpubench.records.result.saf
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
@@ -48,12 +59,27 @@ from typing import Any, Literal
 
 import aiohttp
 import yarl
+from aiohttp.client_proto import ResponseHandler
 
 from tpubench.records.result import safe_text
 from tpubench.serving.traffic.common import RequestSpec   # the request type every traffic mode makes
 
 _now = time.perf_counter
 _loads = json.loads
+try:    # pydantic's JSON parser (Rust): a chunk's JSON in ~1 us where json.loads takes ~4
+    from pydantic_core import from_json as _fast_loads
+except ImportError:     # pragma: no cover - pydantic is a dependency
+    _fast_loads = json.loads
+
+
+def _event_json(payload: bytes) -> Any:
+    """An SSE event's JSON, as json.loads reads it: what the fast parser refuses (a lone surrogate
+    escape such as \\ud800, which json.loads accepts; a non-UTF-8 payload) is read by json.loads,
+    which also decides what is not JSON at all (ValueError)."""
+    try:
+        return _fast_loads(payload)
+    except ValueError:
+        return _loads(payload)
 
 READ_BUFFER_BYTES = 4 << 20
 ERROR_BODY_BYTES = 64 << 10
@@ -214,6 +240,17 @@ class SSEParser:
     def feed(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
         """Events completed by `chunk`; raises EventTooLarge once an unfinished line or event
         holds more than max_bytes."""
+        if (chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and not self._pending and not self._data
+                and self._event is None and b"\r" not in chunk):
+            # The common case, one read of whole one-line `data:` events: the events the rules
+            # below make, without going line by line; anything else takes the general way.
+            out = []
+            for block in chunk[:-2].split(b"\n\n"):
+                if block[:6] != b"data: " or b"\n" in block or len(block) - 6 > self.max_bytes:
+                    break
+                out.append((None, block[6:]))
+            else:
+                return out
         if b"\n" not in chunk:
             self._hold(chunk)
             return []
@@ -368,12 +405,47 @@ else:                                # pragma: no cover - Python 3.10
             return False
 
 
+class _TimedProtocol(ResponseHandler):
+    """aiohttp's client protocol, noting when the loop last read bytes from its socket
+    (`data_t`) and when a request was last written to it (`sent_t`, by _TimedRequest)."""
+
+    data_t = math.nan
+    sent_t = math.nan
+
+    def data_received(self, data: bytes) -> None:
+        if data:    # aiohttp calls it with b"" itself when a reader resumes: that is no read
+            self.data_t = _now()
+        super().data_received(data)
+
+
+class _TimedRequest(aiohttp.ClientRequest):
+    """aiohttp's request, noting on its connection's protocol when its body (with the headers,
+    which aiohttp holds back to send with it) is written."""
+
+    async def write_bytes(self, writer, conn, *args, **kwargs):
+        protocol = conn.protocol
+        if isinstance(protocol, _TimedProtocol):
+            protocol.sent_t = _now()
+        return await super().write_bytes(writer, conn, *args, **kwargs)
+
+
+def _time_connections(connector: aiohttp.TCPConnector) -> None:
+    """Make the connector's connections _TimedProtocol. aiohttp has no public hook for this: where
+    its protocol factory is not the one expected, nothing changes and times are taken as the
+    request's task sees them (later by the loop's other work)."""
+    factory = getattr(connector, "_factory", None)
+    if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
+        connector._factory = functools.partial(_TimedProtocol, *factory.args, **factory.keywords)
+
+
 def open_session(max_connections: int = 0) -> aiohttp.ClientSession:
     """One session for a run. `max_connections` 0 means unbounded: the load decides how many
     requests are in flight, never a connector limit."""
     connector = aiohttp.TCPConnector(limit=max(0, int(max_connections)), limit_per_host=0)
+    _time_connections(connector)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
-                                 read_bufsize=READ_BUFFER_BYTES, cookie_jar=aiohttp.DummyCookieJar())
+                                 read_bufsize=READ_BUFFER_BYTES, cookie_jar=aiohttp.DummyCookieJar(),
+                                 request_class=_TimedRequest)
 
 
 class StreamingClient:
@@ -412,7 +484,7 @@ class StreamingClient:
             body = self.prepare(spec)
         rec = RequestRecord(index=index, prompt_len=spec.prompt_len, max_tokens=spec.max_tokens,
                             scheduled_s=scheduled_s, slot_wait_s=slot_wait_s)
-        sent = _now()
+        sent = _now()       # until the request is written (_exchange): when it was handed to aiohttp
         rec.sent_s = sent - origin
         rec.queue_s = rec.sent_s - scheduled_s
         stream = _Stream(text=text)
@@ -464,10 +536,18 @@ class StreamingClient:
         rec.ok = rec.error is None
 
     async def _exchange(self, rec: RequestRecord, body: bytes, origin: float, stream: _Stream) -> None:
+        handed = rec.sent_s + origin
         async with self.session.post(self._url, data=body, headers=self._headers) as resp:
             rec.status = resp.status
+            connection = resp.connection
+            protocol = connection.protocol if connection is not None else None
+            if not isinstance(protocol, _TimedProtocol):
+                protocol = None
             if resp.history:     # followed a redirect: say where the request was served
                 rec.served_url = safe_text(str(resp.url))
+            elif protocol is not None and handed <= protocol.sent_t <= _now():
+                rec.sent_s = protocol.sent_t - origin      # written to the socket (module docstring)
+                rec.queue_s = rec.sent_s - rec.scheduled_s
             content = resp.content
             if resp.status != 200:
                 rec.error = f"HTTP {resp.status}: {first_line(await _read_up_to(content))}"
@@ -479,7 +559,9 @@ class StreamingClient:
             done = False
             while not done:
                 data = await content.readany()
-                t = _now() - origin
+                # When the loop read these bytes from the socket (module docstring); the end of
+                # the body may come without a read (the connection closed): then now.
+                t = (protocol.data_t if data and protocol is not None else _now()) - origin
                 if not data:
                     events = parser.flush()
                 else:
@@ -497,7 +579,7 @@ class StreamingClient:
                         break
                     rec.events += 1
                     try:
-                        obj = _loads(payload)
+                        obj = _event_json(payload)
                     except ValueError:
                         rec.error = f"non-OpenAI stream: event data is not JSON: {first_line(payload)}"
                         rec.end_s = t

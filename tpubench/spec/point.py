@@ -5,10 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 
 # A point without a kind (results that predate scenarios) is an offline generate run.
 DEFAULT_KIND = "generate"
+
+
+def _jsonable(value):
+    """What RunPoint.key writes for a value JSON has no form for: a dataclass as asdict makes it,
+    anything else as its str()."""
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else str(value)
 
 
 @dataclass(frozen=True)
@@ -52,14 +58,17 @@ class RunPoint:
         """A stable hash of everything that defines what is measured (for --resume). A single-chip
         layout is left out of it, so points measured before `parallel` existed keep their key; so is
         matmul precision 'highest' (torch's own default before the field existed)."""
-        data = self.to_dict()
+        # A shallow copy is enough (only top-level names are dropped) and skips asdict's deep copy,
+        # the larger part of a report's cost per result file; _jsonable writes a nested dataclass
+        # as asdict would, so the blob, and the key, are the same.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", DEFAULT_KIND),
                               ("params", {}), ("data_parallel", 1), ("routing", "natural")):
             if data[name] == default:
                 del data[name]
         if data.get("matmul_precision") in (None, "highest"):
             data.pop("matmul_precision", None)
-        blob = json.dumps(data, sort_keys=True, default=str)
+        blob = json.dumps(data, sort_keys=True, default=_jsonable)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def model_identity(self) -> tuple:

@@ -56,6 +56,10 @@ MAX_ITERATIONS = 1_000_000
 MAX_CHIPS = 1 << 16
 # Tokens in one sequence: the largest context a model config may declare (models/config_check.py).
 MAX_SEQUENCE_TOKENS = 1 << 24
+# Sequences (or images) in one batch, and tokens one batch holds (sequences x their tokens: the ids
+# alone are 2 GiB at the bound) in generate and train (docs/workloads.md#limits).
+MAX_BATCH = 1 << 16
+MAX_BATCH_TOKENS = 1 << 28
 
 # Numbers beyond a signed 64-bit integer: no count, size, seed, id, rate or time a workload holds
 # is one (a float that large is a unit slip), and numpy, torch and JSON readers overflow on them.
@@ -191,8 +195,7 @@ def routing_values(model: ModelSpec) -> list:
 
 
 SequenceTokens = Annotated[int, Field(gt=0, le=MAX_SEQUENCE_TOKENS)]
-# A batch of more sequences than one sequence may have tokens: a unit slip.
-BatchSize = SequenceTokens
+BatchSize = Annotated[int, Field(gt=0, le=MAX_BATCH)]
 
 
 class ScenarioOverride(Strict):
@@ -227,7 +230,7 @@ class Measurement(Strict):
     max_seconds: float = Field(300.0, gt=0, le=MAX_SECONDS)
     target_ci: float | None = Field(None, gt=0, lt=1)
     max_cv: float = Field(0.10, gt=0)
-    seed: int = 0
+    seed: int = Field(0, ge=0)   # numpy's generators take no negative seed
 
     @field_validator("max_seconds")
     @classmethod

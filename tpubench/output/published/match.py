@@ -140,11 +140,14 @@ def _setups(pub: pd.DataFrame) -> pd.Series:
     return pd.Series([setup_label(s, d, m) for s, d, m in zip(*columns)], index=pub.index, dtype=object)
 
 
-def _lengths_equal(a, b) -> bool:
+def _length_key(v) -> int | None:
+    """The integer a length is matched by (a published and a measured length are the same when
+    their keys are equal); None where it is no finite number, which matches nothing."""
     try:
-        return math.isfinite(float(a)) and math.isfinite(float(b)) and int(float(a)) == int(float(b))
+        f = float(v)
     except (TypeError, ValueError):
-        return False
+        return None
+    return int(f) if math.isfinite(f) else None
 
 
 def _measured_points(results: pd.DataFrame) -> pd.DataFrame:
@@ -169,6 +172,30 @@ def _stack(row) -> str:
     return str(row.get("backend") or "")
 
 
+def _published_fronts(pub: pd.DataFrame) -> dict:
+    """The published fronts by what a measured point is matched on: {(model key, accelerator key,
+    input length key, output length key): [(publisher, precision key, setup, front, accelerator,
+    precision, frameworks on the front), ...]}, each list in the order of groupby(sort=True) over
+    (publisher, accelerator, precision, setup). Computed once for all measured points: a report
+    over thousands of points would otherwise filter and group the published rows once per point."""
+    pub = pub.assign(_in=pd.Series([_length_key(v) for v in pub["input_length"]], index=pub.index, dtype=object),
+                     _out=pd.Series([_length_key(v) for v in pub["output_length"]], index=pub.index, dtype=object))
+    pub = pub[pub["_in"].notna() & pub["_out"].notna()]
+    fronts: dict = {}
+    keys = ["_model", "_acc", "_in", "_out", "publisher", "_prec", "_setup"]
+    for (model, acc, n_in, n_out, publisher, prec, setup), group in pub.groupby(keys, sort=True, dropna=False):
+        front = pareto_front(group["interactivity_tokens_per_s"], group["output_tokens_per_s_per_chip"])
+        if not front:
+            continue
+        points = set(front)
+        on_front = [(float(x), float(y)) in points for x, y in
+                    zip(group["interactivity_tokens_per_s"], group["output_tokens_per_s_per_chip"])]
+        frameworks = ", ".join(sorted({str(v) for v in group["framework"][on_front].dropna()}))
+        fronts.setdefault((model, acc, int(n_in), int(n_out)), []).append(
+            (publisher, prec, setup, front, group["accelerator"].iloc[0], group["precision"].iloc[0], frameworks))
+    return fronts
+
+
 def compare_published(results: pd.DataFrame, published: pd.DataFrame,
                       tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """One row per measured point and matching published front (publisher, accelerator,
@@ -181,34 +208,46 @@ def compare_published(results: pd.DataFrame, published: pd.DataFrame,
         return pd.DataFrame(columns=COLUMNS)
     pub = pub.assign(_model=pub["model"].map(model_key), _acc=pub["accelerator"].map(accelerator_key),
                      _prec=pub["precision"].map(precision_key), _setup=_setups(pub))
+    fronts = _published_fronts(pub)
+    # A point's bucket from its columns, all points at once; only points with a bucket are read row by row.
+    column = lambda c: measured[c] if c in measured else pd.Series(None, index=measured.index, dtype=object)
+    acc_keys: dict = {}     # accelerator_key per distinct name: thousands of points share a few
+    buckets = []
+    for hub_id, workload, accelerator, n_in, n_out in zip(column("hub_id"), column("workload"),
+                                                          column("accelerator"), column("input_length"),
+                                                          column("output_length")):
+        n_in, n_out = _length_key(n_in), _length_key(n_out)
+        if n_in is None or n_out is None:
+            buckets.append(None)
+            continue
+        if isinstance(accelerator, str):
+            if accelerator not in acc_keys:
+                acc_keys[accelerator] = accelerator_key(accelerator)
+            acc = acc_keys[accelerator]
+        else:
+            acc = accelerator_key(accelerator)
+        name = hub_id if isinstance(hub_id, str) and hub_id else workload
+        buckets.append(fronts.get((model_key(name), acc, n_in, n_out)))
     out = []
-    for _, m in measured.iterrows():
+    hits = [i for i, b in enumerate(buckets) if b]
+    for (_, m), candidates in zip(measured.iloc[hits].iterrows(), [buckets[i] for i in hits]):
         name = m.get("hub_id") if isinstance(m.get("hub_id"), str) and m.get("hub_id") else m.get("workload")
-        acc = accelerator_key(m.get("accelerator"))
         prec = precision_key(m.get("dtype"))
-        same = pub[(pub["_model"] == model_key(name)) & (pub["_acc"] == acc)
-                   & pub["input_length"].map(lambda v: _lengths_equal(v, m.get("input_length")))
-                   & pub["output_length"].map(lambda v: _lengths_equal(v, m.get("output_length")))
-                   & ((pub["_prec"] == "") | (prec == "") | (pub["_prec"] == prec))]
-        for (publisher, _, _, setup), group in same.groupby(["publisher", "_acc", "_prec", "_setup"], sort=True,
-                                                            dropna=False):
-            front = pareto_front(group["interactivity_tokens_per_s"], group["output_tokens_per_s_per_chip"])
-            if not front:
+        for publisher, pub_prec, setup, front, pub_acc, pub_precision, frameworks in candidates:
+            if not (pub_prec == "" or prec == "" or pub_prec == prec):
                 continue
             x, y = float(m["interactivity_tokens_per_s"]), float(m["output_tokens_per_s_per_chip"])
             ref = interpolate_front(front, x)
             deviation = y / ref - 1 if ref > 0 else math.nan
-            on_front = group[group.apply(lambda r: (float(r["interactivity_tokens_per_s"]),
-                                                     float(r["output_tokens_per_s_per_chip"])) in front, axis=1)]
             out.append({
                 "workload": m.get("workload"), "scale": m.get("scale"), "model": name,
                 "accelerator": m.get("accelerator"), "chips": m.get("chips"),
                 "input_length": m.get("input_length"), "output_length": m.get("output_length"),
                 "batch_size": m.get("batch_size"), "concurrency": m.get("concurrency"), "stack": _stack(m),
                 "interactivity_tokens_per_s": x, "output_tokens_per_s_per_chip": y, "publisher": publisher,
-                "published_accelerator": group["accelerator"].iloc[0],
-                "published_precision": group["precision"].iloc[0],
-                "published_frameworks": ", ".join(sorted({str(v) for v in on_front["framework"].dropna()})),
+                "published_accelerator": pub_acc,
+                "published_precision": pub_precision,
+                "published_frameworks": frameworks,
                 "front_points": len(front), "front_interactivity_low": front[0][0],
                 "front_interactivity_high": front[-1][0], "published_tokens_per_s_per_chip": ref,
                 "deviation": deviation, "verdict": verdict(deviation, tolerance) if math.isfinite(deviation)

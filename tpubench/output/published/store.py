@@ -53,7 +53,7 @@ def published_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         if p.is_dir():
             files.extend(sorted(f for f in p.rglob("*.csv")
-                                if f.parent.name == FOLDER and not f.name.startswith(".tmp-")))
+                                if f.parent.name == FOLDER and f.is_file() and not f.name.startswith(".tmp-")))
         elif p.is_file() and p.suffix == ".csv" and p.parent.name == FOLDER:
             files.append(p)
     return files

@@ -38,8 +38,9 @@ def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200) -> s
 
         return render_csv(data)
     from tpubench.output.report.markdown import render_markdown
+    from tpubench.output.safe_text import markdown_text
 
-    return render_markdown(data, max_rows=max_rows)
+    return markdown_text(render_markdown(data, max_rows=max_rows))   # a result's text never becomes HTML
 
 
 def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Sequence[str | Path] = (),
@@ -75,12 +76,13 @@ def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
     if fmt == "html":
         raise UserError("budgets render as markdown or csv", field="--format")
     from tpubench.output.report.markdown import render_budget_markdown, render_training_budget_markdown
+    from tpubench.output.safe_text import markdown_text
 
     if hasattr(result, "train_tokens"):
-        return render_training_budget_markdown(result, max_rows=max_rows)
+        return markdown_text(render_training_budget_markdown(result, max_rows=max_rows))
     if hasattr(getattr(result, "traffic", None), "images_per_day"):
         from tpubench.output.report.budget_images import image_budget_markdown
         from tpubench.output.report.markdown import budget_footer, table
 
-        return image_budget_markdown(result, table, budget_footer, max_rows=max_rows)
-    return render_budget_markdown(result, max_rows=max_rows)
+        return markdown_text(image_budget_markdown(result, table, budget_footer, max_rows=max_rows))
+    return markdown_text(render_budget_markdown(result, max_rows=max_rows))

@@ -13,6 +13,7 @@ import pandas as pd
 
 from tpubench.version import __version__
 from tpubench.money import cost, pricing, tco
+from tpubench.output.report import headline
 from tpubench.output.report.format import flagged_price_notes
 from tpubench.output.report.kernel_speedups import speedups
 from tpubench.output.report.published import DEFAULT_TOLERANCE, published_beside
@@ -44,15 +45,21 @@ class ReportData:
     generated_at: str = ""
     tpubench_version: str = __version__
     # Published results beside yours (report/published.py): one row per measured point and matching
-    # published front; `published_rows` counts the imported rows (0: no section).
+    # published front; `published_rows` counts the published rows, shipped and imported (0: no section).
     published: pd.DataFrame = field(default_factory=pd.DataFrame)
     published_rows: int = 0
+    # Every published row (report/published_list.py): shipped with tpubench and imported, each with
+    # its publisher, date and reference; listed in their own section, never priced.
+    published_list: pd.DataFrame = field(default_factory=pd.DataFrame)
     # TCO tiers (money/tco.tier_usd_per_mtok) with `--tco`: each platform's cheapest on-demand point
     # at each tier's rate beside the list price; None without a tier file (no section).
     tco: pd.DataFrame | None = None
     # MoE kernel A/B (report/kernel_speedups.py): one row per arm of each point measured with two
     # arms or more, its decode speed-up over the baseline it names; empty: no section.
     kernel_speedups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The report's first section (report/headline.py): the summaries' 'cheapest' row per workload and
+    # plan (inference, training, images); empty: nothing priced.
+    headline: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -157,7 +164,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                  today: date | None = None, warn: Callable[[str], None] | None = None,
                  keep: str = "latest", include_flagged: bool = False,
                  grid_gco2_per_kwh: float | None = None,
-                 published_tolerance: float = DEFAULT_TOLERANCE,
+                 published_tolerance: float = DEFAULT_TOLERANCE, include_shipped: bool = True,
                  tco_tiers: pd.DataFrame | None = None) -> ReportData:
     """Load results (paths or a DataFrame from `load_results`), price them and summarise.
 
@@ -168,7 +175,8 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     (cost.choose_prices); the warnings say which were set aside and which flagged ones were used.
     `grid_gco2_per_kwh` replaces the regions' grid intensity in the carbon figures. Published
     results imported beside the results are compared with them (within `published_tolerance`,
-    a fraction) and never priced (report/published.py). `tco_tiers` (money/tco.load_tco) adds each
+    a fraction) and never priced (report/published.py); so are the reference rows shipped with
+    tpubench (data/published/) unless `include_shipped` is False. `tco_tiers` (money/tco.load_tco) adds each
     platform's on-demand $/Mtok at each TCO tier's rate (`ReportData.tco`).
     """
     today = today or pricing.today_utc()
@@ -179,7 +187,8 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
         results = source
     else:
         results = load_results(source, warn=warn, keep=keep)
-    results, published, published_rows = published_beside(source, results, warn, published_tolerance)
+    results, published, published_list = published_beside(source, results, warn, published_tolerance,
+                                                           shipped=include_shipped)
     if prices is None:
         prices = pricing.load_prices(price_files, discount_pct=discount_pct, today=today)
     elif discount_pct is not None:
@@ -205,11 +214,12 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                       warnings=warnings, training=summarise_training(priced), what_if_instance=what_if_instance,
                       images=summarise(priced, "image_usd_per_kimage"),
                       generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      published=published, published_rows=published_rows,
+                      published=published, published_rows=len(published_list), published_list=published_list,
                       kernel_speedups=speedups(results))
     if tco_tiers is not None:      # money/tco.load_tco's rows: $/Mtok per tier beside list on-demand
         data.tco, tco_notes = tco.tier_usd_per_mtok(data.summary, tco_tiers)
         warnings += tco_notes
+    data.headline = headline.pick(data)
     if data.counts["invalid"]:
         warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy")
     return data

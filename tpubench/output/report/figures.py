@@ -32,7 +32,7 @@ def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
     return pareto_mask(x, y)
 
 
-def _figure(width: float, height: float, left: float = 0.1, bottom_in: float = 0.6, top_in: float = 0.45):
+def new_figure(width: float, height: float, left: float = 0.1, bottom_in: float = 0.6, top_in: float = 0.45):
     """A figure with fixed margins (inches at top and bottom): constrained layout draws every
     figure twice, which doubled report time for no visible gain here."""
     from matplotlib.figure import Figure
@@ -42,14 +42,127 @@ def _figure(width: float, height: float, left: float = 0.1, bottom_in: float = 0
     return fig
 
 
-def _log_axis(ax, which: str) -> None:
-    """Log scale with ticks at 1-2-5 and plain labels. The default labels minor ticks too: dozens
-    of text layouts per axis, which was the slowest part of drawing a report."""
+# Titles are wrapped and margins sized from the text's estimated width before drawing, since
+# measuring it needs a draw (constrained layout or bbox_inches="tight" would draw every figure twice).
+# Advances of DejaVu Sans (matplotlib's default font) in ems, rounded up per class of character;
+# texts_outside() checks the result against the drawn figure in the tests.
+_NARROW = frozenset(" .,:;'|!()[]/-ilIjftr")
+_WIDE = frozenset("ABCDEFGHJKLNOPQRSTUVXYZ")
+_WIDEST = frozenset("MWmw×%@")
+_EM_NARROW, _EM_WIDE, _EM_WIDEST, _EM = 0.4, 0.8, 1.0, 0.64
+
+
+def _ems(text: str) -> float:
+    return sum(_EM_NARROW if c in _NARROW else _EM_WIDE if c in _WIDE else _EM_WIDEST if c in _WIDEST else _EM
+               for c in text)
+
+
+def text_width_in(text: str, fontsize: float) -> float:
+    """Estimated width in inches of one line of `text` at `fontsize` points."""
+    return _ems(text) * fontsize / 72
+
+
+def wrap_text(text: str, width_in: float, fontsize: float) -> str:
+    """`text` broken at spaces into lines no wider than `width_in` inches (text_width_in)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and text_width_in(f"{lines[-1]} {word}", fontsize) <= width_in:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return "\n".join(lines) or text
+
+
+def fit_label(text: str, width_in: float, fontsize: float) -> str:
+    """`text` cut short with '…' where it would be wider than `width_in` inches (a tick label)."""
+    width_in += 1e-6       # a margin from label_margin is this width up to rounding
+    if text_width_in(text, fontsize) <= width_in:
+        return text
+    while text and text_width_in(text + "…", fontsize) > width_in:
+        text = text[:-1]
+    return text.rstrip() + "…"
+
+
+def label_margin(labels: Sequence[str], fontsize: float, width_in: float, cap: float = 0.55) -> float:
+    """The left margin (figure fraction) that holds the longest of `labels` (y tick labels at
+    `fontsize`), at most `cap`; fit_label shortens any label still too long for it."""
+    longest = max((text_width_in(t, fontsize) for t in labels), default=0.0)
+    return min(cap, max(0.08, (longest + 0.3) / width_in))
+
+
+def set_title(fig, ax, text: str, fontsize: float = 10) -> None:
+    """`ax`'s title, centred over the axes where it fits on one line there (twice the distance from
+    the axes' centre to the nearer edge of the figure), else centred on the figure and wrapped to
+    its width; the top margin grows to hold its lines."""
+    width, height = fig.get_size_inches()
+    box = ax.get_position()
+    centre = (box.x0 + box.x1) / 2
+    x = 0.5
+    if text_width_in(text, fontsize) > 2 * min(centre, 1 - centre) * width - 0.3:
+        x = (0.5 - box.x0) / (box.x1 - box.x0)        # the figure's centre, in axes coordinates
+    wrapped = wrap_text(text, width - 0.4, fontsize)
+    need_in = 0.25 + (wrapped.count("\n") + 1) * fontsize * 1.25 / 72
+    if 1 - box.y1 < need_in / height:
+        fig.subplots_adjust(top=1 - need_in / height)
+    ax.set_title(wrapped, fontsize=fontsize, x=x)
+
+
+def set_suptitle(fig, text: str, fontsize: float = 12) -> None:
+    """A figure title across the whole width, wrapped to it, with room made for its lines."""
+    width, height = fig.get_size_inches()
+    wrapped = wrap_text(text, width - 0.4, fontsize)
+    need_in = 0.45 + (wrapped.count("\n") + 1) * fontsize * 1.25 / 72
+    if 1 - fig.subplotpars.top < need_in / height:
+        fig.subplots_adjust(top=1 - need_in / height)
+    fig.suptitle(wrapped, fontsize=fontsize)
+
+
+def _drawn_tick_labels(axis) -> list:
+    """The tick labels matplotlib draws: those of ticks inside the view (an axis keeps others)."""
+    low, high = sorted(axis.get_view_interval())
+    slack = 1e-9 * (high - low)
+    labels = []
+    for ticks, locs in ((axis.get_major_ticks(), axis.get_majorticklocs()),
+                        (axis.get_minor_ticks(), axis.get_minorticklocs())):
+        for tick, loc in zip(ticks, locs):
+            if low - slack <= loc <= high + slack:
+                labels += [tick.label1, tick.label2]
+    return labels
+
+
+def texts_outside(fig) -> list[str]:
+    """The texts of `fig` (titles, axis and tick labels, legends, annotations) that reach outside
+    its canvas once drawn: what a reader would see cut off. Draws the figure (Agg); for tests."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    texts = list(fig.texts) + [t for legend in fig.legends for t in legend.get_texts()]
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts,
+                  *_drawn_tick_labels(ax.xaxis), *_drawn_tick_labels(ax.yaxis)]
+        if ax.get_legend() is not None:
+            texts += ax.get_legend().get_texts()
+    frame = fig.bbox
+    outside = []
+    for text in texts:
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        box = text.get_window_extent(renderer)
+        if box.x0 < frame.x0 - 0.5 or box.y0 < frame.y0 - 0.5 or box.x1 > frame.x1 + 0.5 or box.y1 > frame.y1 + 0.5:
+            outside.append(text.get_text())
+    return outside
+
+
+def log_axis(ax, which: str, subs: Sequence[float] = (1.0, 2.0, 5.0)) -> None:
+    """Log scale with ticks at 1-2-5 (or `subs`) and plain labels. The default labels minor ticks
+    too: dozens of text layouts per axis, which was the slowest part of drawing a report."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_locator(LogLocator(base=10, subs=tuple(subs)))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.6g}"))
     axis.set_minor_locator(NullLocator())
 
@@ -90,8 +203,9 @@ def cost_by_platform(summary: pd.DataFrame, title: str = ""):
     stacks = {(stack_label(r), kind_label(r)) for _, r in rows.iterrows()}
     labels = [f"{platform_label(r)} · {plan_label(r['plan'])}"
               + (f" · {stack_label(r)} ({kind_label(r)})" if len(stacks) > 1 else "") for _, r in rows.iterrows()]
-    longest = max((len(t) for t in labels), default=10)
-    fig = _figure(10, max(2.5, 0.3 * len(rows) + 1.2), left=min(0.6, 0.08 + longest * 0.0058))
+    left = label_margin(labels, 8, 10)
+    labels = [fit_label(t, left * 10 - 0.3, 8) for t in labels]
+    fig = new_figure(10, max(2.5, 0.3 * len(rows) + 1.2), left=left)
     ax = fig.add_subplot()
     plans = list(pd.unique(rows["plan"]))
     colours = {plan: f"C{i}" for i, plan in enumerate(plans)}
@@ -106,7 +220,7 @@ def cost_by_platform(summary: pd.DataFrame, title: str = ""):
         ax.text(value[yi], yi, "  invalid run", va="center", fontsize=8, color="crimson")
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlabel("blended $ per million tokens (time-attributed), 95% CI")
-    ax.set_title(title or "Cost per million tokens by platform")
+    set_title(fig, ax, title or "Cost per million tokens by platform")
     from matplotlib.patches import Patch
 
     handles = [Patch(color=colours[p], label=plan_label(p)) for p in plans]
@@ -138,7 +252,7 @@ def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, flo
     maps a label to its chip-hour price; `price_names` to the accelerator its line is for (default:
     the label up to ' ('): labels of one accelerator and price (two stacks on it) share one line.
     """
-    fig = _figure(10, 5.5, left=0.08)
+    fig = new_figure(10, 5.5, left=0.08)
     ax = fig.add_subplot()
     x = points["interactivity_tokens_per_s_per_user"].to_numpy(float)
     y = points["output_tokens_per_s_per_chip"].to_numpy(float)
@@ -155,8 +269,8 @@ def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, flo
         ax.scatter(x[front], y[front], s=70, facecolors="none", edgecolors="black", zorder=5)
     finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     if finite.any():
-        _log_axis(ax, "x")
-        _log_axis(ax, "y")
+        log_axis(ax, "x")
+        log_axis(ax, "y")
         ylo, yhi = y[finite].min() / 1.5, y[finite].max() * 1.5
         ax.set_ylim(ylo, yhi)
         xlo, xhi = x[finite].min() / 1.3, x[finite].max() * 1.3
@@ -184,8 +298,8 @@ def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, flo
     ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
     ax.set_ylabel("output tokens/s per chip")
     # Say which price the iso-cost lines use: InferenceX's own tables use TCO tiers, not list prices.
-    ax.set_title(f"Throughput per chip vs interactivity; dashed: InferenceX-style iso-cost at the cheapest "
-                 f"{price_label} chip-hour price in the price table (list unless --prices / --discount)", fontsize=9)
+    set_title(fig, ax, f"Throughput per chip vs interactivity; dashed: InferenceX-style iso-cost at the cheapest "
+                       f"{price_label} chip-hour price in the price table (list unless --prices / --discount)", 9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="best")
     return fig
@@ -195,7 +309,7 @@ def published_beside_yours(rows: pd.DataFrame, title: str):
     """Your points over the published Pareto fronts they were compared with (report/published.py):
     one dashed line per publisher, accelerator and precision, your points ringed, each labelled
     with its deviation from the front."""
-    fig = _figure(10, 5.0, left=0.08)
+    fig = new_figure(10, 5.0, left=0.08)
     ax = fig.add_subplot()
     fronts = rows.drop_duplicates(["publisher", "published_accelerator", "published_precision"])
     for i, (_, r) in enumerate(fronts.iterrows()):
@@ -211,11 +325,11 @@ def published_beside_yours(rows: pd.DataFrame, title: str):
         if math.isfinite(r["deviation"]):
             ax.annotate(f"{r['deviation']:+.0%}", (r["interactivity_tokens_per_s"], r["output_tokens_per_s_per_chip"]),
                         textcoords="offset points", xytext=(6, 6), fontsize=8)
-    _log_axis(ax, "x")
-    _log_axis(ax, "y")
+    log_axis(ax, "x")
+    log_axis(ax, "y")
     ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
     ax.set_ylabel("output tokens/s per chip")
-    ax.set_title(title, fontsize=9)
+    set_title(fig, ax, title, 9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="best")
     return fig
@@ -245,10 +359,9 @@ def latency_distributions(rows: pd.DataFrame):
     """Per run, TTFT and TPOT as boxes from summary percentiles: box p50–p90, whiskers min–p99,
     a dot at the max (the result files' summaries, so no raw samples are needed)."""
     rows = rows.head(MAX_BOXES)
-    labels = rows["label"].astype(str).tolist()
-    longest = max((len(t) for t in labels), default=10)
-    fig = _figure(10, max(3.0, 0.35 * len(rows) + 1.4), left=min(0.45, 0.06 + longest * 0.0062),
-                  top_in=0.6)
+    left = label_margin(rows["label"].astype(str), 8, 10, cap=0.45)
+    labels = [fit_label(t, left * 10 - 0.3, 8) for t in rows["label"].astype(str)]
+    fig = new_figure(10, max(3.0, 0.35 * len(rows) + 1.4), left=left, top_in=0.6)
     axes = fig.subplots(1, 2, sharey=True)
     for ax, metric, title in ((axes[0], "ttft", "TTFT (ms)"), (axes[1], "tpot", "TPOT (ms)")):
         stats = []
@@ -262,10 +375,10 @@ def latency_distributions(rows: pd.DataFrame):
         ax.set_xlabel(title)
         values = [v for st in stats for v in (st["whislo"], st["whishi"], *st["fliers"]) if v > 0]
         if values and max(values) / min(values) > 20:
-            _log_axis(ax, "x")
+            log_axis(ax, "x")
         ax.grid(axis="x", alpha=0.3, which="both")
     axes[0].tick_params(axis="y", labelsize=8)
-    fig.suptitle("Latency per run: box p50–p90, whiskers min–p99, dot = max")
+    set_suptitle(fig, "Latency per run: box p50–p90, whiskers min–p99, dot = max")
     return fig
 
 
@@ -308,7 +421,9 @@ def report_figures(data) -> list[tuple[str, str, object, str]]:
         return []
     known = list(data.priced["priced_accelerator"].dropna().unique()) if len(data.priced) else []
     ok["canonical"] = _canonical_accelerators(ok, known)
-    ok["label"] = [point_group_label(r, c) for (_, r), c in zip(ok.iterrows(), ok["canonical"])]
+    # The label reads four columns: records of those, not iterrows over every column (10,000 results: 1 s).
+    label_columns = [c for c in ("server_name", "server_version", "backend", "scenario_kind") if c in ok]
+    ok["label"] = [point_group_label(r, c) for r, c in zip(ok[label_columns].to_dict("records"), ok["canonical"])]
     chips = pd.to_numeric(ok["chips"], errors="coerce")
     ok["output_tokens_per_s_per_chip"] = pd.to_numeric(ok.get("output_tokens_per_s"), errors="coerce") / chips
     ok["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(ok)
@@ -358,14 +473,14 @@ def expert_load_heatmap(load: Sequence[Sequence[float]], title: str = ""):
     mean = counts.mean(axis=1, keepdims=True)
     ratio = np.divide(counts, mean, out=np.zeros_like(counts), where=mean > 0)
     layers, experts = ratio.shape
-    fig = _figure(min(12.0, 3 + experts * 0.08), min(9.0, 1.8 + layers * 0.18), left=0.1)
+    fig = new_figure(min(12.0, 3 + experts * 0.08), min(9.0, 1.8 + layers * 0.18), left=0.1)
     ax = fig.add_subplot()
     image = ax.imshow(ratio, aspect="auto", cmap="magma", vmin=0, vmax=max(2.0, float(ratio.max())),
                       interpolation="nearest")
     fig.colorbar(image, ax=ax, label="load / mean load")
     ax.set_xlabel("expert")
     ax.set_ylabel("MoE layer")
-    ax.set_title(title, fontsize=9)
+    set_title(fig, ax, title, 9)
     return fig
 
 
@@ -395,7 +510,7 @@ def profile_breakdown(labels: Sequence[str], profiles: Sequence[dict], title: st
     milliseconds of its profiled pass by category, in report/profile.py's order and names."""
     from tpubench.output.report.profile import LABELS
 
-    fig = _figure(10.0, 1.9 + 0.35 * len(labels), left=0.3, bottom_in=1.25)
+    fig = new_figure(10.0, 1.9 + 0.35 * len(labels), left=0.3, bottom_in=1.25)
     ax = fig.add_subplot()
     y = np.arange(len(labels))
     left = np.zeros(len(labels))
@@ -404,10 +519,10 @@ def profile_breakdown(labels: Sequence[str], profiles: Sequence[dict], title: st
         widths = np.array([(p.get("categories") or {}).get(category, 0.0) * 1e3 for p in profiles])
         ax.barh(y, widths, left=left, color=colour, edgecolor="#555555", linewidth=0.4, label=label)
         left += widths
-    ax.set_yticks(y, [str(x) for x in labels], fontsize=8)
+    ax.set_yticks(y, [fit_label(str(x), 0.3 * 10 - 0.3, 8) for x in labels], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("ms in the profiled pass (one iteration)")
-    ax.set_title(title, fontsize=9)
+    set_title(fig, ax, title, 9)
     fig.legend(loc="lower center", ncol=5, fontsize=7, frameon=False)
     return fig
 
@@ -430,7 +545,7 @@ def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
     MFU written beside each point. On one price the points of a platform lie on y = p*1e6/(3600*x):
     faster per chip is cheaper, and a dearer chip must be that much faster to match."""
     rows = rows.head(MAX_BARS)
-    fig = _figure(10, 5.5, left=0.08)
+    fig = new_figure(10, 5.5, left=0.08)
     ax = fig.add_subplot()
     x = rows["train_tokens_per_s_per_chip"].to_numpy(float)
     y = rows["train_usd_per_mtok"].to_numpy(float)
@@ -456,13 +571,13 @@ def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
                         fontsize=7, color=colours[platforms[i]])
     finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     if finite.any():
-        _log_axis(ax, "x")
-        _log_axis(ax, "y")
+        log_axis(ax, "x")
+        log_axis(ax, "y")
         ax.set_xlim(x[finite].min() / 1.5, x[finite].max() * 1.5)
         ax.set_ylim(y[finite].min() / 1.5, y[finite].max() * 1.5)
     ax.set_xlabel("training tokens/s per chip, 95% CI")
     ax.set_ylabel("$ per million training tokens, 95% CI")
-    ax.set_title(title or "Training: throughput per chip vs cost per million training tokens")
+    set_title(fig, ax, title or "Training: throughput per chip vs cost per million training tokens")
     ax.grid(alpha=0.3, which="both")
     if labelled:
         ax.legend(fontsize=7, loc="best")

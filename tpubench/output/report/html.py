@@ -5,30 +5,43 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 
 from tpubench.output.report import format as f
+from tpubench.output.report import headline
 from tpubench.output.report import kernel_speedups
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report import published
+from tpubench.output.report import published_list
 from tpubench.output.report import tco as tco_section
 from tpubench.output.report.data import ReportData, image_rows, result_rows
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1800px;
-color:#1d232a;padding:0 1rem;line-height:1.4}
+color:#1d232a;padding:0 1rem;line-height:1.4;overflow-wrap:break-word}
 h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0;width:100%}
-th,td{border:1px solid #d8dde3;padding:.25rem .4rem;text-align:left;vertical-align:top;white-space:nowrap}
+.scroll{overflow-x:auto;max-width:100%;margin:.5rem 0}
+table{border-collapse:separate;border-spacing:0;font-size:.8rem;width:100%;
+border-top:1px solid #d8dde3;border-left:1px solid #d8dde3}
+th,td{border-right:1px solid #d8dde3;border-bottom:1px solid #d8dde3;padding:.25rem .4rem;text-align:left;
+vertical-align:top;white-space:nowrap;background:#fff}
+th{background:#f2f4f7}
+th:first-child,td:first-child{position:sticky;left:0;z-index:1;white-space:normal;overflow-wrap:anywhere;
+min-width:18rem;max-width:24rem;box-shadow:inset -2px 0 0 #c4ccd4}
 td.wrap{white-space:normal;min-width:30rem}
-th{background:#f2f4f7;position:sticky;top:0}
 td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 tr.invalid td{background:#fff0f0}tr.invalid td.validity{color:#b00020;font-weight:600}
 .warn{background:#fff8e1;border-left:4px solid #f0a500;padding:.5rem 1rem;margin:1rem 0}
-.note{color:#555;font-size:.85rem}figure{margin:1rem 0}figcaption{font-size:.85rem;color:#444}
-img{max-width:100%;height:auto;border:1px solid #eee}
-.scroll{overflow-x:auto}.verdict-cheapest{font-weight:600;color:#0a7d32}.verdict-dearer{color:#8a1c1c}
+.glance{background:#f5f9ff;border:1px solid #cfe0f5;padding:.25rem 1rem .5rem;margin:1rem 0}
+.glance h2{margin-top:.5rem}.glance h3{font-size:1rem;margin:.75rem 0 .25rem}.glance td{white-space:normal}
+.glance td.wrap,.glance th:first-child,.glance td:first-child{min-width:10rem}
+.glance td.num,.glance td:nth-child(2){white-space:nowrap}
+.note{color:#555;font-size:.85rem}figure{margin:1rem 0;max-width:100%}figcaption{font-size:.85rem;color:#444}
+img{max-width:100%;height:auto;box-sizing:border-box;border:1px solid #eee}
+.verdict-cheapest{font-weight:600;color:#0a7d32}.verdict-dearer{color:#8a1c1c}
+@media (max-width:800px){body{margin:1rem auto;padding:0 .5rem}
+th:first-child,td:first-child,.glance th:first-child,.glance td:first-child{min-width:7rem;max-width:10rem}}
 """
-
 _NUMERIC_SUMMARY = {2, 4, 5, 6, 8, 9, 10, 11}
 _NUMERIC_RUNS = {4, 5, 6, 7, 8}
 
@@ -144,6 +157,40 @@ def _published(data: ReportData, figures: bool = True) -> list[str]:
     return body
 
 
+def _published_list(data: ReportData, max_rows: int, figures: bool = True) -> list[str]:
+    """Every published row, shipped and imported, apart from yours (report/published_list.py)."""
+    rows = published_list.listing(data.published_list)
+    if rows.empty:
+        return []
+    body = [f"<h2>Published results (not measured here): {len(rows)} row(s), "
+            f"{_e(published_list.counts(rows))}</h2>"]
+    if figures:
+        body.append(_figures(data, published_list.figures))
+    body.append(_table(published_list.HEADERS, [published_list.cells(r) for _, r in rows.head(max_rows).iterrows()],
+                       published_list.NUMERIC, wrap=published_list.WRAP))
+    if len(rows) > max_rows:
+        body.append(f'<p class="note">… {len(rows) - max_rows} more published row(s).</p>')
+    body.append(f'<p class="note">{_e(published_list.NOTE)}</p>')
+    return body
+
+
+_CODE = re.compile(r"`([^`]+)`")      # a command named in `backticks` (escaped text: no markup inside)
+
+
+def _glance(data: ReportData) -> list[str]:
+    """The first section (report/headline.py): what the report holds, and the cheapest option per plan."""
+    counts = _CODE.sub(r"<code>\1</code>", _e(headline.row_counts(data)))
+    body = ['<section class="glance" id="at-a-glance"><h2>At a glance</h2>', f"<p>{counts}</p>"]
+    for title, headers, rows in headline.tables(data.headline):
+        body.append(f"<h3>{_e(title)}</h3>")
+        body.append(_table(headers, [headline.cells(r) for _, r in rows.iterrows()], headline.NUMERIC,
+                           ["" if bool(v) else "invalid" for v in rows["valid"]], {6: lambda v: "validity"},
+                           wrap=headline.WRAP))
+    if len(data.headline):
+        body.append(f'<p class="note">{_e(headline.NOTE)}</p>')
+    return body + ["</section>"]
+
+
 def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> str:
     c = data.counts
     body = ["<h1>tpubench cost report</h1>",
@@ -151,6 +198,7 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
             f"{c['results']} result(s): {c['ok']} ok ({c['invalid']} invalid), {c['failed']} failed; "
             f"{c['priced']} priced, {c['unpriced']} not priced. Plans: "
             f"{_e(', '.join(f.plan_label(p) for p in data.plans) or 'none')}.</p>"]
+    body += _glance(data)
     if data.warnings:
         body.append('<div class="warn"><strong>Warnings</strong><ul>'
                     + "".join(f"<li>{_e(w)}</li>" for w in data.warnings) + "</ul></div>")
@@ -184,7 +232,7 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
         body.append(f"<h2>Runs ({len(runs)})</h2>")
         body.append(_table(headers, [cells(r) for _, r in shown.iterrows()], _NUMERIC_RUNS,
                            ["" if bool(v) else "invalid" for v in shown["valid"]],
-                           {9: lambda v: "validity"}))
+                           {headers.index("Validity"): lambda v: "validity"}))
         if len(runs) > max_rows:
             body.append(f'<p class="note">… {len(runs) - max_rows} more run(s): use --format csv for all rows.</p>')
 
@@ -193,6 +241,7 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
     body += kernel_speedups.html(data.kernel_speedups, _table, _e)
     body += profile_section.html(data.results, _table, _e)
     body += _published(data, figures)
+    body += _published_list(data, max_rows, figures)
 
     if len(data.unpriced):
         grouped = (data.unpriced.assign(accelerator=data.unpriced["accelerator"].astype(str))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from tpubench.money.budget import SIZING_SPLIT
 from tpubench.output.report import format as f
+from tpubench.output.report import headline
 from tpubench.output.report import kernel_speedups
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report import tco as tco_section
 from tpubench.output.report import published
+from tpubench.output.report import published_list
 from tpubench.output.report.data import ReportData, image_rows, result_rows
 
 
@@ -88,6 +90,19 @@ def _published(data: ReportData) -> list[str]:
     return out + [table(published.HEADERS, rows), "", f"- {published.NOTE}", ""]
 
 
+def _published_list(data: ReportData, max_rows: int) -> list[str]:
+    """Every published row, shipped and imported, apart from yours (report/published_list.py)."""
+    rows = published_list.listing(data.published_list)
+    if rows.empty:
+        return []
+    out = [f"## Published results (not measured here): {len(rows)} row(s), "
+           f"{published_list.counts(rows)}", "",
+           table(published_list.HEADERS, [published_list.cells(r) for _, r in rows.head(max_rows).iterrows()])]
+    if len(rows) > max_rows:
+        out.append(f"\n… {len(rows) - max_rows} more published row(s).")
+    return out + ["", f"- {published_list.NOTE}", ""]
+
+
 def _runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int,
                   energy_figure: str = "blended") -> list[str]:
     """One row per run, at most max_rows of them (the CSV has all)."""
@@ -99,6 +114,16 @@ def _runs_section(data: ReportData, title: str, runs, header_templates, cells, m
     return out + [""]
 
 
+def _glance(data: ReportData) -> list[str]:
+    """The first section (report/headline.py): what the report holds, and the cheapest option per plan."""
+    out = ["## At a glance", "", headline.row_counts(data), ""]
+    for title, headers, rows in headline.tables(data.headline):
+        out += [f"### {title}", "", table(headers, [headline.cells(r) for _, r in rows.iterrows()]), ""]
+    if len(data.headline):
+        out += [f"- {headline.NOTE}", ""]
+    return out
+
+
 def render_markdown(data: ReportData, max_rows: int = 200) -> str:
     c = data.counts
     out = ["# tpubench cost report", "",
@@ -106,6 +131,7 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
            f"{c['results']} result(s): {c['ok']} ok ({c['invalid']} invalid), {c['failed']} failed; "
            f"{c['priced']} priced, {c['unpriced']} not priced. Plans: "
            f"{', '.join(f.plan_label(p) for p in data.plans) or 'none'}.", ""]
+    out += _glance(data)
     if data.warnings:
         out += ["**Warnings**", ""] + [f"- {w}" for w in data.warnings] + [""]
     summary = data.summary
@@ -126,6 +152,7 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
     out += kernel_speedups.markdown(data.kernel_speedups, table)
     out += profile_section.markdown(data.results, table)
     out += _published(data)
+    out += _published_list(data, max_rows)
     out += _unpriced(data)
     out += _sources(data)
     out += ["", "Figures (cost by platform, throughput vs interactivity, latency) are in `--format html`.", ""]

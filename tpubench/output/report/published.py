@@ -1,8 +1,9 @@
 """The report's "published results beside yours" section: the matched comparison
 (output/published/match.py) as a table of cells, once, for the markdown and HTML renderers.
 
-Published rows (imported with `tpubench import`, kept in a `published/` folder of the results) are
-only compared here: they are split off the results before anything is priced, so no cost table,
+Published rows (imported with `tpubench import`, kept in a `published/` folder of the results, and
+the reference rows shipped with tpubench, data/published/) are only compared here and listed by
+report/published_list.py: they are split off the results before anything is priced, so no cost table,
 summary or figure of the report counts them.
 """
 
@@ -12,7 +13,7 @@ from typing import Callable
 
 import pandas as pd
 
-from tpubench.output.published import SOURCE_PUBLISHED, compare_published, read_published
+from tpubench.output.published import SOURCE_PUBLISHED, compare_published, read_published, shipped_published
 from tpubench.output.published.match import DEFAULT_TOLERANCE
 from tpubench.units import MISSING, number, sig
 
@@ -35,17 +36,31 @@ def split_published(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return measured, results[published]
 
 
-def published_beside(source, results: pd.DataFrame, warn: Callable[[str], None] | None,
-                     tolerance: float = DEFAULT_TOLERANCE) -> tuple[pd.DataFrame, pd.DataFrame, int]:
-    """(results without published rows, the comparison, how many published rows there were).
-    Published rows come from the stored imports under `source` (paths), or from a DataFrame that
-    load_results(include_published=True) gave."""
+def gather_published(source, results: pd.DataFrame, warn: Callable[[str], None] | None,
+                     shipped: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(results without published rows, every published row the report knows): the stored imports
+    under `source` (paths), or those a DataFrame from load_results(include_published=True) carries,
+    plus, with `shipped`, the reference rows shipped with tpubench (data/published/) not already in
+    it. Either way the published rows are never priced."""
     measured, published = split_published(results)
     if not isinstance(source, pd.DataFrame):   # a DataFrame carries its own published rows, if any
         published = read_published(source, warn=warn)
+    if shipped:
+        reference = shipped_published(warn=warn)
+        if len(published) and "file" in published:
+            reference = reference[~reference["file"].isin(set(published["file"].astype(str)))]
+        published = pd.concat([published, reference], ignore_index=True) if len(published) else reference
+    return measured, published.reset_index(drop=True)
+
+
+def published_beside(source, results: pd.DataFrame, warn: Callable[[str], None] | None,
+                     tolerance: float = DEFAULT_TOLERANCE,
+                     shipped: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(results without published rows, the comparison, every published row: gather_published)."""
+    measured, published = gather_published(source, results, warn, shipped)
     if published.empty:
-        return measured, pd.DataFrame(), 0
-    return measured, compare_published(measured, published, tolerance), len(published)
+        return measured, pd.DataFrame(), published
+    return measured, compare_published(measured, published, tolerance), published
 
 
 def _pct(x) -> str:
@@ -66,5 +81,5 @@ def cells(r) -> list[str]:
 
 
 def empty_note(published_rows: int) -> str:
-    return (f"{published_rows} published row(s) imported, none at the model, lengths, accelerator and precision "
-            "of a measured point (see docs/published.md on naming the model at import).")
+    return (f"{published_rows} published row(s) (shipped with tpubench or imported), none at the model, lengths, "
+            "accelerator and precision of a measured point (see docs/published.md on naming the model at import).")

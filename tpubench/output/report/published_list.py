@@ -129,7 +129,9 @@ def figures(data) -> list[tuple[str, str, object, str]]:
     rows = listing(getattr(data, "published_list", None))
     if rows.empty:
         return []
-    from tpubench.output.report.figures import _figure, _log_axis
+    from matplotlib.patches import Patch
+
+    from tpubench.output.report.figures import new_figure, log_axis, fit_label, label_margin, set_title
 
     colours = {"TPU": "#1a73e8", "NVIDIA GPU": "#76b900", "AMD GPU": "#ed1c24", "Trainium": "#ff9900"}
     rows = rows[pd.to_numeric(rows["output_tokens_per_s_per_chip"], errors="coerce") > 0]
@@ -140,22 +142,26 @@ def figures(data) -> list[tuple[str, str, object, str]]:
         group = rows[rows["_class"] == model].sort_values(["family", "accelerator", "model"], kind="stable")
         labels = [f"{c[2]}  {str(r['model']).split('/')[-1]}  {c[6]}  {c[7]}  ({str(r['publisher']).split(' (')[0]})"
                   for c, (_, r) in zip((cells(r) for _, r in group.iterrows()), group.iterrows())]
-        fig = _figure(11, 0.9 + 0.26 * len(group), left=0.42)
+        left = label_margin(labels, 7, 11, cap=0.5)
+        labels = [fit_label(t, left * 11 - 0.3, 7) for t in labels]
+        fig = new_figure(11, max(2.2, 1.3 + 0.22 * len(group)), left=left)     # room for the legend
         ax = fig.add_subplot()
         y = range(len(group))
-        ax.barh(list(y), group["output_tokens_per_s_per_chip"].astype(float),
-                color=[colours.get(f, "#888888") for f in group["family"]])
+        speed = group["output_tokens_per_s_per_chip"].astype(float)
+        # Bars start at the decade below the slowest row (a log axis has no zero); over more than
+        # three decades 1-2-5 ticks would crowd, so decades alone.
+        low, high = 10 ** math.floor(math.log10(speed.min())), speed.max() * 1.6
+        ax.barh(list(y), speed - low, left=low, color=[colours.get(f, "#888888") for f in group["family"]])
         ax.set_yticks(list(y), labels, fontsize=7)
-        ax.invert_yaxis()
-        _log_axis(ax, "x")
+        ax.set_ylim(len(group) - 0.5, -0.5)          # first row on top, no empty band
+        log_axis(ax, "x", (1.0, 2.0, 5.0) if high / low <= 1e3 else (1.0,))
+        ax.set_xlim(low, high)
         ax.set_xlabel("published output tokens/s per chip (log scale)")
-        for fam, colour in colours.items():
-            if (group["family"] == fam).any():
-                ax.bar(0, 0, color=colour, label=fam)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(handles=[Patch(color=colour, label=fam) for fam, colour in colours.items()
+                           if (group["family"] == fam).any()], fontsize=7, loc="lower right")
         ax.grid(alpha=0.3, axis="x", which="both")
         caption = (f"Published reference points, {model}: output tokens/s per chip as published "
                    "(not measured here; each bar names its model, lengths in/out and load)")
-        ax.set_title(f"Published (not measured here), {model}: output tokens/s per chip", fontsize=9)
+        set_title(fig, ax, f"Published (not measured here), {model}: output tokens/s per chip", 9)
         out.append((f"published-ref-{n}", caption, fig, "svg"))
     return out

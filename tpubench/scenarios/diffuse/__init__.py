@@ -15,6 +15,7 @@ from tpubench.spec.sections import FULL_SCALE
 
 class Diffuse:
     kind = "diffuse"
+    calibrates_estimate = False
     schema = DiffuseSection
     builds_model = False      # its model is the pipeline in the scenario section, not a transformers `model`
     meters_energy = True      # the pipeline runs here, on this host's chip
@@ -41,6 +42,9 @@ class Diffuse:
     label = staticmethod(sweep.label)
     pair_label = staticmethod(sweep.pair_label)
     row_label = staticmethod(sweep.row_label)
+
+    def estimate_loads(self, section):
+        return None
 
     def weight_shards(self, point):
         return 1

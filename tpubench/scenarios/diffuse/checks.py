@@ -9,6 +9,7 @@ import difflib
 
 from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.diffuse import families, sweep
+from tpubench.scenarios.diffuse.schema import check_call_pixels, check_component_value, check_scale_values
 from tpubench.spec.sections import FULL_SCALE, as_list
 
 
@@ -30,9 +31,12 @@ def _check_overrides(name: str, overrides: dict, where: tuple) -> None:
         if not isinstance(config, dict):
             raise FieldProblem(where + (comp,), f"expected a mapping of config keys, got {config!r}")
         known = _known_keys(name, comp)
-        for key in config:
+        fam = families.family(name)
+        for key, value in config.items():
             if key not in known:
                 raise FieldProblem(where + (comp, key), f"unknown key '{key}' for {name}'s {comp}{_hint(key, known)}")
+            default = fam["components"][comp]["config"].get(key, fam["small"].get(comp, {}).get(key))
+            check_component_value(where + (comp, key), key, value, default)
 
 
 def latent_multiple(name: str, config: dict) -> int:
@@ -73,16 +77,12 @@ def check_scale(workload, scale: str) -> None:
     if own.get("preset", "full") not in families.PRESETS:
         raise FieldProblem(cfg_loc + ("preset",), f"preset is one of {', '.join(families.PRESETS)}, "
                                                   f"got {own['preset']!r}")
-    for key in ("resolution", "steps"):
-        for v in as_list(own.get(key, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise FieldProblem(cfg_loc + (key,), f"expected a positive integer, got {v!r}")
-    seq = own.get("max_sequence_length", 1)   # one value, not an axis: the sweep reads it as one int
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        raise FieldProblem(cfg_loc + ("max_sequence_length",), f"expected a positive integer, got {seq!r}")
-    for g in as_list(own.get("guidance", 0.0)):
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or g < 0:
-            raise FieldProblem(cfg_loc + ("guidance",), f"guidance is a scale of 0 or more, got {g!r}")
+    check_scale_values(own, cfg_loc)
+    axes = sweep.sweep_axes(workload, scale)
+    over = workload.scales[scale].scenario if scale != FULL_SCALE else None
+    check_call_pixels(axes["resolution"], axes["batch_size"],
+                      ("scales", scale, "scenario", "batch_size") if over and over.batch_size
+                      else ("scenario", "images_per_prompt"), scale)
     fam = families.family(name)
     for s in as_list(scen.scheduler):
         if s != "default" and s not in fam["schedulers"]:

@@ -4,11 +4,13 @@ sharded over a world of chips (docs/scenarios/generate.md)."""
 from __future__ import annotations
 
 from tpubench.scenarios.generate import sweep
-from tpubench.scenarios.generate.schema import GenerateSection
+from tpubench.scenarios.generate.schema import GenerateSection, check_scale
+from tpubench.spec.sections import as_list
 
 
 class Generate:
     kind = "generate"
+    calibrates_estimate = True
     schema = GenerateSection
     builds_model = True
     meters_energy = True
@@ -24,13 +26,17 @@ class Generate:
         raise KeyError(name)   # it has no options
 
     def check_workload(self, workload, scale, config):
-        pass
+        """Lengths within the model's context, batches within their tokens (schema.check_scale)."""
+        check_scale(workload, scale, config)
 
     sweep_axes = staticmethod(sweep.sweep_axes)
     points = staticmethod(sweep.points)
     label = staticmethod(sweep.label)
     pair_label = staticmethod(sweep.pair_label)
     row_label = staticmethod(sweep.row_label)
+
+    def estimate_loads(self, section):
+        return as_list(section.batch_size)
 
     def weight_shards(self, point):
         return point.world_size

@@ -8,11 +8,12 @@ from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.serve import sweep
 from tpubench.scenarios.serve.options import with_server_url
 from tpubench.scenarios.serve.schema import ServeSection
-from tpubench.spec.sections import FULL_SCALE
+from tpubench.spec.sections import FULL_SCALE, as_list
 
 
 class Serve:
     kind = "serve"
+    calibrates_estimate = False   # a server's model, not one tpubench built
     schema = ServeSection
     builds_model = False      # the server's; a `model` block, if any, is what a launched server builds
     meters_energy = True      # a server tpubench launches runs on this host's chips (energy_here)
@@ -47,6 +48,9 @@ class Serve:
     label = staticmethod(sweep.label)
     pair_label = staticmethod(sweep.pair_label)
     row_label = staticmethod(sweep.row_label)
+
+    def estimate_loads(self, section):
+        return None if section.load.concurrency is None else as_list(section.load.concurrency)
 
     def weight_shards(self, point):
         return None   # the server shards its own model

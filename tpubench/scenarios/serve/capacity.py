@@ -32,10 +32,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpubench.records.result import RunResult
 from tpubench.spec.point import RunPoint
+
+if TYPE_CHECKING:   # annotations only: describing a serve workload (`validate`) never builds the result model
+    from tpubench.records.result import RunResult
 
 SIGNIFICANT_DIGITS = 4
 

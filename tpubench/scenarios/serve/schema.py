@@ -259,7 +259,7 @@ class ServeSection(Strict):
     exact_output: bool = True
     request_timeout_s: Seconds = 120.0
     slo: Slo = Slo()
-    seed: int = 0
+    seed: int = Field(0, ge=0)   # numpy's generators take no negative seed
     _workload_dir: str | None = PrivateAttr(None)
 
     @model_validator(mode="after")

@@ -3,14 +3,13 @@ batches, on one chip or data-parallel over a world of chips (docs/scenarios/trai
 
 from __future__ import annotations
 
-from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.train import sweep
-from tpubench.scenarios.train.schema import TrainSection
-from tpubench.spec.sections import FULL_SCALE, as_list
+from tpubench.scenarios.train.schema import TrainSection, check_scale
 
 
 class Train:
     kind = "train"
+    calibrates_estimate = False
     schema = TrainSection
     builds_model = True
     meters_energy = True
@@ -26,21 +25,18 @@ class Train:
         raise KeyError(name)   # it has no options
 
     def check_workload(self, workload, scale, config):
-        """A training sequence longer than the model's positions is refused before anything is built."""
-        positions = config.get("max_position_embeddings")
-        override = workload.scales[scale].scenario if scale != FULL_SCALE else None
-        lengths = as_list((override and override.sequence_length) or workload.scenario.sequence_length)
-        if positions and max(lengths) > positions:
-            loc = ("scales", scale, "scenario", "sequence_length") if override and override.sequence_length \
-                else ("scenario", "sequence_length")
-            raise FieldProblem(loc, f"{max(lengths)} tokens exceed the model's max_position_embeddings "
-                                    f"({positions}, scale '{scale}')")
+        """A training sequence longer than the model's positions, or a batch or step too large, is
+        refused before anything is built (schema.check_scale)."""
+        check_scale(workload, scale, config)
 
     sweep_axes = staticmethod(sweep.sweep_axes)
     points = staticmethod(sweep.points)
     label = staticmethod(sweep.label)
     pair_label = staticmethod(sweep.pair_label)
     row_label = staticmethod(sweep.row_label)
+
+    def estimate_loads(self, section):
+        return None
 
     def weight_shards(self, point):
         """Data-parallel ranks each hold the whole model unless FSDP shards it."""
