@@ -243,3 +243,11 @@ def test_an_option_needing_more_instances_than_exist_is_left_out_or_refused():
         plan_budget(results_frame(crawl), prices, tokens_per_day=1e16, output_share=0.25)
     assert err.value.field == "--tokens-per-day"
     assert math.isfinite(result.options["monthly_usd"].max())
+
+
+def test_a_trend_below_zero_is_a_figure_not_an_odd_file():
+    # A serve window's TTFT slope falls below zero when TTFT shrinks over the window.
+    from tpubench.records.sanity import _value_problem
+
+    assert _value_problem("ttft_slope_per_s", -0.00103381) is None
+    assert _value_problem("output_tokens_per_s", -1.0) == "-1 is negative"

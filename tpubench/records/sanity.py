@@ -45,7 +45,8 @@ _COUNT_POINT_FIELDS = {"batch_size": 1, "tensor_parallel": 1, "expert_parallel":
                        "input_length": 0, "output_length": 0}
 _TEXT_ENV_FIELDS = ("accelerator_name", "hostname", "instance")
 _NON_NEGATIVE_SUFFIXES = ("_per_s", "_s", "_s_per_token", "_bytes", "_j")
-_MAY_BE_NEGATIVE = ("ci95_low", "energy_above_idle")
+# A trend or a difference may fall below zero (a TTFT that shrinks over a window).
+_MAY_BE_NEGATIVE = ("ci95_low", "energy_above_idle", "slope", "drift", "delta", "offset")
 
 
 def _is_number(value: Any) -> bool:
