@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+import pytest
+import typer
+
+from tpubench import cli
 from tpubench.cli import main
 
 
@@ -17,3 +22,23 @@ def run_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
         code = exc.code
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+# Fixtures of `tpubench validate` for the hostile-input suites (import them by name into a test module).
+@pytest.fixture(scope="module")
+def click_command():
+    return typer.main.get_command(cli.app)   # built once; cli.main still runs around it
+
+
+@pytest.fixture
+def validate(monkeypatch, capsys, click_command):
+    """`tpubench validate FILE` -> (exit code, stderr), asserting the one-line, no-traceback shape."""
+    monkeypatch.setattr(cli, "app", click_command)
+
+    def run(path: Path) -> tuple[int, str]:
+        code, out, err = run_cli(monkeypatch, capsys, "validate", str(path))
+        assert "internal error" not in out + err and "Traceback" not in out + err, out + err
+        if code:
+            assert code == 2 and err.count("\n") == 1, (code, out, err)
+        return code, err.strip()
+    return run

@@ -11,11 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
-import typer
 import yaml
 
-from helpers_cli import run_cli
-from tpubench import cli
+from helpers_cli import click_command, validate  # noqa: F401 (fixtures)
 from tpubench.errors import UserError
 from tpubench.serving.traffic import common, dataset, trace
 
@@ -26,23 +24,6 @@ AZURE_ROW = "2023-11-16 18:15:46.6805900,374,44\n"
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-@pytest.fixture(scope="module")
-def click_command():
-    return typer.main.get_command(cli.app)   # built once; cli.main still runs around it
-
-
-@pytest.fixture
-def validate(monkeypatch, capsys, click_command):
-    """`tpubench validate FILE` -> (exit code, stderr), asserting the one-line, no-traceback shape."""
-    monkeypatch.setattr(cli, "app", click_command)
-
-    def run(path: Path) -> tuple[int, str]:
-        code, out, err = run_cli(monkeypatch, capsys, "validate", str(path))
-        assert "internal error" not in out + err and "Traceback" not in out + err, out + err
-        if code:
-            assert code == 2 and err.count("\n") == 1, (code, out, err)
-        return code, err.strip()
-    return run
 
 
 def workload(tmp_path: Path, traffic: dict | None = None, *, model: bool = True, **changes) -> Path:

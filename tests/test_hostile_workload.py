@@ -13,11 +13,9 @@ import re
 from pathlib import Path
 
 import pytest
-import typer
 import yaml
 
-from helpers_cli import run_cli
-from tpubench import cli
+from helpers_cli import click_command, validate  # noqa: F401 (fixtures)
 from tpubench.models.config_check import HEADS_DIVIDE_HIDDEN
 from tpubench.models.config_table import load_table
 
@@ -29,23 +27,6 @@ KIND = {p: (yaml.safe_load(p.read_text())["scenario"].get("kind") or "generate")
 OURS = [p for p in SHIPPED if KIND[p] in ("generate", "train", "diffuse")]
 
 
-@pytest.fixture(scope="module")
-def click_command():
-    return typer.main.get_command(cli.app)   # built once; cli.main still runs around it
-
-
-@pytest.fixture
-def validate(monkeypatch, capsys, click_command):
-    """`tpubench validate FILE` -> (exit code, stderr), asserting the one-line, no-traceback shape."""
-    monkeypatch.setattr(cli, "app", click_command)
-
-    def run(path: Path) -> tuple[int, str]:
-        code, out, err = run_cli(monkeypatch, capsys, "validate", str(path))
-        assert "internal error" not in out + err and "Traceback" not in out + err, out + err
-        if code:
-            assert code == 2 and err.count("\n") == 1, (code, out, err)
-        return code, err.strip()
-    return run
 
 
 # libyaml where PyYAML has it: a few hundred workloads are written here.
