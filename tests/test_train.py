@@ -296,8 +296,19 @@ def test_loss_stays_put_when_gradients_do_not_flow(tmp_path, monkeypatch, capsys
 
 @pytest.mark.slow
 def test_nan_loss_makes_the_point_invalid(tmp_path, monkeypatch, capsys):
-    code, err, r = _train_once(tmp_path, monkeypatch, capsys, "diverges",
-                               scenario={"optimizer": {"name": "adamw", "lr": 1e12}})
+    # A diverging run, made certain: validate now refuses the learning rates that used to make one
+    # (lr <= 10), so the loss itself turns NaN from its fourth computation on.
+    import torch
+
+    cross_entropy, calls = torch.nn.functional.cross_entropy, []
+
+    def diverging(*args, **kwargs):
+        calls.append(1)
+        loss = cross_entropy(*args, **kwargs)
+        return loss * float("nan") if len(calls) > 3 else loss
+
+    monkeypatch.setattr(torch.nn.functional, "cross_entropy", diverging)
+    code, err, r = _train_once(tmp_path, monkeypatch, capsys, "diverges")
     assert code == 0, err
     assert r.status == "ok" and not r.validity.valid
     assert any("loss is NaN or inf" in reason for reason in r.validity.reasons)
