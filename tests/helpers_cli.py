@@ -24,6 +24,18 @@ def run_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+def numeric_leaves(node, path=()):
+    """(path, value) of every number in a parsed YAML tree (bools are not numbers)."""
+    if isinstance(node, dict):
+        for key, child in node.items():
+            yield from numeric_leaves(child, (*path, key))
+    elif isinstance(node, list):
+        for i, child in enumerate(node):
+            yield from numeric_leaves(child, (*path, i))
+    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+        yield path, node
+
+
 # Fixtures of `tpubench validate` for the hostile-input suites (import them by name into a test module).
 @pytest.fixture(scope="module")
 def click_command():

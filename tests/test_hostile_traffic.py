@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers_cli import click_command, validate  # noqa: F401 (fixtures)
+from helpers_cli import click_command, numeric_leaves, validate  # noqa: F401 (fixtures)
 from tpubench.errors import UserError
 from tpubench.serving.traffic import common, dataset, trace
 
@@ -223,23 +223,13 @@ SHIPPED = sorted((REPO / "workloads").glob("*.yaml"))
 HOSTILE_NUMBERS = (float("inf"), float("nan"), 1e308, 10 ** 30, -1e300, float("-inf"))
 
 
-def numeric_leaves(node, path=()):
-    if isinstance(node, dict):
-        for key, child in node.items():
-            yield from numeric_leaves(child, (*path, key))
-    elif isinstance(node, list):
-        for i, child in enumerate(node):
-            yield from numeric_leaves(child, (*path, i))
-    elif isinstance(node, (int, float)) and not isinstance(node, bool):
-        yield path
-
 
 # The serve workloads' leaves in the fast tier; the others' (a few hundred validates) in the slow one.
 LEAF_CASES = [pytest.param(source, path, HOSTILE_NUMBERS[i % len(HOSTILE_NUMBERS)],
                            id=f"{source.stem}:{'.'.join(map(str, path))}={HOSTILE_NUMBERS[i % len(HOSTILE_NUMBERS)]!r}",
                            marks=() if source.stem.startswith("serve") else pytest.mark.slow)
               for source in SHIPPED
-              for i, path in enumerate(numeric_leaves(yaml.safe_load(source.read_text())))]
+              for i, (path, _) in enumerate(numeric_leaves(yaml.safe_load(source.read_text())))]
 
 
 @pytest.mark.parametrize("source, path, value", LEAF_CASES)

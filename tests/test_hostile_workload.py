@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers_cli import click_command, validate  # noqa: F401 (fixtures)
+from helpers_cli import click_command, numeric_leaves, validate  # noqa: F401 (fixtures)
 from tpubench.models.config_check import HEADS_DIVIDE_HIDDEN
 from tpubench.models.config_table import load_table
 
@@ -97,16 +97,6 @@ def test_the_small_test_workloads_validate(tmp_path, validate, data):
 
 # ----------------------------------------------------------------------------- every leaf
 
-
-def numeric_leaves(node, path=()):
-    if isinstance(node, dict):
-        for key, child in node.items():
-            yield from numeric_leaves(child, (*path, key))
-    elif isinstance(node, list):
-        for i, child in enumerate(node):
-            yield from numeric_leaves(child, (*path, i))
-    elif isinstance(node, (int, float)) and not isinstance(node, bool):
-        yield path, node
 
 
 def _huge(value):

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 from datetime import date
 
@@ -17,6 +16,7 @@ import pandas as pd
 import pytest
 
 from helpers_synthetic import write_results
+from helpers_browser import chromium_path
 from tpubench.money import budget, pricing
 from tpubench.errors import UserError
 from tpubench.output.report import build_report, render, render_budget, render_report
@@ -111,14 +111,6 @@ def test_html_is_one_self_contained_file(html, data):
     assert "torch:neuron torch 2.11.0 transformers 5.0.0" in html
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 PROBE = """<script>window.addEventListener("load", () => {
   const out = document.createElement("pre"); out.id = "probe";
   out.textContent = JSON.stringify([...document.images].map(i => [i.naturalWidth, i.naturalHeight, i.complete]));
@@ -128,7 +120,7 @@ PROBE = """<script>window.addEventListener("load", () => {
 
 @pytest.mark.slow
 def test_html_figures_are_drawn_in_headless_chromium(html, tmp_path):
-    browser = _chromium()
+    browser = chromium_path()
     if browser is None:
         if os.environ.get("CI"):
             pytest.fail("CI is set but no chromium is installed (apt-get install -y chromium)")

@@ -11,12 +11,12 @@ that each figure's texts lie inside its canvas."""
 from __future__ import annotations
 
 import os
-import shutil
 from datetime import date
 from pathlib import Path
 
 import pytest
 
+from helpers_browser import chromium_path
 from test_report_layout import wide_results
 from tpubench.output.report import build_report, render
 
@@ -60,14 +60,6 @@ SCROLL_WIDEST = """() => {
 }"""
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 def _required() -> bool:
     """In CI (.ci/run sets TPUBENCH_ARTIFACTS) a missing browser is a failure, elsewhere a skip."""
     return bool(os.environ.get("CI") or os.environ.get("TPUBENCH_ARTIFACTS"))
@@ -75,7 +67,7 @@ def _required() -> bool:
 
 @pytest.fixture(scope="module")
 def browser():
-    executable = _chromium()
+    executable = chromium_path()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

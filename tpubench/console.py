@@ -149,9 +149,15 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     imaging = is_imaging(priced) & ~training
     sources = []
     if training.any() and "train_usd_per_mtok" in priced:
-        sources.append(_train_cost_table(console, priced[training]))
+        sources.append(_per_unit_cost_table(
+            console, priced[training], "cost per million training tokens (cheapest instance per plan)",
+            ("train tok/s per chip", "train_tokens_per_s_per_chip", ",.1f"),
+            ("$/M training tokens (95% CI)", "train_usd_per_mtok")))
     if imaging.any():
-        sources.append(_image_cost_table(console, priced[imaging]))
+        # They serve no tokens: a per-token table would show dashes and rank instances by nothing.
+        sources.append(_per_unit_cost_table(
+            console, priced[imaging], "cost per 1,000 images (cheapest instance per plan)",
+            ("images/s per chip", "images_per_s_per_chip", ",.3g"), ("$/1k images (95% CI)", "image_usd_per_kimage")))
     if (~training & ~imaging).any():
         sources.append(_inference_cost_table(console, priced[~training & ~imaging]))
     if sources:
@@ -178,32 +184,19 @@ def _inference_cost_table(console, priced):
     return best.iloc[0]
 
 
-def _train_cost_table(console, priced):
-    """Training points: $ per million training tokens on the cheapest priced instance per plan."""
-    table = _cost_table("cost per million training tokens (cheapest instance per plan)",
-                        ("point", "priced as", "plan", "train tok/s per chip", "$/M training tokens (95% CI)"))
-    best = priced.sort_values("train_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
-    for _, r in best.iterrows():
-        table.add_row(escape(_priced_label(r)), _priced_as(r), plan_label(str(r["plan"])),
-                      _number(r.get("train_tokens_per_s_per_chip"), ",.1f"),
-                      f"{_usd(r['train_usd_per_mtok'])} ({_usd(r['train_usd_per_mtok_ci95_low'])}"
-                      f"-{_usd(r['train_usd_per_mtok_ci95_high'])})")
-    console.print(table)
-    return best.iloc[0]
-
-
-def _image_cost_table(console, priced):
-    """Diffusion points: $ per 1,000 images on the cheapest priced instance per plan (they serve
-    no tokens: a per-token table would show dashes and rank instances by nothing)."""
-    table = _cost_table("cost per 1,000 images (cheapest instance per plan)",
-                        ("point", "priced as", "plan", "images/s per chip", "$/1k images (95% CI)"))
-    best = (priced.sort_values("image_usd_per_kimage", kind="stable").drop_duplicates(["file", "plan"])
+def _per_unit_cost_table(console, priced, title: str, rate: tuple[str, str, str], cost: tuple[str, str]):
+    """Points priced per another unit than tokens (training tokens, images): that unit's cost on the
+    cheapest priced instance per plan. `rate` is (header, column, format) of the per-chip rate and
+    `cost` (header, column) of the cost, whose `_ci95_low`/`_ci95_high` columns give the CI."""
+    (rate_header, rate_column, rate_format), (cost_header, cost_column) = rate, cost
+    table = _cost_table(title, ("point", "priced as", "plan", rate_header, cost_header))
+    best = (priced.sort_values(cost_column, kind="stable").drop_duplicates(["file", "plan"])
             .sort_values(["file", "plan"]))
     for _, r in best.iterrows():
         table.add_row(escape(_priced_label(r)), _priced_as(r), plan_label(str(r["plan"])),
-                      _number(r.get("images_per_s_per_chip"), ",.3g"),
-                      f"{_usd(r['image_usd_per_kimage'])} ({_usd(r['image_usd_per_kimage_ci95_low'])}"
-                      f"-{_usd(r['image_usd_per_kimage_ci95_high'])})")
+                      _number(r.get(rate_column), rate_format),
+                      f"{_usd(r[cost_column])} ({_usd(r[cost_column + '_ci95_low'])}"
+                      f"-{_usd(r[cost_column + '_ci95_high'])})")
     console.print(table)
     return best.iloc[0]
 
