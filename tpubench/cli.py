@@ -559,15 +559,9 @@ def estimate(
         raise UserError(f"unknown format '{fmt}': table, json or csv", field="--format")
     from tpubench.estimate.command import run_estimate
     from tpubench.estimate.render import as_csv, as_json, print_table
-    from tpubench.output.published.store import read_published, shipped_published
 
-    published = shipped_published(warn=_warn_stderr)
-    if results:
-        import pandas as pd
-
-        published = pd.concat([published, read_published(results, warn=_warn_stderr)], ignore_index=True)
-    report = run_estimate(workload, on, prices=_load_prices(prices, discount), published=published,
-                          results=results, plans=plan or None)
+    report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
+                          plans=plan or None, warn=_warn_stderr)
     if fmt == "table":
         print_table(_console(), report)
     else:

@@ -24,11 +24,18 @@ class EstimateReport:
     prices: list[list[dict]]          # per estimate, one dict per plan (empty when unpriced)
 
 
-def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, published: pd.DataFrame,
-                 results: list[Path] | None = None, plans: list[str] | None = None) -> EstimateReport:
+def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, results: list[Path] | None = None,
+                 plans: list[str] | None = None, warn=None) -> EstimateReport:
+    """Estimates of `workload` on each `--on` chip, calibrated on the shipped published rows, plus
+    the rows imported and measured under `results`."""
+    from tpubench.output.published.store import read_published, shipped_published
+
     if not on:
         raise UserError("name at least one chip: --on tpu-v6e-8 --on H100:8 --on trn2", field="--on")
     targets = [parse_target(spec, prices) for spec in on]   # every --on checked before any work
+    published = shipped_published(warn=warn)
+    if results:
+        published = pd.concat([published, read_published(results, warn=warn)], ignore_index=True)
     rows = published.assign(source="published")
     if results:
         mine = measured_rows(results)
