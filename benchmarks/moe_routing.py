@@ -26,7 +26,7 @@ def _half(metrics: dict, name: str) -> float:
 
 def main() -> None:
     from tpubench.measure.stats import ratio_with_uncertainty
-    from tpubench.spec.point import routing_label
+    from tpubench.workload_spec.point import routing_label
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64])

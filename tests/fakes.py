@@ -7,7 +7,7 @@ import numpy as np
 
 from tpubench.measure import timing as measure
 from tpubench.scenarios.generate import measure as generate
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 
 
 class FakeClock:

@@ -12,7 +12,7 @@ import yaml
 
 from tpubench.errors import Unavailable, UserError
 from tpubench.scenarios.generate.arms import arms_elsewhere
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BASE = RunPoint(workload="w", scale="full", family="qwen3_moe", hub_id=None, weights="random",

@@ -40,7 +40,7 @@ def test_default_is_highest_and_keeps_earlier_point_keys(tmp_path, tiny_workload
     # A point made before the field existed (no matmul_precision) has the same key.
     old = points[0].to_dict()
     del old["matmul_precision"]
-    from tpubench.spec.point import RunPoint
+    from tpubench.workload_spec.point import RunPoint
 
     assert RunPoint.from_dict(old).key() == points[0].key()
 

@@ -179,7 +179,7 @@ def test_train_flops_and_mfu_by_hand():
 
 def test_train_roofline_metrics_per_chip_in_a_cpu_world():
     from tpubench.measure.efficiency import train_roofline_metrics
-    from tpubench.spec.point import RunPoint
+    from tpubench.workload_spec.point import RunPoint
 
     point = RunPoint(workload="w", scale="full", family="qwen3", hub_id=None, weights="random",
                      trust_remote_code=False, dtype="float32", experts_implementation=None,
@@ -227,7 +227,7 @@ def test_precision_table():
     from dataclasses import replace
 
     from tpubench.scenarios.train.steps import PrecisionError, resolve_precision
-    from tpubench.spec.point import RunPoint
+    from tpubench.workload_spec.point import RunPoint
 
     p = RunPoint(workload="w", scale="full", family="qwen3", hub_id=None, weights="random", trust_remote_code=False,
                  dtype="bfloat16", experts_implementation=None, model_config={}, scenario_kind="train",

@@ -145,7 +145,7 @@ def _with_experts(config, point, platform: str):
     tokamax for a tokamax point, with the Tokamax implementation chosen for the platform
     (models/jax_experts.py)."""
     from tpubench.models.jax_experts import TOKAMAX, tokamax_implementation
-    from tpubench.spec.sections import JAX_EXPERTS
+    from tpubench.workload_spec.sections import JAX_EXPERTS
 
     if not any(config.moe_layers):
         return config

@@ -10,7 +10,7 @@ from tpubench.errors import UserError
 from tpubench.estimate.features import Point
 from tpubench.estimate.models import cache_bytes, compute_precision, precision_bytes
 from tpubench.hardware.model_shape import ModelShape
-from tpubench.spec.sections import as_list
+from tpubench.workload_spec.sections import as_list
 
 
 def workload_points(path: str | Path) -> tuple[str, bool, list[Point]]:

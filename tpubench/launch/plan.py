@@ -15,8 +15,8 @@ from tpubench.hardware.accelerators import chip_memory_bytes
 from tpubench.errors import UserError
 from tpubench.scenarios.registry import point_label, scenario_of
 from tpubench.launch.targets import Target
-from tpubench.spec.sections import FULL_SCALE
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.sections import FULL_SCALE
+from tpubench.workload_spec.point import RunPoint
 from tpubench.run.workload import Workload
 from tpubench.run.sweep import expand
 

@@ -143,7 +143,7 @@ def worker_main(spec_path: str, in_world_of: Callable[[str], InWorld]) -> None:
     """One rank of a world tpubench started (RANK_MODULE calls it): join the world and run the
     point's scenario's part of a rank (`in_world_of(kind)`); rank 0 writes the result."""
     from tpubench.backends import get_backend
-    from tpubench.spec.point import RunPoint
+    from tpubench.workload_spec.point import RunPoint
 
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     folder = Path(spec_path).parent

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tpubench.errors import UserError
-from tpubench.spec.point import routing_label
+from tpubench.workload_spec.point import routing_label
 
 # Schedule period in tokens: long enough that a decode of a few thousand tokens does not repeat
 # (the load statistics are over the tokens actually run), small enough to live on the device.

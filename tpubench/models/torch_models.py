@@ -153,7 +153,7 @@ def load_sharded(point, checkpoint: str):
 
 
 def _ready(model, point, device: str):
-    from tpubench.spec.sections import JAX_EXPERTS
+    from tpubench.workload_spec.sections import JAX_EXPERTS
 
     if point.experts_implementation in JAX_EXPERTS:
         raise UserError(f"experts implementation {point.experts_implementation} is the JAX twin's (--backend jax); "

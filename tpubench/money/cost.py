@@ -4,7 +4,7 @@ Every result row is charged chip-seconds per unit of its output, each with its 9
 basis of its scenario kind (`chip_seconds`): the function its package names
 (`Scenario.cost_basis`, e.g. tpubench/scenarios/serve/cost.py, whose docstring gives the formula),
 called once with all the rows of that kind, so that a basis may fit over several points. Rows
-without a kind are the default kind's (spec.point.DEFAULT_KIND), and so is a kind this version does
+without a kind are the default kind's (workload_spec.point.DEFAULT_KIND), and so is a kind this version does
 not know (`scenarios.registry.describing`). The bases write standard columns, NaN where a kind has
 none: `{input,output,blended}_chip_s_per_token` (per input token, per output token, per token of
 either kind) with `split_method` / `split_note` saying how input and output were told apart, and
@@ -63,7 +63,7 @@ from tpubench.measure.per_token import TOKENS_PER_MTOK, usd_per_mtok_from_chip_s
 from tpubench.measure.stats import cost_ci_from_throughput_ci, ratio_with_uncertainty, verdict
 from tpubench.records.columns import numeric_column
 from tpubench.scenarios import registry
-from tpubench.spec.point import DEFAULT_KIND
+from tpubench.workload_spec.point import DEFAULT_KIND
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -188,13 +188,13 @@ def _with_layout(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _kinds(df: pd.DataFrame) -> pd.Series:
-    """Each row's scenario kind: results that predate it are of the default kind (spec.point.DEFAULT_KIND)."""
+    """Each row's scenario kind: results that predate it are of the default kind (workload_spec.point.DEFAULT_KIND)."""
     kinds = df["scenario_kind"] if "scenario_kind" in df else pd.Series(None, index=df.index, dtype=object)
     return kinds.where(kinds.notna() & kinds.astype(str).ne(""), DEFAULT_KIND)
 
 
 def _with_kind(df: pd.DataFrame) -> pd.DataFrame:
-    """`scenario_kind` on every row: results that predate it are of the default kind (spec.point.DEFAULT_KIND)."""
+    """`scenario_kind` on every row: results that predate it are of the default kind (workload_spec.point.DEFAULT_KIND)."""
     df["scenario_kind"] = _kinds(df)
     return df
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from tpubench.measure.numerics import Parity, compare_numerics
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 from tpubench.scenarios.registry import pair_label
 
 # (metric, higher is better); each has mean and 95% CI columns in a result's metrics.

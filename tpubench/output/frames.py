@@ -12,7 +12,7 @@ from typing import Any, Callable
 from tpubench.errors import UserError
 from tpubench.records import energy_verdict
 from tpubench.records.result import RunResult, read_results
-from tpubench.spec.point import DEFAULT_KIND, RunPoint, routing_label
+from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, routing_label
 
 # Columns every row has, in this order; metric columns follow, sorted.
 BASE_COLUMNS = [

@@ -7,7 +7,7 @@ from tpubench.errors import UserError
 from tpubench.run.sweep import scale_names
 from tpubench.run.workload import Workload, layout_refusal
 from tpubench.scenarios.registry import SCENARIOS
-from tpubench.spec.sections import FULL_SCALE, Parallel
+from tpubench.workload_spec.sections import FULL_SCALE, Parallel
 
 LAYOUT_FLAGS = {"tensor": "--tensor-parallel", "expert": "--expert-parallel", "data": "--data-parallel",
                 "fsdp": "--fsdp"}

@@ -27,9 +27,9 @@ from tpubench.records.energy_verdict import with_verdict
 from tpubench.measure.world import WorldFailed, in_user_world, join_world
 from tpubench.scenarios import SweepContext
 from tpubench.scenarios.registry import measurement_of, scenario_of
-from tpubench.spec.sections import FULL_SCALE
+from tpubench.workload_spec.sections import FULL_SCALE
 from tpubench.run.sweep import MAX_POINTS, check_sweep_size, expand, scale_names
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 from tpubench.run.workload import load_workload
 from tpubench.run.overrides import with_layout, with_server_url
 

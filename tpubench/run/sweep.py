@@ -8,8 +8,8 @@ import math
 from tpubench.errors import UserError
 from tpubench.run.workload import Workload
 from tpubench.scenarios.registry import SCENARIOS
-from tpubench.spec.point import RunPoint
-from tpubench.spec.sections import FULL_SCALE
+from tpubench.workload_spec.point import RunPoint
+from tpubench.workload_spec.sections import FULL_SCALE
 
 # Sweeps above this many points are refused before any per-point work (`--max-points` raises it).
 MAX_POINTS = 10_000

@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from tpubench.errors import UserError
 from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.registry import SCENARIOS
-from tpubench.spec.point import DEFAULT_KIND
-from tpubench.spec.sections import (FULL_SCALE, Execution, Measurement, ModelSpec, Parallel, ScaleSpec, Strict,
+from tpubench.workload_spec.point import DEFAULT_KIND
+from tpubench.workload_spec.sections import (FULL_SCALE, Execution, Measurement, ModelSpec, Parallel, ScaleSpec, Strict,
                                     as_list, bad_number, safe_name)
 
 # The `scenario:` section is one of the registered scenarios' sections, told apart by `kind`.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protoc
 
 from pydantic import BaseModel
 
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 
 if TYPE_CHECKING:   # the result model is not built to describe a scenario: `validate` never needs it
     from tpubench.records.result import RunResult

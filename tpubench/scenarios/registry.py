@@ -12,7 +12,7 @@ from tpubench.scenarios.diffuse import Diffuse
 from tpubench.scenarios.generate import Generate
 from tpubench.scenarios.serve import Serve
 from tpubench.scenarios.train import Train
-from tpubench.spec.point import DEFAULT_KIND, RunPoint
+from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint
 
 SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (Generate(), Serve(), Train(), Diffuse())}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tpubench.scenarios.diffuse import sweep
 from tpubench.scenarios.diffuse.schema import DiffuseSection
-from tpubench.spec.sections import FULL_SCALE
+from tpubench.workload_spec.sections import FULL_SCALE
 
 
 class Diffuse:

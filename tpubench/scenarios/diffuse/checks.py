@@ -10,7 +10,7 @@ import difflib
 from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.diffuse import families, sweep
 from tpubench.scenarios.diffuse.schema import check_call_pixels, check_component_value, check_scale_values
-from tpubench.spec.sections import FULL_SCALE, as_list
+from tpubench.workload_spec.sections import FULL_SCALE, as_list
 
 
 def _hint(key: str, allowed) -> str:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, field_validator
 
 from tpubench.scenarios import FieldProblem
-from tpubench.spec.sections import Dtype, Strict, as_list, axis
+from tpubench.workload_spec.sections import Dtype, Strict, as_list, axis
 
 # Bounds of every value (docs/workloads.md#limits), generous: the published pipelines make 1024 to
 # 2048 px images in 4 to 50 steps at guidance 1 to 15; what lies outside is a typo or a unit slip.

@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 
 from tpubench.scenarios.diffuse import families
-from tpubench.spec.point import RunPoint
-from tpubench.spec.sections import FULL_SCALE, ScaleSpec, as_list
+from tpubench.workload_spec.point import RunPoint
+from tpubench.workload_spec.sections import FULL_SCALE, ScaleSpec, as_list
 
 
 def scale_config(workload, scale: str) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tpubench.scenarios.generate import sweep
 from tpubench.scenarios.generate.schema import GenerateSection, check_scale
-from tpubench.spec.sections import as_list
+from tpubench.workload_spec.sections import as_list
 
 
 class Generate:

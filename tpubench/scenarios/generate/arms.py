@@ -10,7 +10,7 @@ names on its default formulation, as a plain MoE workload always has (docs/workl
 from __future__ import annotations
 
 from tpubench.errors import Unavailable, UserError
-from tpubench.spec.sections import HF_GENERATE, JAX_EXPERTS
+from tpubench.workload_spec.sections import HF_GENERATE, JAX_EXPERTS
 
 
 def arms_elsewhere(backend: str, points) -> dict[str, Unavailable]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tpubench.errors import UserError
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 
 GiB = 1 << 30
 

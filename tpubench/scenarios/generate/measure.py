@@ -23,8 +23,8 @@ from tpubench.errors import UserError
 from tpubench.records.result import RunResult, now_iso
 from tpubench.measure.stats import summarize
 from tpubench.models.routing import load_metrics
-from tpubench.spec.point import RunPoint
-from tpubench.spec.sections import HF_GENERATE
+from tpubench.workload_spec.point import RunPoint
+from tpubench.workload_spec.sections import HF_GENERATE
 
 FINGERPRINT_SAMPLES = 512
 FINGERPRINT_TOP = 16

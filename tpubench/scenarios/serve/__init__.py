@@ -8,7 +8,7 @@ from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.serve import sweep
 from tpubench.scenarios.serve.options import with_server_url
 from tpubench.scenarios.serve.schema import ServeSection
-from tpubench.spec.sections import FULL_SCALE, as_list
+from tpubench.workload_spec.sections import FULL_SCALE, as_list
 
 
 class Serve:

@@ -34,7 +34,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 
 if TYPE_CHECKING:   # annotations only: describing a serve workload (`validate`) never builds the result model
     from tpubench.records.result import RunResult

@@ -26,7 +26,7 @@ import numpy as np
 from tpubench.measure.energy import energy_metrics
 from tpubench.records.result import RunResult, now_iso
 from tpubench.scenarios.serve.capacity import ServeSteering
-from tpubench.spec.point import RunPoint
+from tpubench.workload_spec.point import RunPoint
 
 # A point that sends for a duration gets distinct prompts for the requests it is expected to send
 # (the client cycles through them past that, and such repeats are counted and warned about): its

@@ -44,7 +44,7 @@ from tpubench.serving.traffic.bounds import (
     multi_turn_session_tokens,
     sessions_of,
 )
-from tpubench.spec.sections import Strict
+from tpubench.workload_spec.sections import Strict
 
 PRESETS = ("transformers", "vllm", "vllm-tpu", "vllm-torchtpu", "vllm-neuron", "sglang", "custom")
 

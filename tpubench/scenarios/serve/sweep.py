@@ -9,8 +9,8 @@ from pathlib import Path
 from tpubench.scenarios.serve.capacity import search_slo
 from tpubench.scenarios.serve.schema import length_axis, load_axis, load_label
 from tpubench.serving.traffic import traffic_words
-from tpubench.spec.point import RunPoint, layout_words, lengths_words, shape_words
-from tpubench.spec.sections import FULL_SCALE
+from tpubench.workload_spec.point import RunPoint, layout_words, lengths_words, shape_words
+from tpubench.workload_spec.sections import FULL_SCALE
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from tpubench.spec.point import RunPoint, layout_words, routing_label, shape_words
-from tpubench.spec.sections import ScaleSpec, ScenarioOverride, as_list, routing_values
+from tpubench.workload_spec.point import RunPoint, layout_words, routing_label, shape_words
+from tpubench.workload_spec.sections import ScaleSpec, ScenarioOverride, as_list, routing_values
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpubench.spec.sections import MAX_SECONDS, MAX_SEQUENCE_TOKENS
+from tpubench.workload_spec.sections import MAX_SECONDS, MAX_SEQUENCE_TOKENS
 
 __all__ = ["MAX_BUILT_TOKENS", "MAX_CONCURRENCY", "MAX_POINT_TOKENS", "MAX_REQUESTS", "MAX_SECONDS", "UNKNOWN_CONTEXT",
            "Context", "multi_turn_request_tokens", "multi_turn_session_tokens", "sessions_of"]

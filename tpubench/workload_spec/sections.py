@@ -145,7 +145,7 @@ class Trace(Strict):
     def _read(self, info: ValidationInfo):
         from pathlib import Path
 
-        from tpubench.spec.routing_trace import read_trace
+        from tpubench.workload_spec.routing_trace import read_trace
 
         path = Path(self.trace)
         if not path.is_absolute():
