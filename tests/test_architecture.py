@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -37,6 +38,33 @@ def test_import_contracts_hold():
                           env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 0, f"import contracts broken (pyproject.toml [tool.importlinter]):\n" \
                                  f"{done.stdout}{done.stderr}"
+
+
+def _contract(contract_id: str) -> dict:
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["id"] == contract_id)
+
+
+def scenario_packages() -> set[str]:
+    """The package of every registered scenario: the one its measurement module lives in."""
+    from tpubench.scenarios.registry import SCENARIOS
+
+    return {".".join(s.measurement.split(":")[0].split(".")[:3]) for s in SCENARIOS.values()}
+
+
+def test_the_scenario_contracts_list_every_registered_scenario():
+    # A contract that leaves a scenario out checks nothing about it (diffuse was missing once).
+    packages = scenario_packages()
+    assert packages and all(p.startswith("tpubench.scenarios.") for p in packages)
+    assert set(_contract("scenarios-independent")["modules"]) == packages
+    assert set(_contract("scenarios-through-registry")["forbidden_modules"]) == packages
+
+
+def test_every_package_outside_the_scenarios_reaches_them_through_the_registry():
+    packages = {f"tpubench.{d.name}" for d in (REPO / "tpubench").iterdir() if (d / "__init__.py").is_file()}
+    shared = packages - {"tpubench.scenarios"}
+    listed = set(_contract("scenarios-through-registry")["source_modules"])
+    assert shared <= listed, f"not in the contract's source_modules: {sorted(shared - listed)}"
 
 
 def find_cycle(graph: grimp.ImportGraph) -> list[str] | None:

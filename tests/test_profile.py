@@ -14,7 +14,9 @@ import yaml
 
 from helpers_cli import run_cli as cli
 from helpers_synthetic import make_result
-from tpubench.measure.profile import CATEGORIES, JAX_NOT_AVAILABLE, OpTime, breakdown, op_category, profile_pass, \
+from tpubench.backends import get_backend
+from tpubench.backends.jax import PROFILER_UNAVAILABLE
+from tpubench.measure.profile import CATEGORIES, OpTime, breakdown, op_category, profile_pass, \
     union_seconds
 from tpubench.output.compare import profile_moves
 from tpubench.records.result import read_result, write_result
@@ -174,7 +176,7 @@ def test_module_ranges_sort_ops_and_leave_no_hook_behind(tmp_path):
     model, x = Toy(), torch.randn(8, 32)
     hooks_before = [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
     with torch.inference_mode():
-        record = profile_pass("torch", lambda: model(x), tmp_path, "toy", model=model)
+        record = profile_pass(get_backend("torch", "cpu"), lambda: model(x), tmp_path, "toy", model=model)
     c = record["categories"]
     assert record["available"] and record["module_ranges"]
     assert c["expert_matmul_s"] > 0 and c["router_topk_s"] > 0 and c["dense_matmul_s"] > 0
@@ -186,14 +188,15 @@ def test_module_ranges_sort_ops_and_leave_no_hook_behind(tmp_path):
 
 
 def test_jax_says_not_available():
-    assert profile_pass("jax", lambda: None, None, "x") == {"available": False, "why": JAX_NOT_AVAILABLE}
+    assert profile_pass(get_backend("jax"), lambda: None, None, "x") == {"available": False,
+                                                                         "why": PROFILER_UNAVAILABLE}
 
 
 def test_a_failing_pass_keeps_the_point_and_says_why(tmp_path):
     def boom():
         raise RuntimeError("device lost\nmore lines")
 
-    record = profile_pass("torch", boom, tmp_path, "x")
+    record = profile_pass(get_backend("torch", "cpu"), boom, tmp_path, "x")
     assert record == {"available": False, "why": "the profiled pass failed: device lost"}
 
 

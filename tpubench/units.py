@@ -1,6 +1,6 @@
 """Units, chosen only when rendering: data stays in seconds, bytes, fractions and USD.
 
-One place for every output: the reports (report/format.py: markdown, HTML) show significant
+One place for every output: the reports (output/report/format.py: markdown, HTML) show significant
 figures and an en dash for a missing value; the terminal tables (console.py, launch/render.py)
 show fixed decimals and pass their own `missing` mark. Nothing here imports more than the
 standard library, so the terminal stays quick to start.

@@ -11,6 +11,8 @@ from tpubench.errors import UserError
 
 TORCH_DEVICES = ("cpu", "cuda", "tpu", "neuron", "xla", "mps")
 ACCELERATOR_DEVICES = ("cuda", "tpu", "neuron", "xla", "mps")
+# Never picked implicitly: the legacy XLA path and laptops are opt-in (--device).
+_OPT_IN_DEVICES = ("xla", "mps")
 
 
 def get_backend(backend: str, device: str | None = None) -> Backend:
@@ -26,6 +28,16 @@ def get_backend(backend: str, device: str | None = None) -> Backend:
 
         return JaxBackend(device)
     raise UserError(f"unknown backend '{backend}' (choose from torch, jax)", field="--backend")
+
+
+def default_device(backend: str) -> str | None:
+    """The first accelerator torch can see, else cpu. JAX chooses its own default (None)."""
+    if backend != "torch":
+        return None
+    for device in ACCELERATOR_DEVICES:
+        if device not in _OPT_IN_DEVICES and get_backend("torch", device).availability().available:
+            return device
+    return "cpu"
 
 
 def all_availability() -> list[Availability]:

@@ -39,12 +39,34 @@ class Session(Protocol):
 
 
 class Backend(Protocol):
+    """Everything shared code asks of a backend (tests/test_backend_members.py checks that each
+    backend has every member and that callers use no other): code outside backends/ asks these
+    instead of branching on a backend's or device's name."""
+
     name: str
     device: str
+    runs_torch_modules: bool      # builds torch modules on its device (scenarios train and diffuse need it)
+    multi_chip: bool              # runs a point over a world of chips (one process per chip)
+    profiler_unavailable: str | None   # why run --profile takes no profiled pass here; None: it does
 
     def availability(self) -> Availability: ...
     def on_accelerator(self) -> bool: ...   # False where the work runs on the host's CPU (the small scale is then the default)
     def environment(self) -> dict[str, Any]: ...
+    def energy_device(self) -> str: ...     # the device name energy sources know (hardware.energy_sources.find_source)
+    def uses_host_memory(self) -> bool: ...  # the device's memory is the host's: a CPU world's ranks share it
+    def placed_on_device(self, device_types) -> bool: ...  # whether work on these torch device types ran on this device
+    def check_execution_mode(self, mode: str) -> None: ...   # UserError for a mode this backend cannot run
+    def process_environment(self, point) -> dict[str, str]: ...   # variables set before the framework loads
     def estimate_memory(self, point) -> tuple[int, int | None]: ...   # (needed, available) bytes
+    def available_memory(self) -> int | None: ...                       # free bytes, None where unknown
     def build(self, point) -> Any: ...                                  # the model, reused across shapes
+    def build_sharded(self, point, checkpoint: str) -> Any: ...         # one rank's part of a world's model
     def session(self, built: Any, point, prompt) -> Session: ...
+    def torch_device(self) -> Any: ...                                  # where torch modules go (runs_torch_modules)
+
+    # One rank of a world of chips (multi_chip; measure/world.py).
+    def enter_rank(self, threads_per_rank: int) -> None: ...   # before the framework loads in a rank's process
+    def bind_rank(self, local_rank: int) -> None: ...
+    def init_process_group(self, timeout_s: float) -> None: ...
+    def process_group_backend(self) -> str: ...
+    def process_group_source(self) -> str: ...

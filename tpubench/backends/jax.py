@@ -51,8 +51,16 @@ def _count_compiles() -> None:
     _listening["on"] = True
 
 
+# Why run --profile takes no profiled pass on JAX (the point's `profile` record says so).
+PROFILER_UNAVAILABLE = ("not available for jax in this version: jax.profiler's trace (an XPlane file) names "
+                        "XLA fusions, not the model's operators; open it with TensorBoard or XProf")
+
+
 class JaxBackend:
     name = "jax"
+    runs_torch_modules = False   # it runs the JAX twin: scenarios that build torch modules need --backend torch
+    multi_chip = False           # one chip: parallel layouts need --backend torch
+    profiler_unavailable = PROFILER_UNAVAILABLE
 
     def __init__(self, device: str | None = None):
         if device is not None and device not in _JAX_PLATFORMS:
@@ -68,6 +76,44 @@ class JaxBackend:
 
     def on_accelerator(self) -> bool:
         return self.platform() != "cpu"
+
+    def energy_device(self) -> str:
+        # JAX calls NVIDIA's and AMD's GPUs "gpu"; the energy sources know them as torch's "cuda".
+        return {"gpu": "cuda"}.get(self.platform(), self.platform())
+
+    def uses_host_memory(self) -> bool:
+        return self.platform() == "cpu"
+
+    def placed_on_device(self, device_types) -> bool:
+        return self.platform() == "cpu" or all(t != "cpu" for t in device_types)
+
+    def available_memory(self) -> int | None:
+        """The host's free memory: the torch model is built there before it is converted."""
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+
+    def torch_device(self):
+        raise _torch_only("a torch module on a device")
+
+    def build_sharded(self, point, checkpoint: str):
+        raise _torch_only("a model sharded over a world of chips")
+
+    # One chip only (multi_chip is False): the runner refuses a world before any of these is asked.
+    def enter_rank(self, threads_per_rank: int) -> None:
+        raise _torch_only("a world of chips")
+
+    def bind_rank(self, local_rank: int) -> None:
+        raise _torch_only("a world of chips")
+
+    def init_process_group(self, timeout_s: float) -> None:
+        raise _torch_only("a world of chips")
+
+    def process_group_backend(self) -> str:
+        raise _torch_only("a world of chips")
+
+    def process_group_source(self) -> str:
+        raise _torch_only("a world of chips")
 
     def availability(self) -> Availability:
         if importlib.util.find_spec("jax") is None:
@@ -110,9 +156,7 @@ class JaxBackend:
         from tpubench.models.torch_models import estimate_bytes, weight_bytes
 
         # The torch model is built on the host first, then converted: host memory holds both.
-        import psutil
-
-        return estimate_bytes(point) + weight_bytes(point), int(psutil.virtual_memory().available)
+        return estimate_bytes(point) + weight_bytes(point), self.available_memory()
 
     def build(self, point):
         import jax
@@ -134,6 +178,10 @@ class JaxBackend:
 
     def session(self, built, point, prompt) -> "JaxSession":
         return JaxSession(self, built, point, prompt)
+
+
+def _torch_only(what: str) -> UserError:
+    return UserError(f"the jax backend runs the JAX twin on one chip: {what} needs --backend torch", field="--backend")
 
 
 def _with_experts(config, point, platform: str):

@@ -70,6 +70,9 @@ _HOST_INIT_LIMIT_BYTES = 2 << 30
 
 class TorchBackend:
     name = "torch"
+    runs_torch_modules = True
+    multi_chip = True
+    profiler_unavailable = None
 
     def __init__(self, device: str):
         self.device = device
@@ -79,6 +82,20 @@ class TorchBackend:
         if self.device == "xla":
             return os.environ.get("PJRT_DEVICE", "").upper() not in ("", "CPU")
         return self.device != "cpu"
+
+    def energy_device(self) -> str:
+        # The legacy PyTorch/XLA path on a TPU: libtpu's duty cycle applies the same.
+        if self.device == "xla" and os.environ.get("PJRT_DEVICE", "").upper() == "TPU":
+            return "tpu"
+        return self.device
+
+    def uses_host_memory(self) -> bool:
+        return self.device == "cpu"
+
+    def placed_on_device(self, device_types) -> bool:
+        """On an accelerator, work that ran on the CPU (a torch device type "cpu") did not run on
+        the device; on the CPU everything did."""
+        return self.device == "cpu" or all(t != "cpu" for t in device_types)
 
     # ------------------------------------------------------------------ detection
     def availability(self) -> Availability:
@@ -234,6 +251,18 @@ class TorchBackend:
         return TorchSession(self, built, point, ids)
 
     # ------------------------------------------------------------------ multi-chip (one process per chip)
+    def enter_rank(self, threads_per_rank: int) -> None:
+        """This process is one rank of a world tpubench started: what must be set before torch
+        loads the device's package, and a CPU rank's share of the host's threads."""
+        if self.device == "tpu":
+            # Before torch loads TorchTPU: one chip per process (the rest of TorchTPU's multi-process
+            # environment, TORCH_TPU_TOPOLOGY and friends, comes from its launch wrapper: see docs/multi-chip.md).
+            os.environ.setdefault("TPU_VISIBLE_CHIPS", os.environ.get("LOCAL_RANK", "0"))
+        if self.device == "cpu":
+            import torch
+
+            torch.set_num_threads(threads_per_rank)
+
     def process_group_backend(self) -> str:
         return _PROCESS_GROUP_BACKENDS[self.device]
 

@@ -1,6 +1,6 @@
 """A quick measured roofline for the host CPU: GEMM FLOP/s and memory bandwidth.
 
-A CPU has no universal peak (accelerator_specs.csv, CPU row), so a run on the host stores what
+A CPU has no universal peak (data/accelerators.csv, CPU row), so a run on the host stores what
 this probe measured in its environment and the roofline divides by that. It takes about a second,
 runs once per process and is cached.
 

@@ -50,9 +50,6 @@ RANGE_PREFIX = "tpubench::"
 # A trace this large (bytes, uncompressed) is a warning in the result: chrome://tracing and
 # Perfetto slow down on it. It is written anyway (gzip, which both open).
 LARGE_TRACE_BYTES = 200 * 1024 * 1024
-# --profile and a point run in a world of processes: its ranks run elsewhere, the pass is not taken.
-JAX_NOT_AVAILABLE = ("not available for jax in this version: jax.profiler's trace (an XPlane file) names "
-                     "XLA fusions, not the model's operators; open it with TensorBoard or XProf")
 
 _MATMUL = re.compile(r"(^|::|_)(mm|addmm|bmm|baddbmm|matmul|linear|einsum|grouped_mm|_grouped_mm|gemm|dot)$|gemm|cutlass|"
                      r"grouped_mm")
@@ -132,7 +129,7 @@ def breakdown(ops: list[OpTime], wall_s: float, busy_s: float, top: int = TOP_OP
     }
 
 
-def profile_pass(backend: str, run: Callable[[], object], out_dir: str | Path | None, stem: str, *,
+def profile_pass(backend, run: Callable[[], object], out_dir: str | Path | None, stem: str, *,
                  model=None, fence: Callable[[], None] | None = None, device: str = "cpu",
                  compiled: bool = False, timed_s: float | None = None) -> dict:
     """Run `run()` once under the framework's profiler and return the point's `profile` record;
@@ -140,9 +137,10 @@ def profile_pass(backend: str, run: Callable[[], object], out_dir: str | Path | 
 
     `model`: the torch module whose experts, router, attention and norm modules get ranges (none
     when `compiled`); `fence`: waits for the device; `timed_s`: the timed loop's median seconds
-    per iteration, to state how much slower the profiled pass ran (the profiler's own cost)."""
-    if backend != "torch":
-        return {"available": False, "why": JAX_NOT_AVAILABLE if backend == "jax" else f"not available for {backend}"}
+    per iteration, to state how much slower the profiled pass ran (the profiler's own cost);
+    `backend`: the Backend that ran the point (its `profiler_unavailable` says why it takes no pass)."""
+    if backend.profiler_unavailable:
+        return {"available": False, "why": backend.profiler_unavailable}
     try:
         record = _torch_profile(run, model if not compiled else None, fence or (lambda: None), device, out_dir, stem)
     except Exception as exc:  # noqa: BLE001 - the timed figures are already measured: keep them, say why

@@ -148,17 +148,10 @@ def worker_main(spec_path: str, in_world_of: Callable[[str], InWorld]) -> None:
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     folder = Path(spec_path).parent
     rank = int(os.environ["RANK"])
-    if spec["device"] == "tpu":
-        # Before torch loads TorchTPU: one chip per process (the rest of TorchTPU's multi-process
-        # environment, TORCH_TPU_TOPOLOGY and friends, comes from its launch wrapper: see docs/multi-chip.md).
-        os.environ.setdefault("TPU_VISIBLE_CHIPS", os.environ.get("LOCAL_RANK", "0"))
     (folder / f"pid-rank{rank}").write_text(str(os.getpid()))
     try:
-        be = get_backend(spec["backend"], spec["device"])
-        if spec["device"] == "cpu":
-            import torch
-
-            torch.set_num_threads(spec["threads_per_rank"])
+        be = get_backend(spec["backend"], spec["device"])   # imports no framework
+        be.enter_rank(spec["threads_per_rank"])   # before torch loads the device's package
         join_world(be, spec["collective_timeout_s"])
         joined_s = time.time() - spec["launched_at"]
         reporter = _FaultReporter(rank, spec.get("fault"))

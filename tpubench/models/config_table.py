@@ -4,7 +4,7 @@
 class pulls in torch (seconds). So the facts a validator needs about a family's config class (its
 keys and their types, the rope types and their keys, the allowed layer types) are read from
 transformers once, by `python -m tpubench.models.config_table`, and shipped as
-`tpubench/data/model_configs.json`. tests/test_config_table.py regenerates the table from the
+`tpubench/data/model_configs.json`. tests/test_model_config.py regenerates the table from the
 installed transformers and fails when the two are out of step. transformers itself is consulted
 only when a model is built.
 """

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tpubench.backends import ACCELERATOR_DEVICES, get_backend, require_available
+from tpubench.backends import default_device, get_backend, require_available
 from tpubench.hardware.energy_sources import find_source
 from tpubench.measure.efficiency import peaks_for
 from tpubench.measure.energy import EnergyPlan
@@ -62,18 +62,6 @@ class PointOutcome:
     skipped: bool = False          # already measured (resume)
 
 
-def default_device(backend: str) -> str | None:
-    """The first accelerator torch can see, else cpu. JAX chooses its own default."""
-    if backend != "torch":
-        return None
-    for device in ACCELERATOR_DEVICES:
-        if device in ("xla", "mps"):
-            continue  # never picked implicitly: the legacy path and laptops are opt-in
-        if get_backend("torch", device).availability().available:
-            return device
-    return "cpu"
-
-
 def choose_scale(workload, requested: str | None, on_accelerator: bool) -> tuple[str, str | None]:
     """(scale, note): the small scale when no accelerator is present, unless asked otherwise."""
     if requested:
@@ -104,7 +92,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     workload = with_server_url(with_layout(workload, tensor_parallel, expert_parallel, data_parallel, fsdp),
                                server_url)
     points = expand(workload, scale, source=str(workload_path), max_points=max_points)
-    if be.name != "torch" and any(p.world_size > 1 for p in points):
+    if not be.multi_chip and any(p.world_size > 1 for p in points):
         raise UserError(f"the {be.name} backend runs on one chip; parallel layouts need --backend torch",
                         where=str(workload_path), field="parallel")
     user_world = in_user_world()
@@ -175,7 +163,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                 path = None
                 if writes:
                     # Always written: texts a result cannot store are escaped, and a result that still
-                    # cannot be serialized is written failed with the reason (results.store_result).
+                    # cannot be serialized is written failed with the reason (records.result.store_result).
                     result, path = store_result(result, out_dir)
                 outcome = PointOutcome(point, result, path)
                 outcomes.append(outcome)
@@ -206,9 +194,7 @@ def _energy_plan(be, wanted: bool, chip_power_w: float | None, chips, not_here: 
         return EnergyPlan(None, "--no-energy")
     if not_here:
         return EnergyPlan(None, not_here)
-    device = be.device if be.name == "torch" else {"gpu": "cuda"}.get(be.platform(), be.platform())
-    if device == "xla" and os.environ.get("PJRT_DEVICE", "").upper() == "TPU":
-        device = "tpu"   # the legacy PyTorch/XLA path on a TPU: libtpu's duty cycle applies the same
+    device = be.energy_device()
     source, why = find_source(device, chips=chips or 1, chip_power_w=chip_power_w)
     return EnergyPlan(source, why, settings={"device": device, "chip_power_w": chip_power_w})
 

@@ -128,61 +128,16 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
     launch = server["launch"]
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    preset = PRESETS.get(launch.get("preset") or "transformers")
-    if launch.get("command"):
-        argv_template = split_command(launch["command"])
-        if preset is None:      # custom: the stack is what the command looks like
-            preset = guess_stack(argv_template)
-    elif preset is None:
-        raise UserError("preset 'custom' needs a command", field="scenario.server.launch.command")
-    else:
-        argv_template = list(preset.argv)
+    preset, argv_template = _preset_and_argv(launch)
     python = serving_python(launch, preset)
     if not launch.get("command"):
         check_packages(preset, launch.get("preset"), python)
     # A command that has no {model} serves what it says: nothing is built for it.
     uses_model = any("{model}" in str(a) for a in [*argv_template, *(launch.get("args") or [])])
     model = _model_to_serve(launch, workload_model, workdir, on_phase) if uses_model else launch.get("model")
-
-    host = launch.get("host") or "127.0.0.1"
-    port = launch.get("port")
-    connect_host = _connect_host(host)
-    if port is None:
-        port = free_port()
-    elif _port_in_use(connect_host, int(port)):
-        raise UserError(f"port {port} on {host} is already in use: another server answers there",
-                        field="scenario.server.launch.port")
-    values = {"{model}": model or "", "{host}": host, "{port}": str(port), "{python}": python,
-              "{transformers}": cli_argv("transformers", "transformers.cli.transformers", python),
-              "{vllm}": cli_argv("vllm", "vllm.entrypoints.cli.main", python)}
-    argv: list[str] = []
-    for arg in [*argv_template, *(launch.get("args") or [])]:
-        if arg in ("{transformers}", "{vllm}"):
-            argv.extend(values[arg])      # a console script, or python -m its module
-            continue
-        for key in ("{model}", "{host}", "{port}", "{python}"):
-            arg = arg.replace(key, values[key])   # not str.format: JSON arguments have braces
-        argv.append(arg)
-
-    if launch.get("preset") in (None, "transformers") and not launch.get("command"):
-        argv.extend(transformers_cpu_args(launch.get("args") or []))
-
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
-           **{str(k): str(v) for k, v in (launch.get("env") or {}).items()}}
-    if preset is not None and preset.name.startswith("vllm") and connect_host in _LOOPBACK:
-        # vLLM serves POST /reset_prefix_cache (a cold cache for every load point) only in dev
-        # mode, whose other routes are no one's business on a server only this host can reach.
-        env.setdefault("VLLM_SERVER_DEV_MODE", "1")
-        env.setdefault("VLLM_HOST_IP", "127.0.0.1")   # else vLLM looks for the host's outward address
-    split = _cpu_split(launch, preset, argv, env)
-    if split is not None and preset is not None and preset.pin_on_cpu:
-        # vLLM's CPU backend binds its OpenMP threads to these CPUs and reserves none for itself.
-        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_list(split.server))
-        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-    if preset is not None and preset.pin_on_cpu and not launch.get("command") and \
-            server_on_cpu(argv, env, preset.name):
-        _check_cpu_head_dim(launch, workload_model)
-        argv.extend(vllm_cpu_args(launch.get("args") or [], env))
+    host, port, connect_host = _listen_address(launch)
+    argv = _fill_argv(argv_template, launch, model=model, host=host, port=port, python=python)
+    env, split = _server_environment(launch, preset, argv, connect_host, workload_model)
     base_url = f"http://{_url_host(connect_host)}:{port}"
     ready_path = launch.get("ready_path") or "/v1/models"
     if not ready_path.startswith("/"):
@@ -220,6 +175,77 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
                 on_phase("stopping the server", 0, 1)
                 stop_group(process, STOP_GRACE_S)
                 on_phase("stopping the server", 1, 1)
+
+
+def _preset_and_argv(launch: dict) -> tuple:
+    """(the stack's preset, None for a custom command that looks like no known stack; the command
+    line with its {placeholders})."""
+    preset = PRESETS.get(launch.get("preset") or "transformers")
+    if launch.get("command"):
+        argv_template = split_command(launch["command"])
+        if preset is None:      # custom: the stack is what the command looks like
+            preset = guess_stack(argv_template)
+    elif preset is None:
+        raise UserError("preset 'custom' needs a command", field="scenario.server.launch.command")
+    else:
+        argv_template = list(preset.argv)
+    return preset, argv_template
+
+
+def _listen_address(launch: dict) -> tuple[str, int, str]:
+    """(host the server listens on, its port: a free one unless given, the host to connect to)."""
+    host = launch.get("host") or "127.0.0.1"
+    port = launch.get("port")
+    connect_host = _connect_host(host)
+    if port is None:
+        port = free_port()
+    elif _port_in_use(connect_host, int(port)):
+        raise UserError(f"port {port} on {host} is already in use: another server answers there",
+                        field="scenario.server.launch.port")
+    return host, port, connect_host
+
+
+def _fill_argv(argv_template: list[str], launch: dict, *, model, host: str, port, python: str) -> list[str]:
+    """The command line with its placeholders filled and the launch's own args after it (and, for
+    the default transformers preset, the arguments it needs on a CPU)."""
+    values = {"{model}": model or "", "{host}": host, "{port}": str(port), "{python}": python,
+              "{transformers}": cli_argv("transformers", "transformers.cli.transformers", python),
+              "{vllm}": cli_argv("vllm", "vllm.entrypoints.cli.main", python)}
+    argv: list[str] = []
+    for arg in [*argv_template, *(launch.get("args") or [])]:
+        if arg in ("{transformers}", "{vllm}"):
+            argv.extend(values[arg])      # a console script, or python -m its module
+            continue
+        for key in ("{model}", "{host}", "{port}", "{python}"):
+            arg = arg.replace(key, values[key])   # not str.format: JSON arguments have braces
+        argv.append(arg)
+
+    if launch.get("preset") in (None, "transformers") and not launch.get("command"):
+        argv.extend(transformers_cpu_args(launch.get("args") or []))
+    return argv
+
+
+def _server_environment(launch: dict, preset, argv: list[str], connect_host: str,
+                        workload_model: dict | None) -> tuple[dict, CpuSplit | None]:
+    """(the server process's environment, how the host's CPUs are split between it and tpubench, or
+    None). A vLLM preset on a CPU gets its CPU arguments appended to `argv`."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+           **{str(k): str(v) for k, v in (launch.get("env") or {}).items()}}
+    if preset is not None and preset.name.startswith("vllm") and connect_host in _LOOPBACK:
+        # vLLM serves POST /reset_prefix_cache (a cold cache for every load point) only in dev
+        # mode, whose other routes are no one's business on a server only this host can reach.
+        env.setdefault("VLLM_SERVER_DEV_MODE", "1")
+        env.setdefault("VLLM_HOST_IP", "127.0.0.1")   # else vLLM looks for the host's outward address
+    split = _cpu_split(launch, preset, argv, env)
+    if split is not None and preset is not None and preset.pin_on_cpu:
+        # vLLM's CPU backend binds its OpenMP threads to these CPUs and reserves none for itself.
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_list(split.server))
+        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    if preset is not None and preset.pin_on_cpu and not launch.get("command") and \
+            server_on_cpu(argv, env, preset.name):
+        _check_cpu_head_dim(launch, workload_model)
+        argv.extend(vllm_cpu_args(launch.get("args") or [], env))
+    return env, split
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -27,11 +27,14 @@ import pandas as pd
 
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
 from tpubench.output.report.format import PACKAGE_ARMS, hardware_label, point_label, validity_label, workload_label
+from tpubench.scenarios.registry import SCENARIOS
 from tpubench.workload_spec.point import DEFAULT_KIND, layout_words
 from tpubench.workload_spec.sections import HF_GENERATE, JAX_EXPERTS, TORCH_EXPERTS
 from tpubench.units import MISSING, finite, ms, sig, with_ci
 
 EAGER_LOOP = "eager loop"     # how the table names the torch eager experts arm in tpubench's loop
+# The baseline arm's backend and experts implementation (in tpubench's own decode loop).
+BASELINE_BACKEND, BASELINE_EXPERTS = "torch", "eager"
 MAX_GROUPS = 40
 # The columns of a result that make its arm, blanked to label the group the arm belongs to.
 ARM_COLUMNS = ["experts_implementation", "experts_kernel", "decode_loop"]
@@ -70,7 +73,8 @@ def is_generate(row) -> bool:
 def is_eager_loop(row) -> bool:
     """The baseline arm: torch's eager experts implementation (a Python loop over experts) in
     tpubench's own decode loop."""
-    return row.get("backend") == "torch" and row.get("experts_implementation") == "eager" and not is_generate(row)
+    return (row.get("backend") == BASELINE_BACKEND and row.get("experts_implementation") == BASELINE_EXPERTS
+            and not is_generate(row))
 
 
 def arm_backend(row) -> str | None:
@@ -95,7 +99,7 @@ def arm_label(row) -> str:
     """'torch grouped_mm', 'torch kernels (sonicmoe)', 'jax tokamax (xla)', 'torch default generate()'.
     A JAX result of a point naming a torch implementation ran the twin's default: 'jax default'."""
     impl = _text(row.get("experts_implementation"))
-    if row.get("backend") == "jax" and arm_backend(row) == "torch":
+    if arm_backend(row) not in (None, "neither", row.get("backend")):   # another backend's implementation name
         impl = None
     parts = [str(row.get("backend")), impl or "default"]
     kernel = _text(row.get("experts_kernel"))
@@ -186,8 +190,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     narrow = narrow[narrow[GROUP_COLUMNS].apply(lambda column: column.map(str)).duplicated(keep=False)]
     groups: dict[tuple, list[dict]] = {}
     for r in narrow.to_dict("records"):
-        if (_text(r.get("scenario_kind")) or DEFAULT_KIND) != DEFAULT_KIND or _text(r["arm_free_key"]) is None \
-                or handed_off(r):
+        if not _kernel_arms(r) or _text(r["arm_free_key"]) is None or handed_off(r):
             continue
         r["arm"] = arm_label(r)
         groups.setdefault(tuple(str(r[c]) for c in GROUP_COLUMNS), []).append(r)
@@ -199,6 +202,13 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
             out.append(_group_rows("|".join(key), arms))
     out.sort(key=lambda rows: _group_order(rows[0]))
     return pd.DataFrame([r for rows in out for r in rows])
+
+
+def _kernel_arms(row) -> bool:
+    """Whether the row's scenario makes kernel A/B arms (Scenario.kernel_arms); a kind this version
+    does not know makes none."""
+    scenario = SCENARIOS.get(_text(row.get("scenario_kind")) or DEFAULT_KIND)
+    return scenario is not None and scenario.kernel_arms
 
 
 def _group_order(row) -> tuple:

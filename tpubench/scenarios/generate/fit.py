@@ -44,7 +44,7 @@ def _per_chip(be, point: RunPoint, source: str) -> tuple[int, int | None]:
     except UserError as exc:  # an unknown family or a config transformers rejects
         exc.where = exc.where or source
         raise
-    if available is not None and be.device == "cpu":
+    if available is not None and be.uses_host_memory():
         available //= point.world_size   # the ranks of a CPU world share the host's memory
     return needed, available
 

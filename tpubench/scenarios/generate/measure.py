@@ -125,7 +125,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
                      world=None, energy=None) -> GenerateMeasurement:
     """First call (compile) apart, then warm-up, then the timed loop; raw samples kept.
 
-    In a multi-process world (`world`: parallel.WorldSync) every rank must run the same number of
+    In a multi-process world (`world`: measure.world.WorldSync) every rank must run the same number of
     iterations without talking inside the timed loop, so the count is agreed before it, from the
     warm-up's pace; afterwards each iteration's stamps become its slowest rank's. With an `energy`
     meter (measure.energy.EnergyMeter) the timed loop is its window.
@@ -157,12 +157,45 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
         pace = float(np.median([s[-1] for s in warm])) if warm else first.stamps_s[-1]
         fixed = world.agree_iterations(planned_iterations(pace, m))
     compiled_timed_before = session.compile_count()
+    timed_watch = fallback_watch(session)
+    stamps, n, measure_s = _timed_loop(session, point, fixed, timed_watch, energy, on_phase)
+    if world is not None:
+        stamps = world.slowest(stamps)
+    per_iter: dict[str, list[float]] = {}
+    itl: list[float] = []
+    for iteration in stamps:
+        for k, v in iteration_metrics(iteration, b, i).items():
+            per_iter.setdefault(k, []).append(v)
+        itl.extend(np.diff(iteration).tolist())
+    recompiles = session.compile_count() - compiled_timed_before
+    graphs_warm = compiled_timed_before - compiled_warm_before
+
+    compile_info = _compile_info(session, point, per_iter, first, warm, warmup_s, graphs_first=graphs_first,
+                                 graphs_warm=graphs_warm, recompiles=recompiles)
+    timing = {
+        "compile_s": sum(v for k, v in compile_info.items() if k.endswith("compile_s")),
+        "first_iteration_s": first.stamps_s[-1],
+        "warmup_s": warmup_s,
+        "measure_s": measure_s,
+    }
+    samples = {**per_iter, "itl_s": itl}
+    warmup_samples = {"e2e_s": [s[-1] for s in warm], "ttft_s": [s[0] for s in warm]}
+    return GenerateMeasurement(samples, warmup_samples, timing, compile_info, numerics, generated, b * o,
+                               session.peak_memory_bytes(), n, list(timed_watch.ops),
+                               [op for op in untimed_watch.ops if op not in timed_watch.ops],
+                               energy.result if energy is not None else None)
+
+
+def _timed_loop(session, point, fixed: int | None, watch, energy, on_phase) -> tuple[list[list[float]], int, float]:
+    """Timed iterations (in the energy window) until the stopping rule, or `fixed` of them in a
+    world: (each iteration's stamps, how many, seconds)."""
+    m = point.measurement
+    b, o = point.batch_size, point.output_length
     stamps: list[list[float]] = []
     headline: list[float] = []
     start = time.perf_counter()
     n = 0
-    timed_watch = fallback_watch(session)
-    with timed_watch, (energy.window() if energy is not None else contextlib.nullcontext()):
+    with watch, (energy.window() if energy is not None else contextlib.nullcontext()):
         while True:
             it, _ = run_iteration(session, o)
             n += 1
@@ -175,18 +208,12 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
             on_phase("measure", min(n, fixed or m["min_iterations"]), fixed or m["min_iterations"])
             if done_measuring(n, elapsed, headline, m, fixed):
                 break
-    measure_s = time.perf_counter() - start
-    if world is not None:
-        stamps = world.slowest(stamps)
-    per_iter: dict[str, list[float]] = {}
-    itl: list[float] = []
-    for iteration in stamps:
-        for k, v in iteration_metrics(iteration, b, i).items():
-            per_iter.setdefault(k, []).append(v)
-        itl.extend(np.diff(iteration).tolist())
-    recompiles = session.compile_count() - compiled_timed_before
-    graphs_warm = compiled_timed_before - compiled_warm_before
+    return stamps, n, time.perf_counter() - start
 
+
+def _compile_info(session, point, per_iter: dict, first: Iteration, warm: list, warmup_s: float, *,
+                  graphs_first: int, graphs_warm: int, recompiles: int) -> dict:
+    """The point's compile record: graphs compiled and the seconds charged to compiling."""
     steady_ttft = float(np.median(per_iter["ttft_s"]))
     steady_decode = float(np.median(per_iter["e2e_s"])) - steady_ttft
     first_prefill = first.stamps_s[0]
@@ -211,18 +238,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     # Ahead-of-time compilation (JAX) happens before the first call and is timed by the session.
     for key, seconds in getattr(session, "aot_compile", {}).items():
         compile_info[f"aot_{key}"] = seconds
-    timing = {
-        "compile_s": sum(v for k, v in compile_info.items() if k.endswith("compile_s")),
-        "first_iteration_s": first.stamps_s[-1],
-        "warmup_s": warmup_s,
-        "measure_s": measure_s,
-    }
-    samples = {**per_iter, "itl_s": itl}
-    warmup_samples = {"e2e_s": [s[-1] for s in warm], "ttft_s": [s[0] for s in warm]}
-    return GenerateMeasurement(samples, warmup_samples, timing, compile_info, numerics, generated, b * o,
-                               session.peak_memory_bytes(), n, list(timed_watch.ops),
-                               [op for op in untimed_watch.ops if op not in timed_watch.ops],
-                               energy.result if energy is not None else None)
+    return compile_info
 
 
 def fingerprint(session, first: Iteration, first_logits) -> dict:
@@ -358,7 +374,7 @@ class _SingleChipModel:
 
 def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporter,
                   peaks: dict | None, world=None, energy=None, profile_dir=None) -> RunResult:
-    """Measure one point on a built model into a RunResult; in a world (parallel.WorldSync), on
+    """Measure one point on a built model into a RunResult; in a world (measure.world.WorldSync), on
     every rank. With `profile_dir` (run --profile), one profiled iteration after everything else
     (measure/profile.py), its trace written there."""
     from tpubench.measure.efficiency import roofline_metrics
@@ -425,7 +441,7 @@ def profile_after(be, session, point: RunPoint, m: GenerateMeasurement, out_dir,
     Its trace is named as a result file is (point, then time), so it sorts beside the result."""
     from tpubench.measure.profile import profile_pass, trace_stem
 
-    return profile_pass(be.name, lambda: run_iteration(session, point.output_length), out_dir, trace_stem(base),
+    return profile_pass(be, lambda: run_iteration(session, point.output_length), out_dir, trace_stem(base),
                         model=getattr(session, "model", None), fence=session.fence, device=be.device or "cpu",
                         compiled=point.execution_mode == "compile",
                         timed_s=float(np.median(m.samples["e2e_s"])))

@@ -6,7 +6,7 @@ the same start. Several chips (`parallel: {data: N}`, optionally `fsdp: true`): 
 ranks started by the same launcher as multi-chip generate (measure.world.run_point_in_world); each rank
 builds the same model from the seed on the host, moves it to its chip, wraps it in DDP or FSDP2
 (`fully_shard` per decoder layer, then the whole model) and trains on its slice of the same
-global batch; rank 0's result is kept. training.py has the step, the measurement and the memory
+global batch; rank 0's result is kept. steps.py has the step, the measurement and the memory
 estimate.
 """
 
@@ -40,7 +40,7 @@ class TrainRun:
         """Points whose dtype and precision cannot go together (the whole run is refused: they
         are the workload's), and points whose estimated memory does not fit, with what would."""
         be = ctx.backend
-        if be.name != "torch":
+        if not be.runs_torch_modules:
             raise UserError(f"scenario train runs on the torch backend, not {be.name}", where=ctx.source,
                             field="--backend")
         for mode in sorted({p.execution_mode for p in points}):
@@ -58,15 +58,16 @@ class TrainRun:
                 raise UserError(str(exc), where=ctx.source, field="scenario.precision") from None
             try:
                 # The initial weights kept between points live in host memory: the chip's on a CPU.
-                host_copy = be.device == "cpu" and _identity(point, precision) in shared
+                host_copy = be.uses_host_memory() and _identity(point, precision) in shared
                 parts = estimate_train_bytes(point, precision, host_copy=host_copy)
             except UserError as exc:   # an unknown family or a config transformers rejects
                 exc.where = exc.where or ctx.source
                 raise
             available = _available(be, point)
             if available is not None and sum(parts.values()) > FIT_FRACTION * available:
-                cannot[point.key()] = (f"{label(point)} does not fit: needs {describe_bytes(parts)}, {available / GiB:.1f} GiB free "
-                                       f"on {be.device}; {fit_hint(point, available, precision)}")
+                cannot[point.key()] = (f"{label(point)} does not fit: needs {describe_bytes(parts)}, "
+                                       f"{available / GiB:.1f} GiB free on {be.device}; "
+                                       f"{fit_hint(point, available, precision)}")
         if cannot and len(cannot) == len(points):
             raise UserError(f"no point fits: {next(iter(cannot.values()))}", where=ctx.source,
                             field="scenario")
@@ -154,7 +155,7 @@ def _note(point) -> str | None:
 
 def _available(be, point) -> int | None:
     available = be.available_memory()
-    if available is not None and be.device == "cpu":
+    if available is not None and be.uses_host_memory():
         available //= point.world_size   # the ranks of a CPU world share the host's memory
     return available
 
@@ -237,28 +238,69 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     """Train one point on a built model (in a world: on every rank, wrapped for data parallelism)
     and turn the measurement into a RunResult. With `profile_dir` (run --profile), one more
     optimizer step, profiled, after everything else (measure/profile.py); its loss is not recorded."""
-    import torch
-
-    from tpubench.measure.efficiency import train_roofline_metrics
-    from tpubench.scenarios.train.steps import (TrainStep, loss_metrics, make_batch, make_optimizer,
-                                   measure_training, rank_slice, routing_counts, routing_summary,
-                                   set_activation_checkpointing, step_stats, tokens_per_step, train_rates,
-                                   wrap_data_parallel)
-    from tpubench.measure.validity import assess, warnings_for
     from tpubench.models.routing import load_from_counts
-    from tpubench.models.torch_routing import install_routing
+    from tpubench.scenarios.train.steps import tokens_per_step
 
     precision = resolve_precision(point)
     device = next(model.parameters()).device
+    batch = _rank_batch(model, point, device, world)
+    # Before torch.compile (inductor reads it when it compiles); recorded as the frameworks report it.
+    base = {**base, "environment": {**base["environment"],
+                                    **set_matmul_precision(be.device, getattr(point, "matmul_precision", None))}}
+    m, counts, profile, sync = _train(be, model, point, precision, batch, reporter, world, energy, profile_dir, base)
+    on_device = be.placed_on_device([device.type])
+    m.compile["cpu_fallback_ops_timed"] = m.fallback_ops_timed
+    m.compile["cpu_fallback_ops_untimed"] = m.fallback_ops_untimed
+    if world is not None:
+        on_device, counts = _merge_ranks(world, m, on_device, counts)
+
+    tokens = tokens_per_step(point)
+    rates = [tokens / s for s in m.step_s]
+    metrics, loss_reasons, exceeds_peak = _train_metrics(point, m, counts, peaks, tokens)
+    reasons, warns = _train_validity(point, m, rates, tokens, on_device, exceeds_peak, base["environment"])
+    reasons += loss_reasons
+    compile_s = m.compile["first_step_compile_s"] + m.compile["warmup_compile_s"]
+    timing = {"load_s": load_s, "compile_s": compile_s, "first_iteration_s": m.compile["first_step_s"],
+              "warmup_s": m.warmup_s, "measure_s": m.measure_s}
+    training = _training_record(point, precision, m, counts, peaks, sync)
+    # Per-expert load over the timed steps (as generate results carry it): the recorded micro-batch
+    # stands for each of the step's micro-batches on every step.
+    moe = load_from_counts(counts, len(batch) * m.iterations, m.iterations) if counts else {}
+    if moe:
+        moe["recorded"] = training["routing_measured"] + ", times micro-batches per step x timed steps"
+    return RunResult(**base, finished_at=now_iso(), timing=timing, compile=m.compile, moe=moe,
+                     samples={"step_s": m.step_s, "train_tokens_per_s": rates, "loss": _finite_prefix(m.losses),
+                              "warmup_step_s": m.warmup_step_s},
+                     metrics=metrics, numerics={}, validity={"valid": not reasons, "reasons": reasons},
+                     warnings=warns, training=training, energy=m.energy.as_dict() if m.energy is not None else {},
+                     profile=profile)
+
+
+def _rank_batch(model, point, device, world):
+    """This rank's rows of the point's seeded global batch, on the model's device (activation
+    checkpointing set as the point asks, before anything runs)."""
+    import torch
+
+    from tpubench.scenarios.train.steps import make_batch, rank_slice, set_activation_checkpointing
+
     set_activation_checkpointing(model, bool(point.params.get("activation_checkpointing")))
     vocab = model.config.get_text_config().vocab_size
     rank = world.rank if world is not None else 0
     rows = rank_slice(make_batch(point.measurement.get("seed", 0), point, vocab), rank, point.batch_size)
-    batch = torch.as_tensor(rows, device=device)
-    # Before torch.compile (inductor reads it when it compiles); recorded as the frameworks report it.
-    base = {**base, "environment": {**base["environment"],
-                                    **set_matmul_precision(be.device, getattr(point, "matmul_precision", None))}}
+    return torch.as_tensor(rows, device=device)
 
+
+def _train(be, model, point, precision, batch, reporter, world, energy, profile_dir, base: dict) -> tuple:
+    """The training measurement (steps.measure_training), the routing counts after it and the
+    profiled step: (measurement, counts, profile record, data-parallel wrapper: none, ddp or fsdp).
+    Routing hooks, the optimizer's state and dynamo's caches never outlive the point."""
+    import torch
+
+    from tpubench.models.torch_routing import install_routing
+    from tpubench.scenarios.train.steps import (TrainStep, make_optimizer, measure_training, routing_counts,
+                                                wrap_data_parallel)
+
+    device = batch.device
     # The point's routing (models/routing.py) as hooks on the routers, before any compile; removed
     # after the point (the model may be reused by the next).
     routing = install_routing(model, getattr(point, "routing", "natural"), point.family,
@@ -294,26 +336,34 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
         del optimizer, step, call
         if point.execution_mode == "compile":
             torch._dynamo.reset()
-    on_device = be.device == "cpu" or device.type != "cpu"
-    m.compile["cpu_fallback_ops_timed"] = m.fallback_ops_timed
-    m.compile["cpu_fallback_ops_untimed"] = m.fallback_ops_untimed
-    if world is not None:
-        ranks = world.gather({"compile": m.compile, "peak": m.peak_memory_bytes, "on_device": on_device,
-                              "counts": [c.tolist() for c in counts]})
-        m.compile.update(merge_rank_compiles([r["compile"] for r in ranks]))
-        for key in ("first_step_s", "first_step_compile_s", "warmup_compile_s"):
-            m.compile[key] = max(r["compile"][key] for r in ranks)
-        m.compile["per_rank"] = [r["compile"] for r in ranks]
-        peaks_mem = [r["peak"] for r in ranks if r["peak"] is not None]
-        m.peak_memory_bytes = max(peaks_mem) if peaks_mem else None
-        on_device = all(r["on_device"] for r in ranks)
-        if counts:
-            import numpy as np
+    return m, counts, profile, sync
 
-            counts = [np.sum([np.asarray(r["counts"][i]) for r in ranks], axis=0) for i in range(len(counts))]
 
-    tokens = tokens_per_step(point)
-    rates = [tokens / s for s in m.step_s]
+def _merge_ranks(world, m, on_device: bool, counts: list) -> tuple[bool, list]:
+    """A world's figures from every rank's (into `m`: compile counters, the slowest first step and
+    compile, the highest peak memory): (every rank on its device?, routing counts summed over ranks)."""
+    ranks = world.gather({"compile": m.compile, "peak": m.peak_memory_bytes, "on_device": on_device,
+                          "counts": [c.tolist() for c in counts]})
+    m.compile.update(merge_rank_compiles([r["compile"] for r in ranks]))
+    for key in ("first_step_s", "first_step_compile_s", "warmup_compile_s"):
+        m.compile[key] = max(r["compile"][key] for r in ranks)
+    m.compile["per_rank"] = [r["compile"] for r in ranks]
+    peaks_mem = [r["peak"] for r in ranks if r["peak"] is not None]
+    m.peak_memory_bytes = max(peaks_mem) if peaks_mem else None
+    on_device = all(r["on_device"] for r in ranks)
+    if counts:
+        import numpy as np
+
+        counts = [np.sum([np.asarray(r["counts"][i]) for r in ranks], axis=0) for i in range(len(counts))]
+    return on_device, counts
+
+
+def _train_metrics(point, m, counts: list, peaks: dict | None, tokens: int) -> tuple[dict, list[str], bool]:
+    """(the point's metrics: step time, training tokens/s, loss, MFU, routing balance, energy per
+    training token; the loss's invalidity reasons; whether a figure exceeds the chip's peak)."""
+    from tpubench.measure.efficiency import train_roofline_metrics
+    from tpubench.scenarios.train.steps import loss_metrics, routing_summary, step_stats, train_rates
+
     metrics = step_stats(m.step_s)
     metrics.update(train_rates(metrics, tokens, point.world_size))
     losses, loss_reasons = loss_metrics(m.losses)
@@ -324,22 +374,30 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     metrics.update(routing_summary(counts))
     metrics.update(energy_metrics(m.energy, tokens * m.iterations, "train_token"))
     metrics.update(with_energy_ci(metrics, "joules_per_train_token", "step"))
+    return metrics, loss_reasons, exceeds_peak
+
+
+def _train_validity(point, m, rates: list[float], tokens: int, on_device: bool, exceeds_peak: bool,
+                    env: dict) -> tuple[list[str], list[str]]:
+    """(invalidity reasons, warnings) of the measurement (measure/validity.py)."""
+    from tpubench.measure.validity import assess, warnings_for
 
     done = tokens * m.iterations
     _, reasons = assess(iterations=m.iterations, measure_s=m.measure_s, measurement=point.measurement,
-                            recompiles=m.compile["recompiles_timed"], generated_tokens=done, expected_tokens=done,
-                            throughput=rates, on_device=on_device, exceeds_peak=exceeds_peak,
-                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
-                            fallback_ops=m.compile["cpu_fallback_ops_timed"])
-    reasons += loss_reasons
+                        recompiles=m.compile["recompiles_timed"], generated_tokens=done, expected_tokens=done,
+                        throughput=rates, on_device=on_device, exceeds_peak=exceeds_peak,
+                        recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
+                        fallback_ops=m.compile["cpu_fallback_ops_timed"])
     warns = warnings_for(rates, m.warmup_step_s, m.step_s, point.measurement["max_cv"],
                          graph_breaks=m.compile.get("graph_breaks", 0),
                          untimed_fallback_ops=m.compile["cpu_fallback_ops_untimed"])
-    warns += [base["environment"]["chips_warning"]] if base["environment"].get("chips_warning") else []
-    compile_s = m.compile["first_step_compile_s"] + m.compile["warmup_compile_s"]
-    timing = {"load_s": load_s, "compile_s": compile_s, "first_iteration_s": m.compile["first_step_s"],
-              "warmup_s": m.warmup_s, "measure_s": m.measure_s}
-    training = {
+    warns += [env["chips_warning"]] if env.get("chips_warning") else []
+    return reasons, warns
+
+
+def _training_record(point, precision, m, counts: list, peaks: dict | None, sync: str) -> dict:
+    """The result's `training` section: how the point trained and what its samples are."""
+    return {
         "precision": precision.name, "precision_requested": precision.requested, "precision_note": precision.note,
         "param_dtype": precision.param_dtype, "compute_dtype": precision.compute_dtype,
         "optimizer": point.params.get("optimizer"),
@@ -358,17 +416,6 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
         "routing_measured": ("one forward of each rank's first micro-batch after the timed steps, summed over "
                              "ranks") if counts else None,
     }
-    # Per-expert load over the timed steps (as generate results carry it): the recorded micro-batch
-    # stands for each of the step's micro-batches on every step.
-    moe = load_from_counts(counts, len(batch) * m.iterations, m.iterations) if counts else {}
-    if moe:
-        moe["recorded"] = training["routing_measured"] + ", times micro-batches per step x timed steps"
-    return RunResult(**base, finished_at=now_iso(), timing=timing, compile=m.compile, moe=moe,
-                     samples={"step_s": m.step_s, "train_tokens_per_s": rates, "loss": _finite_prefix(m.losses),
-                              "warmup_step_s": m.warmup_step_s},
-                     metrics=metrics, numerics={}, validity={"valid": not reasons, "reasons": reasons},
-                     warnings=warns, training=training, energy=m.energy.as_dict() if m.energy is not None else {},
-                     profile=profile)
 
 
 def _profile_step(be, step, model, point, m, out_dir, base: dict) -> dict:
@@ -379,7 +426,7 @@ def _profile_step(be, step, model, point, m, out_dir, base: dict) -> dict:
 
     from tpubench.measure.profile import profile_pass, trace_stem
 
-    return profile_pass(be.name, step.step, out_dir, trace_stem(base), model=model, fence=TorchDevice(be.device).fence,
+    return profile_pass(be, step.step, out_dir, trace_stem(base), model=model, fence=TorchDevice(be.device).fence,
                         device=be.device or "cpu", compiled=point.execution_mode == "compile",
                         timed_s=float(np.median(m.step_s)) if m.step_s else None)
 

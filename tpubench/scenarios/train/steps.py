@@ -1,5 +1,5 @@
 """Training steps (docs/scenarios/train.md): precision, memory estimate, the step itself, and its
-timed measurement. The scenario (scenarios/train.py) puts these together for one chip or a world.
+timed measurement. The scenario (scenarios/train/measure.py) puts these together for one chip or a world.
 
 A step is forward + backward + optimizer step on a seeded random batch [B, S] (labels = inputs;
 transformers shifts them), with `gradient_accumulation` micro-steps inside it and the gradient
@@ -345,7 +345,7 @@ class TrainMeasurement:
     compile: dict
     peak_memory_bytes: int | None
     iterations: int = field(default=0)
-    # Ops that ran on the CPU instead of the device, as generate's (scenarios/generate.py).
+    # Ops that ran on the CPU instead of the device, as generate's (scenarios/generate/measure.py).
     fallback_ops_timed: list[str] = field(default_factory=list)
     fallback_ops_untimed: list[str] = field(default_factory=list)
     energy: object = None   # measure.energy.WindowEnergy over the timed steps, where measured
@@ -356,7 +356,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
                      energy=None) -> TrainMeasurement:
     """First step (compile) apart, then warm-up, then the timed steps; raw samples kept.
 
-    In a world (parallel.WorldSync) every rank runs the same number of steps without talking
+    In a world (measure.world.WorldSync) every rank runs the same number of steps without talking
     inside the timed loop (beyond the step's own gradient sync): the count is agreed before it,
     from the warm-up's pace, and afterwards each step's time is the slowest rank's. `device` is the
     torch device's name: its fence, compile counters, memory and fallback watch are the backend's
