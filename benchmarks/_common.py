@@ -21,8 +21,7 @@ def small_point(workload: str = "workloads/qwen3_moe.yaml", batch: int = 8, **ov
 
 def session_for(point, device: str = "cpu"):
     from tpubench.backends import get_backend
-    from tpubench.scenarios.generate.measure import _vocab_size
-    from tpubench.scenarios.generate.measure import make_prompt
+    from tpubench.scenarios.generate.measure import _vocab_size, make_prompt
 
     be = get_backend("torch", device)
     built = be.build(point)

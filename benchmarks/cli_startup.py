@@ -1,6 +1,6 @@
 """CLI response times: `tpubench --help`, `tpubench validate` on every shipped workload, and the
-refusal of a sweep of 8 million points (targets: < 0.5 s median for --help and validate, < 1 s for
-the refusal; torch, jax and transformers are imported by none of them).
+refusal of a sweep of 8 million points (targets: <= 0.3 s median for --help and validate (issue 34),
+< 1 s for the refusal; torch, jax and transformers are imported by none of them).
 
     python benchmarks/cli_startup.py [--runs 10]
 """
@@ -57,8 +57,8 @@ def main() -> None:
     workloads = sorted(str(p) for p in (ROOT / "workloads").glob("*.yaml"))
     with tempfile.TemporaryDirectory() as tmp:
         cases = [
-            ("--help", base + ["--help"], 0, 0.5),
-            *[(f"validate {Path(w).name}", base + ["validate", w], 0, 0.5) for w in workloads],
+            ("--help", base + ["--help"], 0, 0.3),
+            *[(f"validate {Path(w).name}", base + ["validate", w], 0, 0.3) for w in workloads],
             ("validate 8M-point sweep (refused)", base + ["validate", str(huge_sweep(Path(tmp)))], 2, 1.0),
             ("run 8M-point sweep (refused)", base + ["run", str(Path(tmp) / "huge_sweep.yaml"), "--out",
                                                     str(Path(tmp) / "r")], 2, 1.0),
@@ -67,10 +67,10 @@ def main() -> None:
         for label, cmd, code, target in cases:
             times = timed(cmd, args.runs, code)
             med = statistics.median(times)
-            ok = med < target
+            ok = med <= target
             failed |= not ok
             print(f"{label:<40} median {med * 1e3:5.0f} ms, min {min(times) * 1e3:5.0f} ms over {args.runs} runs; "
-                  f"target < {target * 1e3:.0f} ms -> {'PASS' if ok else 'FAIL'}")
+                  f"target <= {target * 1e3:.0f} ms -> {'PASS' if ok else 'FAIL'}")
     probe = ("import sys; from tpubench.cli import main; sys.argv = ['tpubench', 'validate', *sys.argv[1:]]\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
              "print(sorted(m for m in ('torch', 'jax', 'transformers', 'pandas') if m in sys.modules), file=sys.stderr)")

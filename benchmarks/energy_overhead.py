@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from _common import session_for, small_point
+
 from tpubench.hardware.energy_sources import find_source
 from tpubench.measure.energy import DEFAULT_INTERVAL_S, EnergyMeter
 from tpubench.measure.stats import mean_ci95

@@ -13,6 +13,7 @@ import statistics
 import time
 
 from _common import session_for, small_point
+
 from tpubench.scenarios.registry import point_label
 
 

@@ -20,8 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from _common import small_point
-from tpubench.scenarios.registry import point_label
 from harness_overhead import paired_rounds
+
+from tpubench.scenarios.registry import point_label
 
 
 def worker(args) -> None:
@@ -30,8 +31,7 @@ def worker(args) -> None:
 
     from tpubench.backends import get_backend
     from tpubench.measure.world import join_world
-    from tpubench.scenarios.generate.measure import _vocab_size
-    from tpubench.scenarios.generate.measure import make_prompt
+    from tpubench.scenarios.generate.measure import _vocab_size, make_prompt
 
     torch.set_num_threads(max(1, args.threads))
     point = replace(small_point(batch=args.batch), tensor_parallel=2)

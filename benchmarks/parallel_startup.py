@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import yaml
-
 from _common import ROOT
 
 

@@ -17,6 +17,7 @@ import statistics
 import tempfile
 
 from _common import small_point
+
 from tpubench.scenarios.registry import point_label
 
 TARGET = 0.02

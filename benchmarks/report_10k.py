@@ -1,15 +1,21 @@
 """Time the report pipeline on 10,000 synthetic result files: load_results + price + render HTML.
 
-    python benchmarks/report_10k.py [--n 10000] [--target-s 15] [--keep DIR]
+    python benchmarks/report_10k.py [--n 10000] [--target-s 2] [--passes 2] [--keep DIR]
 
 Setup (not timed) writes the files with the same JSON RunResult writes, including raw samples
 (20 iterations, 256 pooled inter-token latencies each), but without write_result's per-file fsync,
-which only slows the setup. Exit status 1 when the pipeline takes longer than --target-s.
+which only slows the setup. Each pass runs in a fresh Python process, as `tpubench report` does,
+its imports timed with it. The first pass finds the results and figure caches empty (a folder of
+their own, output/results_cache.py); later passes find them filled, as a report run again over the
+same folder does. Exit status 1 when the last pass takes longer than --target-s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,8 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-
-from helpers_synthetic import make_result  # noqa: E402
 
 # (runtime accelerator name, device, chips per replica, relative speed)
 PLATFORMS = [
@@ -51,54 +55,81 @@ def synthetic_spec(n: int) -> dict:
 
 
 def write_synthetic(out_dir: Path, count: int) -> None:
+    # Imported here, not at the top: a timed pass (a fresh process) imports all it needs in its time.
+    from helpers_synthetic import make_result
+
     for n in range(count):
         result = make_result(**synthetic_spec(n))
         (out_dir / f"bench_{n:05d}.json").write_text(result.model_dump_json(indent=1), encoding="utf-8")
 
 
+def one_pass(folder: Path, html_out: Path | None) -> dict:
+    """Time load + price + render in this process (imports included) and return the timings."""
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    timings = {}
+    from tpubench.output.frames import load_results
+
+    df = load_results(folder)
+    timings["load_results"] = time.perf_counter() - start
+    t = time.perf_counter()
+    from tpubench.output.report import build_report, render
+
+    data = build_report(df)
+    timings["price + summarise"] = time.perf_counter() - t
+    t = time.perf_counter()
+    html = render(data, "html")
+    timings["render html (figures included)"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - start
+    timings["cpu"] = time.process_time() - cpu_start
+    if html_out:
+        html_out.write_text(html, encoding="utf-8")
+    return {"timings": timings, "results": len(df), "priced": len(data.priced), "html_mib": len(html) / 2**20}
+
+
+def run_pass(folder: Path, cache: Path, html_out: Path | None) -> dict:
+    command = [sys.executable, __file__, "--one-pass", str(folder)] + (["--html-out", str(html_out)] if html_out else [])
+    done = subprocess.run(command, env={**os.environ, "TPUBENCH_CACHE_DIR": str(cache)}, capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)
-    parser.add_argument("--target-s", type=float, default=15.0)
+    parser.add_argument("--target-s", type=float, default=2.0)
+    parser.add_argument("--passes", type=int, default=2, help="1: cold caches only; 2 or more: then warm")
     parser.add_argument("--keep", type=Path, help="write the files (and report.html) here and keep them")
+    parser.add_argument("--one-pass", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--html-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.one_pass:
+        print(json.dumps(one_pass(args.one_pass, args.html_out)))
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="tpubench-bench-") as tmp:
-        out = args.keep or Path(tmp)
+        out = args.keep or Path(tmp) / "results"
         out.mkdir(parents=True, exist_ok=True)
+        cache = Path(tmp) / "cache"
         t0 = time.perf_counter()
         write_synthetic(out, args.n)
         size = sum(f.stat().st_size for f in out.glob("*.json"))
         print(f"setup: wrote {args.n} files ({size / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s")
+        passes = [run_pass(out, cache, out / "report.html" if args.keep else None) for _ in range(max(1, args.passes))]
 
-        timings = {}
-        cpu_start = time.process_time()
-        start = time.perf_counter()
-        from tpubench.output.frames import load_results
-
-        df = load_results(out)
-        timings["load_results"] = time.perf_counter() - start
-        t = time.perf_counter()
-        from tpubench.output.report import build_report, render
-
-        data = build_report(df)
-        timings["price + summarise"] = time.perf_counter() - t
-        t = time.perf_counter()
-        html = render(data, "html")
-        timings["render html (figures included)"] = time.perf_counter() - t
-        total = time.perf_counter() - start
-        cpu_total = time.process_time() - cpu_start
-        if args.keep:
-            (out / "report.html").write_text(html, encoding="utf-8")
-
-    for stage, seconds in timings.items():
-        print(f"{stage:32s} {seconds:6.2f} s")
-    print(f"{'total':32s} {total:6.2f} s  ({len(df)} results, {len(data.priced)} priced rows, "
-          f"{len(html) / 2**20:.1f} MiB of HTML)")
-    # Wall time suffers when other work shares the two cores; CPU time shows the pipeline's own cost.
-    print(f"{'total CPU time (this process)':32s} {cpu_total:6.2f} s")
+    for n, done in enumerate(passes):
+        timings = done["timings"]
+        print(f"pass {n + 1} ({'cold caches' if n == 0 else 'warm caches'}), in a fresh process:")
+        for stage in ("load_results", "price + summarise", "render html (figures included)"):
+            print(f"  {stage:32s} {timings[stage]:6.2f} s")
+        print(f"  {'total':32s} {timings['total']:6.2f} s  ({done['results']} results, {done['priced']} priced "
+              f"rows, {done['html_mib']:.1f} MiB of HTML); {timings['total'] / args.target_s:.2f}x the "
+              f"{args.target_s:g} s target")
+        # Wall time suffers when other work shares the cores; CPU time shows the pipeline's own cost.
+        print(f"  {'total CPU time (that process)':32s} {timings['cpu']:6.2f} s")
+    total = passes[-1]["timings"]["total"]
     verdict = "within" if total <= args.target_s else "OVER"
-    print(f"{verdict} the {args.target_s:g} s target")
+    print(f"last pass {verdict} the {args.target_s:g} s target")
     return 0 if total <= args.target_s else 1
 
 

@@ -26,7 +26,8 @@
 Each check runs in rounds: on a small machine shared with other processes, a few milliseconds of
 the client or server being descheduled hits every request in flight at once, so one round's p99
 says as much about the machine as about the client. Every round is printed with how busy the
-machine was; the verdict takes the best round. Both processes run at nice -20 where permitted
+machine was; the verdict takes the best round. Both processes run at nice -20 where permitted, and
+so does their autogroup (Linux ranks a nice value only within its session's group)
 (--normal-priority to compare). The client is one thread, so it runs on one core at a time; it is
 pinned to the first CPU and the server to the second (--no-pin leaves them free: on two CPUs the
 busy-waiting server then lands on the client's CPU now and then).
@@ -132,7 +133,9 @@ def ttft_error(url: str, requests: int, concurrency: int) -> dict:
         back.append(first - e["writes"][0])
         server_ttft.append(e["writes"][0] - e["received"])
     m = outcome_metrics(out, n_boot=0)
-    q = lambda x: np.percentile(x, [50, 99, 100])
+    def q(x):
+        return np.percentile(x, [50, 99, 100])
+
     return {"err": q(err), "nominal": q(nominal), "there": q(there), "back": q(back),
             "server": q(np.array(server_ttft) - 0.050),
             "lag_p99": m["client_loop_lag_p99_s"]}
@@ -258,7 +261,8 @@ def _trace_line(r: dict) -> str:
 def _multi_turn_line(r: dict) -> str:
     return (f"multi-turn intake (200 sessions x 2 turns, 1 chunk / 8 ms, answers kept and resent): "
             f"{r['wall_rate']:,.0f} chunks/s received (goal >= 20,000 with loop lag p99 < "
-            f"{MULTI_LAG_GOAL_S / MS:g} ms) at {r['cpu_share']:.0%} client CPU, i.e. {r['cpu_rate']:,.0f} per client CPU-second; loop lag p99 "
+            f"{MULTI_LAG_GOAL_S / MS:g} ms) at {r['cpu_share']:.0%} client CPU, i.e. {r['cpu_rate']:,.0f} per client CPU-second; "
+            f"loop lag p99 "
             f"{r['lag_p99'] / MS:.2f} ms")
 
 
@@ -283,10 +287,22 @@ def main() -> None:
             priority = "nice -20"
         except OSError:
             pass
+        try:
+            # With the kernel's autogroups (sched_autogroup_enabled, each login session a group)
+            # a process's nice only ranks it within its own group: another session's busy
+            # process still takes half a CPU from a client at nice -20. The group's own nice
+            # (shared by the server child, same session) is what ranks it against them.
+            with open("/proc/self/autogroup", "w") as f:
+                f.write("-20")
+            priority += " (its autogroup too)"
+        except OSError:
+            pass
     client_cpu, server_cpu = (None, None) if args.no_pin else _cpus()
     if client_cpu is not None:
         os.sched_setaffinity(0, {client_cpu})
-    where = lambda c: "any" if c is None else c
+    def where(c):
+        return "any" if c is None else c
+
     print(f"client on CPU {where(client_cpu)}, server on CPU {where(server_cpu)} (of {os.cpu_count()}); {priority}; "
           f"python {sys.version.split()[0]}; {args.rounds} round(s) per check; load average "
           f"{os.getloadavg()[0]:.2f} before (other processes share the CPUs)")

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from _common import ROOT, small_point
 from _sweep import run_variant
+
 from tpubench.scenarios.registry import point_label
 
 
@@ -56,8 +57,7 @@ def overhead(args) -> None:
     import torch
 
     from tpubench.backends.torch import TorchDevice
-    from tpubench.scenarios.train.steps import (TrainStep, build_train_model, make_batch, make_optimizer,
-                                   resolve_precision)
+    from tpubench.scenarios.train.steps import TrainStep, build_train_model, make_batch, make_optimizer, resolve_precision
 
     point = small_point(args.workload, batch=args.batch)
     precision = resolve_precision(point)

@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,9 @@ import pytest
 # Deterministic and quiet: one thread, no tokenizers parallelism, no Hub access.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The results and figure caches (output/results_cache.py) in a folder of this test session, never
+# the user's own.
+os.environ.setdefault("TPUBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="tpubench-test-cache-"))
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

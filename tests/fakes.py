@@ -28,7 +28,8 @@ def install_clock(monkeypatch) -> FakeClock:
 class ScriptedSession:
     """Prefill call i takes prefill_s[i] seconds (the last value repeats); each decode step decode_s.
 
-    Prefill call numbers in `compiling_calls` count as one compiled graph each. Prefill's greedy token is 9, decode step s yields s % vocab; first-step logits are 0..vocab-1.
+    Prefill call numbers in `compiling_calls` count as one compiled graph each.
+    Prefill's greedy token is 9, decode step s yields s % vocab; first-step logits are 0..vocab-1.
     """
 
     identical_weights = True

@@ -39,8 +39,8 @@ import random
 from pathlib import Path
 from typing import Any, Iterable
 
-from tpubench.records.result import RunResult, write_result
 from tpubench.output.frames import flatten
+from tpubench.records.result import RunResult, write_result
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 

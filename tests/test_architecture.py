@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -78,8 +78,8 @@ def test_torch_compile_counts_graphs_and_no_timed_recompiles(tmp_path, tiny_work
 
 
 def test_tpu_name_from_the_vm_when_the_runtime_gives_none(monkeypatch):
-    from tpubench.hardware.accelerators import normalize_accelerator
     from tpubench.backends.torch import TorchBackend
+    from tpubench.hardware.accelerators import normalize_accelerator
 
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
     name = TorchBackend("tpu").accelerator_name()

@@ -8,12 +8,12 @@ from datetime import date
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
-from tpubench.money import budget, pricing
-from tpubench.scenarios.generate import cost as generate_cost
+
 from tpubench.errors import UserError
+from tpubench.money import budget, fleet, pricing
+from tpubench.scenarios.generate import cost as generate_cost
 
 TODAY = date(2026, 12, 2)
 
@@ -51,7 +51,7 @@ def test_mix_rate_matches_tokens_per_e2e_when_the_mix_is_the_points():
     (5, 16, 8, 10),   # a 16-chip replica spans two 8-chip instances
 ])
 def test_instances_needed_rounds_to_what_can_be_rented(replicas, per_replica, per_instance, expected):
-    assert budget.instances_needed(replicas, per_replica, per_instance) == expected
+    assert fleet.instances_needed(replicas, per_replica, per_instance) == expected
 
 
 def test_rounding_to_replicas_and_whole_slices(prices):
@@ -296,7 +296,7 @@ def test_buying_a_point_without_a_scale(tmp_path):
 # ----------------------------------------------------------------------------- images per day (issue 22)
 
 def _image_prices(tmp_path):
-    from test_diffuse import PRICE_CSV   # testcloud h100x4: 4 H100s at 32 $/h on demand, 16 $/h spot
+    from test_diffuse import PRICE_CSV  # testcloud h100x4: 4 H100s at 32 $/h on demand, 16 $/h spot
 
     path = tmp_path / "prices.csv"
     path.write_text(PRICE_CSV, encoding="utf-8")
@@ -380,6 +380,7 @@ def test_bad_image_traffic_is_a_user_error(tmp_path, kwargs, flag):
 def test_budget_images_per_day_through_the_cli(tmp_path, monkeypatch, capsys):
     from helpers_cli import run_cli
     from test_diffuse import PRICE_CSV, make_image_result
+
     from tpubench.records.result import write_result
 
     for seed, (chips, image_s) in enumerate([(4, 0.2), (1, 0.5)]):

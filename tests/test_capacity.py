@@ -9,15 +9,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers_cli import run_cli as cli
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
+
 from tpubench.records.result import RunResult, read_result
 from tpubench.run.sweep import expand
 from tpubench.run.workload import load_workload
 from tpubench.scenarios.serve.capacity import (
-    ServeSteering, bisect_step, capacity_point, probe_passed, round_significant,
+    ServeSteering,
+    bisect_step,
+    capacity_point,
+    probe_passed,
+    round_significant,
 )
 
 pytest.importorskip("aiohttp")

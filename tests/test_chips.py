@@ -7,8 +7,15 @@ import os
 import pytest
 
 from tpubench.backends import get_backend
-from tpubench.hardware.environment import (CPU_CHIPS_RULE, NEURON_LNC_ENV, NEURON_UNCONFIRMED, cpu_chips, device_chips,
-                                  neuron_chips, neuron_logical_cores_per_chip)
+from tpubench.hardware.environment import (
+    CPU_CHIPS_RULE,
+    NEURON_LNC_ENV,
+    NEURON_UNCONFIRMED,
+    cpu_chips,
+    device_chips,
+    neuron_chips,
+    neuron_logical_cores_per_chip,
+)
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
 

@@ -3,8 +3,8 @@ markup: a stray '[/...]' used to crash `tpubench launch --help` after printing i
 
 import pytest
 import typer
-
 from helpers_cli import run_cli
+
 from tpubench.cli import app
 
 

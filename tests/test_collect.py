@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fake_skypilot import write_fake_sky
 from helpers_cli import run_cli
+
 from tpubench.launch import skypilot
 from tpubench.launch.collect import fetch_command, merge_results
-from tpubench.records.result import RunResult, read_results, write_result
 from tpubench.output.frames import load_results
+from tpubench.records.result import RunResult, read_results, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,12 +4,12 @@ import sys
 
 import pandas as pd
 import pytest
-
 from helpers_cli import run_cli
 from helpers_synthetic import make_result, write_results
+
 from tpubench.cli import main
-from tpubench.output.compare import compare_metrics, compare_results, slower_than
 from tpubench.measure.numerics import compare_numerics
+from tpubench.output.compare import compare_metrics, compare_results, slower_than
 from tpubench.output.frames import EXPORT_COLUMNS, load_results
 
 
@@ -88,6 +88,7 @@ def test_folders_match_by_point_and_fail_if_slower(tmp_path, monkeypatch, capsys
 
 def test_training_results_compare_by_training_throughput(tmp_path):
     from helpers_synthetic import write_train_results
+
     from tpubench.records.result import read_results
 
     # Step 1.0 s -> 1.25 s at 8 x 1024 tokens: 8192 -> 6553.6 tokens/s, ratio 0.8 +- 0.8*sqrt(2)*0.02.
@@ -122,6 +123,7 @@ def test_export_round_trip(tmp_path, monkeypatch, capsys, fmt):
 
 def compare_folders(tmp_path, a_specs, b_specs, writer=None):
     from helpers_synthetic import write_serve_results
+
     from tpubench.records.result import read_results
 
     writer = writer or write_serve_results

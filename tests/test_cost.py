@@ -7,14 +7,14 @@ from datetime import date
 
 import pandas as pd
 import pytest
-
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
+
+from tpubench.errors import UserError
 from tpubench.measure import stats
 from tpubench.money import cost, pricing
 from tpubench.scenarios.generate import cost as generate_cost
 from tpubench.scenarios.serve import cost as serve_cost
-from tpubench.errors import UserError
 
 TODAY = date(2026, 12, 2)
 

@@ -14,11 +14,11 @@ from datetime import date
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import FIXTURES
 from helpers_synthetic import write_results
-from tpubench.money import pricing, sky_prices
+
 from tpubench.cli import main
+from tpubench.money import pricing, sky_prices
 from tpubench.records.csv_safety import DANGEROUS_PREFIXES, neutralize_cell, neutralize_frame
 
 EVIL = "=cmd|' /C calc'!A0"

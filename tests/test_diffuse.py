@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from helpers_cli import run_cli
 from helpers_synthetic import results_frame as frame
+
 from tpubench.errors import UserError
 from tpubench.measure.numerics import compare_numerics
 from tpubench.money import cost, pricing
@@ -23,6 +23,7 @@ from tpubench.run.workload import load_workload
 from tpubench.scenarios.diffuse.cost import chip_seconds
 from tpubench.scenarios.diffuse.metrics import call_metrics, placement_warnings
 from tpubench.scenarios.diffuse.stages import CallTimes, stages_from_marks
+from tpubench.scenarios.diffuse.unit import IMAGES
 from tpubench.scenarios.registry import SCENARIOS
 
 TODAY = date(2026, 12, 2)
@@ -138,7 +139,7 @@ def test_an_image_row_is_priced_per_thousand_images(prices):
     # An image row has no per-token cost, and is never read as one.
     for column in ("blended_usd_per_mtok", "train_usd_per_mtok", "output_tokens_per_s_per_chip"):
         assert math.isnan(row[column]), column
-    assert cost.is_imaging(priced).all() and not cost.is_training(priced).any()
+    assert cost.unit_rows(priced, IMAGES).all() and (cost.unit_keys(priced) == "image").all()
 
 
 def test_pricing_image_rows_adds_columns_at_once(prices, tmp_path):
@@ -160,7 +161,7 @@ def test_report_has_a_diffusion_section_with_stages_and_placement(prices):
     split = "text encoders on CPU: cost per image includes host time (text_encoder ran on the host, the rest on cuda)"
     results = frame(make_image_result(image_s=0.5, warnings=[split]), make_image_result(image_s=1.0, chips=1, file_seed=1))
     data = build_report(results, prices=prices, today=TODAY)
-    assert data.summary.empty and len(data.images) == 2   # one per plan: the cheapest point
+    assert data.summary.empty and len(data.summary_of(IMAGES)) == 2   # one per plan: the cheapest point
     text = render(data, "markdown")
     assert "## Images, flux_diffuse" in text and "$/1k images" in text
     assert "2.22" in text                                  # 1 chip-s per image at 8 $/chip-h

@@ -10,7 +10,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from helpers_cli import run_cli
 
 pytestmark = pytest.mark.slow

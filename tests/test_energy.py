@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 
 from tpubench.hardware.energy_sources import MODELLED, ModelledSource, NvmlSource, RaplSource, Reading, find_source
-from tpubench.measure.energy import (COUNTER, DEVICES, GAP, UNBRACKETED, EnergyMeter, WindowProblem, counter_delta,
-                                     integrate_power, window_energy)
+from tpubench.measure.energy import (
+    COUNTER,
+    DEVICES,
+    GAP,
+    UNBRACKETED,
+    EnergyMeter,
+    WindowProblem,
+    counter_delta,
+    integrate_power,
+    window_energy,
+)
 
 
 def test_trapezoid_with_both_edges_interpolated():
@@ -239,6 +248,7 @@ def test_a_real_training_point_carries_its_window_energy(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_run_table_shows_modelled_joules_and_the_missing_source(tiny_workload, tmp_path, monkeypatch, capsys):
     from helpers_cli import run_cli
+
     from tpubench.run import runner
 
     monkeypatch.setattr(runner, "find_source", lambda device, **kw: find_source(
@@ -302,11 +312,12 @@ def test_a_source_that_fails_to_read_leaves_the_point_alone():
 
 
 def test_the_sweep_plan_meters_only_models_run_here_and_refuses_a_silly_power():
+    from tpubench.backends import get_backend
     from tpubench.errors import UserError
     from tpubench.run.runner import _energy_plan
 
-    class Cpu:
-        name, device = "torch", "cpu"
+    def Cpu():
+        return get_backend("torch", "cpu")
 
     serve = _energy_plan(Cpu(), True, 100.0, 2, "the server is at a URL: its chips may be on another host")
     assert serve.source is None and "server" in serve.why_not

@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 import pytest
-
 from helpers_synthetic import make_result, results_frame
+
 from tpubench.money import pricing
 from tpubench.money.cost import price_results
 from tpubench.money.energy import add_energy, joules_per_chip_second

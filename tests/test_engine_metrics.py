@@ -302,8 +302,8 @@ def _answers(reference, tokenizer, texts, shift: float = 0.0, swap: bool = False
 
 
 def test_check_passes_on_the_same_model_and_fails_off_it(reference):
-    from tpubench.serving.demo_model import prompt_of_length
     from tpubench.measure.numerics import tolerance
+    from tpubench.serving.demo_model import prompt_of_length
     from tpubench.serving.served_model_check import compare
 
     model, tokenizer = reference

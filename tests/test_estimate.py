@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers_cli import run_cli
+
 from tpubench.errors import UserError
 from tpubench.estimate.calibration import observations
 from tpubench.estimate.chips import chip, parse_target

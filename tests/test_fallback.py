@@ -11,9 +11,9 @@ import yaml
 from fakes import ScriptedSession, make_point
 
 from tpubench.backends.torch import FallbackWatch, TorchSession, fallback_op
+from tpubench.measure.validity import assess
 from tpubench.run.runner import run_sweep
 from tpubench.scenarios.generate import measure as generate
-from tpubench.measure.validity import assess
 
 TORCHTPU_WARNING = "Falling back to CPU for op aten::foo"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers_synthetic import make_result
+
 from tpubench.hardware.energy_sources import TPU_IDLE_FRACTION, ModelledSource, find_source
 from tpubench.measure.energy import EnergyMeter
 from tpubench.output.frames import flatten, load_results

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers_cli import run_cli
 
 REAL = Path(__file__).parent / "fixtures" / "prices" / "real"

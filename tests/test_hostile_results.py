@@ -14,9 +14,9 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from helpers_cli import run_cli
 from helpers_synthetic import make_result, make_serve_result, make_train_result, write_results
+
 from tpubench.records import sanity
 from tpubench.records.result import iter_result_files, read_results, write_result
 
@@ -228,9 +228,11 @@ def test_an_option_needing_more_instances_than_exist_is_left_out_or_refused():
     """A point whose throughput is near zero would need more instances than an int holds: it is left
     out with a note; when every option would, the traffic is what is wrong (exit 2, naming it)."""
     from helpers_synthetic import results_frame
+
     from tpubench.errors import UserError
     from tpubench.money import pricing
-    from tpubench.money.budget import MAX_FLEET_INSTANCES, plan_budget
+    from tpubench.money.budget import plan_budget
+    from tpubench.money.fleet import MAX_FLEET_INSTANCES
 
     prices = pricing.load_prices()
     crawl = make_result(batch_size=1, input_length=1, output_length=2, ttft_s=1e6, e2e_s=2e6, seed=1)

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers_cli import run_cli as cli
+
 from tpubench.records.result import read_result
 
 pytest.importorskip("aiohttp")
 from scripted_server import Script, ScriptedServer, script_prompt  # noqa: E402
 
-from tpubench.serving.client import MAX_EVENT_BYTES, Endpoint, RequestSpec, SSEParser, EventTooLarge  # noqa: E402
+from tpubench.serving.client import MAX_EVENT_BYTES, Endpoint, EventTooLarge, RequestSpec, SSEParser  # noqa: E402
 from tpubench.serving.load import run_load  # noqa: E402
 from tpubench.serving.metrics import outcome_metrics, request_warnings, validity_reasons  # noqa: E402
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers_cli import click_command, numeric_leaves, validate  # noqa: F401 (fixtures)
+
 from tpubench.errors import UserError
 from tpubench.serving.traffic import common, dataset, trace
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers_cli import click_command, numeric_leaves, validate  # noqa: F401 (fixtures)
+
 from tpubench.models.config_check import HEADS_DIVIDE_HIDDEN
 from tpubench.models.config_table import load_table
 

@@ -253,8 +253,8 @@ def test_zeroed_kv_cache_is_fenced_before_the_clock_starts(monkeypatch):
     zeroing is never charged to prefill (TTFT)."""
     import jax
 
-    from tpubench.measure import timing as measure
     from tpubench.backends import jax as jax_backend
+    from tpubench.measure import timing as measure
     from tpubench.scenarios.generate.measure import run_iteration
 
     events = []

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from helpers_synthetic import make_result, results_frame
+
 from tpubench.output.frames import arm_free_key
 from tpubench.output.report import kernel_speedups as ks
 from tpubench.output.report import render_report
@@ -123,7 +123,8 @@ def test_an_arm_left_to_the_other_backend_is_listed_once_from_where_it_ran():
     # one A/B workload run once per backend (scenarios/generate/arms.py): each skips the other's arms
     t = rows(arm("eager", 0.1), arm("eager", backend="jax", status="skipped",
                                     error="experts implementation eager is transformers' (torch): measured with --backend torch"),
-             arm("tokamax", status="skipped", error="experts implementation tokamax is the JAX twin's: measured with --backend jax"),
+             arm("tokamax", status="skipped",
+                 error="experts implementation tokamax is the JAX twin's: measured with --backend jax"),
              arm("tokamax", 0.04, backend="jax", kernel="xla"),
              arm(None, backend="jax", loop="hf_generate", status="skipped", error="measured with --backend torch"),
              arm("kernels", status="skipped", error=NO_HUB_KERNEL),

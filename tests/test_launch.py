@@ -12,18 +12,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from fake_skypilot import write_fake_sky
 from helpers_cli import run_cli
+
 from tpubench.errors import UserError
 from tpubench.launch import skypilot
 from tpubench.launch.plan import expected_hours, nodes_needed, plan_target
 from tpubench.launch.targets import resolve_targets
 from tpubench.launch.tasks import new_launch_id, package_spec
 from tpubench.money.pricing import load_prices
+from tpubench.run.overrides import with_layout
 from tpubench.run.sweep import expand
 from tpubench.run.workload import load_workload
-from tpubench.run.overrides import with_layout
 
 REPO = Path(__file__).resolve().parents[1]
 QWEN3_MOE = REPO / "workloads" / "qwen3_moe.yaml"

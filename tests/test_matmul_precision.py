@@ -10,8 +10,8 @@ from tpubench.backends.torch import set_matmul_precision
 from tpubench.errors import UserError
 from tpubench.run.runner import run_sweep
 from tpubench.run.sweep import expand
-from tpubench.scenarios.registry import point_label
 from tpubench.run.workload import load_workload
+from tpubench.scenarios.registry import point_label
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
 

@@ -1,9 +1,9 @@
 """The measurement loop against a mock session on a fake clock: exact, deterministic figures."""
 
 import pytest
-
 from fakes import ScriptedSession
 from fakes import make_point as point
+
 from tpubench.measure import timing as measure
 from tpubench.scenarios.generate import measure as generate
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_cli import run_cli as cli
 
 from tpubench.errors import UserError
 from tpubench.models.config_table import FAMILIES, generate_table, load_table
 from tpubench.run.sweep import expand
 from tpubench.run.workload import load_workload
-from helpers_cli import run_cli as cli
 
 REPO = Path(__file__).resolve().parents[1]
 # The shipped workloads with a transformers `model` block (a server's, or a diffusion pipeline's

@@ -120,7 +120,8 @@ def test_tokamax_runs_the_implementation_it_is_given(monkeypatch):
     seen = []
     real = tokamax.ragged_dot_general
     monkeypatch.setattr(tokamax, "ragged_dot_general",
-                        lambda *a, implementation, **kw: seen.append(implementation) or real(*a, implementation=implementation, **kw))
+                        lambda *a, implementation, **kw:
+                        seen.append(implementation) or real(*a, implementation=implementation, **kw))
     jax_twin._moe(cfg, lp, x, "tokamax")
     assert seen == [("xla",), ("xla",)]   # gate_up and down
     with pytest.raises(NotImplementedError, match="Not supported on cpu"):
@@ -142,7 +143,6 @@ def _session(point):
 def test_a_tokamax_point_without_tokamax_is_skipped_before_compiling(tmp_path, monkeypatch):
     pytest.importorskip("jax")
     from tpubench.backends import jax as jax_backend
-
     from tpubench.scenarios.generate.measure import make_prompt
 
     point = replace(_point(tmp_path), experts_implementation="tokamax")

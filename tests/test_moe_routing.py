@@ -174,8 +174,9 @@ def test_torch_and_jax_pick_the_same_experts(tmp_path, routing):
 
 
 def test_routing_on_a_dense_model_is_refused(tmp_path):
-    from tpubench.models.torch_routing import install_routing
     from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from tpubench.models.torch_routing import install_routing
 
     model = Qwen3ForCausalLM(Qwen3Config(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                          num_key_value_heads=1, head_dim=8, intermediate_size=16, vocab_size=32))
@@ -337,6 +338,7 @@ def test_an_eager_mode_point_runs_in_a_fresh_process_with_its_variable_set(tmp_p
     import tempfile
 
     from helpers_cli import run_cli
+
     from tpubench.backends.torch import TorchBackend
 
     monkeypatch.setattr(TorchBackend, "check_execution_mode", lambda self, mode: None)

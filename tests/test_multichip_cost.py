@@ -10,9 +10,9 @@ from datetime import date
 
 import pandas as pd
 import pytest
-
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
+
 from tpubench.money import budget, cost, pricing
 
 TODAY = date(2026, 12, 2)

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers_repeats import REPO_RESULTS, repo_results_with_repeats
 
 nbformat = pytest.importorskip("nbformat")

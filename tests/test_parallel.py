@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_cli import run_cli as cli
 
 from tpubench import load_results
 from tpubench.hardware.environment import cpu_chips
 from tpubench.measure.world import FAULT_ENV
 from tpubench.records.result import read_result
-from helpers_cli import run_cli as cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -166,9 +166,9 @@ def test_memory_check_per_chip_names_the_smallest_layout(monkeypatch):
 
     from tpubench.backends.torch import TorchBackend
     from tpubench.models.torch_models import estimate_bytes
-    from tpubench.scenarios.generate.fit import check_fit as _check_memory
     from tpubench.run.sweep import expand
     from tpubench.run.workload import load_workload
+    from tpubench.scenarios.generate.fit import check_fit as _check_memory
 
     (point,) = [p for p in expand(load_workload(REPO / "workloads" / "qwen3_moe.yaml"), "small") if p.batch_size == 1]
     tp2 = replace(point, tensor_parallel=2)

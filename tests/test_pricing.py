@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tpubench.errors import UserError
 from tpubench.hardware.accelerators import normalize_accelerator
 from tpubench.money import accelerator_map, pricing, sky_prices
-from tpubench.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REFERENCE = Path("/work/shared/reference/public_prices.csv")

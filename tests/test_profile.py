@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers_cli import run_cli as cli
 from helpers_synthetic import make_result
+
 from tpubench.backends import get_backend
 from tpubench.backends.jax import PROFILER_UNAVAILABLE
-from tpubench.measure.profile import CATEGORIES, OpTime, breakdown, op_category, profile_pass, \
-    union_seconds
+from tpubench.measure.profile import CATEGORIES, OpTime, breakdown, op_category, profile_pass, union_seconds
 from tpubench.output.compare import profile_moves
 from tpubench.records.result import read_result, write_result
 
@@ -237,6 +236,7 @@ def test_compare_shows_the_categories_that_moved(tmp_path, monkeypatch, capsys):
 
 def test_report_has_a_profile_section_and_figure(tmp_path, monkeypatch, capsys):
     from helpers_synthetic import results_frame
+
     from tpubench.output.report.figures import profile_figures
 
     r = _profiled(make_result(), expert_matmul_s=0.6, router_topk_s=0.1, dense_matmul_s=0.2, host_gap_s=0.1)

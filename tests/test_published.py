@@ -24,14 +24,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-import tpubench
 from helpers_cli import run_cli
 from helpers_synthetic import write_results
+
+import tpubench
 from tpubench.errors import UserError
 from tpubench.output.frames import load_results
-from tpubench.output.published import (compare_published, import_inferencex, import_mlperf, interpolate_front,
-                                       pareto_front, read_published, write_published)
+from tpubench.output.published import (
+    compare_published,
+    import_inferencex,
+    import_mlperf,
+    interpolate_front,
+    pareto_front,
+    read_published,
+    write_published,
+)
 from tpubench.output.published.match import verdict
 from tpubench.output.report import build_report, render
 

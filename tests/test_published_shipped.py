@@ -6,14 +6,14 @@ only when asked."""
 from __future__ import annotations
 
 import csv
-import tomllib
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
+import tomllib
 from helpers_cli import run_cli
 from helpers_synthetic import write_results
+
 from tpubench.output.published import COLUMNS, shipped_published
 from tpubench.output.published.store import SHIPPED_DIR
 from tpubench.output.report import build_report, render

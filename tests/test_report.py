@@ -14,11 +14,11 @@ from datetime import date
 import numpy as np
 import pandas as pd
 import pytest
-
-from helpers_synthetic import write_results
 from helpers_browser import chromium_path
-from tpubench.money import budget, pricing
+from helpers_synthetic import write_results
+
 from tpubench.errors import UserError
+from tpubench.money import budget, pricing
 from tpubench.output.report import build_report, render, render_budget, render_report
 from tpubench.output.report import format as fmt
 from tpubench.output.report.figures import pareto_front

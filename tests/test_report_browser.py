@@ -15,9 +15,9 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-
 from helpers_browser import chromium_path
 from test_report_layout import wide_results
+
 from tpubench.output.report import build_report, render
 
 pytestmark = pytest.mark.slow

@@ -12,13 +12,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from helpers_synthetic import write_results
-from tpubench.output.report import build_report, render
-from tpubench.output.report import headline, published_list
+
+from tpubench.output.report import build_report, headline, published_list, render
+from tpubench.output.report.figures import (
+    cost_by_platform,
+    fit_label,
+    label_margin,
+    new_figure,
+    report_figures,
+    set_title,
+    text_width_in,
+    texts_outside,
+    wrap_text,
+)
 from tpubench.output.report.html import render_html
-from tpubench.output.report.figures import (new_figure, cost_by_platform, fit_label, label_margin, report_figures,
-                                            set_title, text_width_in, texts_outside, wrap_text)
 
 ROOT = Path(__file__).resolve().parents[1]
 TODAY = date(2026, 12, 2)

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-import tpubench
 from helpers_repeats import copy_as_later_run
 from helpers_synthetic import make_result
-from tpubench.money import budget, pricing
+
+import tpubench
 from tpubench.cli import main
 from tpubench.errors import UserError
-from tpubench.output.report import build_report, render, render_report
+from tpubench.money import budget, pricing
 from tpubench.output.frames import EXPORT_COLUMNS, load_results
+from tpubench.output.report import build_report, render, render_report
 from tpubench.records.result import write_result
 
 TODAY = date(2026, 12, 2)

@@ -275,8 +275,12 @@ def test_per_chip_decode_bytes_by_hand():
 
 
 def test_interconnect_bytes_tensor_parallel_by_hand():
-    from tpubench.hardware.counts import (decode_interconnect_bytes_per_step, interconnect_bytes_per_forward,
-                                          ring_all_gather_send_bytes, ring_all_reduce_send_bytes)
+    from tpubench.hardware.counts import (
+        decode_interconnect_bytes_per_step,
+        interconnect_bytes_per_forward,
+        ring_all_gather_send_bytes,
+        ring_all_reduce_send_bytes,
+    )
 
     assert ring_all_reduce_send_bytes(100, 4) == 150      # 2 * 3/4 * 100
     assert ring_all_gather_send_bytes(100, 4) == 75       # 3/4 * 100

@@ -4,9 +4,9 @@ and 12)."""
 
 from __future__ import annotations
 
+from helpers_synthetic import write_results
 from rich.console import Console
 
-from helpers_synthetic import write_results
 from tpubench.console import render_run_cost
 
 H100 = "NVIDIA H100 80GB HBM3"

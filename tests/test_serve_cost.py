@@ -9,14 +9,14 @@ from datetime import date
 
 import pandas as pd
 import pytest
-
 from helpers_synthetic import make_result, make_serve_result, write_results, write_serve_results
 from helpers_synthetic import results_frame as frame
+
 from tpubench.measure import per_token
 from tpubench.money import budget, cost, pricing
+from tpubench.output.frames import load_results
 from tpubench.output.report import build_report, render, render_budget
 from tpubench.output.report.figures import report_figures
-from tpubench.output.frames import load_results
 from tpubench.scenarios.generate import cost as generate_cost
 
 TODAY = date(2026, 12, 2)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_cli import run_cli as cli
 
 from tpubench import load_requests, load_results
 from tpubench.records.result import read_result
-from helpers_cli import run_cli as cli
 
 pytest.importorskip("aiohttp")
 from scripted_server import Script, ScriptedServer, script_prompt  # noqa: E402

@@ -13,13 +13,13 @@ import sys
 from datetime import date
 
 import pytest
-
 from helpers_synthetic import make_serve_result
 from helpers_synthetic import results_frame as frame
-from tpubench.money import cost, pricing
+
 from tpubench.hardware import host_accelerators as ha
 from tpubench.hardware.accelerators import CPU_X86, normalize_accelerator
 from tpubench.hardware.host_accelerators import HostAccelerators
+from tpubench.money import cost, pricing
 from tpubench.output.report import build_report, render
 from tpubench.records.result import write_result
 from tpubench.serving import server_chips as server_chips_module

@@ -19,11 +19,10 @@ import pytest
 import yaml
 
 from tpubench.errors import UserError
-from tpubench.serving import presets
-from tpubench.serving import server as srv
-from tpubench.serving import server_chips
-from tpubench.serving.server import RunningServer, free_port, open_server
 from tpubench.scenarios.serve.schema import Server
+from tpubench.serving import presets, server_chips
+from tpubench.serving import server as srv
+from tpubench.serving.server import RunningServer, free_port, open_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SERVE_DEPS = ("fastapi", "uvicorn", "openai")
@@ -181,8 +180,8 @@ def test_transformers_serve_end_to_end(tmp_path):
 def test_served_model_check_on_transformers_serve(tmp_path):
     """The served-model check on a real transformers serve (it gives no logprobs: greedy tokens
     only): it passes on the weights served and fails on other weights."""
-    from tpubench.serving.demo_model import build_demo_model
     from tpubench.measure.numerics import tolerance
+    from tpubench.serving.demo_model import build_demo_model
     from tpubench.serving.served_model_check import check_served_model, served_dtype
 
     model = {**_tiny_model(), "config": {**_tiny_model()["config"], "vocab_size": 512}}

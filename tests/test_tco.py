@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
-
 from helpers_synthetic import make_result, results_frame
+
 from tpubench.errors import UserError
 from tpubench.money import budget, pricing, tco
 
@@ -163,6 +163,7 @@ def test_budget_command_shows_how_to_buy_and_tiers(monkeypatch, capsys, tmp_path
 def test_report_prices_each_on_demand_point_at_each_tier(tmp_path, monkeypatch, capsys):
     from helpers_cli import run_cli
     from helpers_synthetic import write_result
+
     from tpubench.output.report import build_report
 
     tiers = tco.load_tco(tier_file(tmp_path), today=TODAY)

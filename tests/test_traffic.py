@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_cli import run_cli as cli
 
 from tpubench.errors import UserError
 from tpubench.serving.traffic import dataset, multi_turn, shared_prefix, trace
 from tpubench.serving.traffic.common import RequestSpec, Vocabulary
 from tpubench.serving.traffic.plan import check_traffic, plan_traffic
-
-from helpers_cli import run_cli as cli
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = Vocabulary(tuple(f"w{i}" for i in range(300)), special_tokens=1, exact=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_cli import run_cli as cli
 
 from tpubench.records.result import read_result
-from helpers_cli import run_cli as cli
 
 TINY_MOE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
             "head_dim": 16, "intermediate_size": 128, "num_experts": 8, "num_experts_per_tok": 2,
@@ -102,13 +102,11 @@ def test_train_points_end_to_end_through_the_cli(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_run_prices_training_points_per_million_training_tokens(tmp_path, monkeypatch, capsys):
-    from tpubench.money import cost
-
     workload = write_workload(tmp_path, measurement={"warmup": 0, "min_iterations": 2})
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
     assert code == 0, err
-    if hasattr(cost, "add_train_costs"):   # training prices come from cost.py's train_* columns
-        assert "cost per million training tokens" in out and "$/M training tokens" in out
+    # The training-token unit's table (scenarios/train/unit.py, console.render_run_cost).
+    assert "cost per million training tokens" in out and "$/M training tokens" in out
     assert "$/Mtok blended" not in out     # a training point has no inference cost
 
 
@@ -324,9 +322,9 @@ def test_nan_loss_makes_the_point_invalid(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_point_that_cannot_fit_is_refused_with_a_hint(tmp_path, monkeypatch, capsys):
     from tpubench.backends.torch import TorchBackend
-    from tpubench.scenarios.train.steps import estimate_train_bytes
     from tpubench.run.sweep import expand
     from tpubench.run.workload import load_workload
+    from tpubench.scenarios.train.steps import estimate_train_bytes
 
     workload = write_workload(tmp_path, scenario={"batch_size": [2, 64]})
     small, big = expand(load_workload(workload))

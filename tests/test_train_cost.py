@@ -11,14 +11,21 @@ from datetime import date
 
 import pandas as pd
 import pytest
-
 from helpers_cli import run_cli
-from helpers_synthetic import make_result, make_serve_result, make_train_result, write_results
+from helpers_synthetic import (
+    make_result,
+    make_serve_result,
+    make_train_result,
+    write_results,
+    write_serve_results,
+    write_train_results,
+)
 from helpers_synthetic import results_frame as frame
-from helpers_synthetic import write_serve_results, write_train_results
-from tpubench.money import budget, cost, pricing
+
 from tpubench.errors import UserError
+from tpubench.money import budget, cost, pricing, training_budget
 from tpubench.output.report import build_report, render, render_budget
+from tpubench.scenarios.train.unit import TRAINING_TOKENS
 
 TODAY = date(2026, 12, 2)
 H100 = "NVIDIA H100 80GB HBM3"
@@ -100,16 +107,16 @@ def test_inference_rows_have_no_training_cost(prices):
     priced, _ = cost.price_results(frame(make_result(accelerator=H100), make_serve_result(accelerator=H100)),
                                    prices, plans=["on_demand"], today=TODAY)
     assert priced["blended_usd_per_mtok"].notna().all()
-    for column in cost.TRAIN_COST_COLUMNS + ["train_tokens_per_s_per_chip", "mfu"]:
+    for column in TRAINING_TOKENS.cost_columns() + ["train_tokens_per_s_per_chip", "mfu"]:
         assert priced[column].isna().all(), column
-    assert not cost.is_training(priced).any()
+    assert not cost.unit_rows(priced, TRAINING_TOKENS).any()
 
 
 # ----------------------------------------------------------------------------- training budget
 
 
 def test_plan_training_by_hand(prices):
-    plan = budget.plan_training(frame(make_train_result(**H100_TRAIN)), prices, train_tokens=1e9, today=TODAY)
+    plan = training_budget.plan_training(frame(make_train_result(**H100_TRAIN)), prices, train_tokens=1e9, today=TODAY)
     h = option(plan.options, "h100x4")
     # A 2-chip replica on a 4-GPU box: 2 replicas, 1 instance, all 4 chips busy.
     assert (h.replicas, h.instances, h.rented_chips, h.utilisation) == (2, 1, 4, 1.0)
@@ -137,7 +144,7 @@ def test_two_chip_points_pack_four_to_a_v6e_8_and_the_fastest_per_rented_chip_wi
     # A faster but invalid point is left out.
     invalid = make_train_result(**{**TPU_TRAIN, "step_s": 0.1}, valid=False, invalid_reasons=["loss is nan"],
                                 seed=3)
-    plan = budget.plan_training(frame(two, three, invalid), prices, train_tokens=1e9, today=TODAY)
+    plan = training_budget.plan_training(frame(two, three, invalid), prices, train_tokens=1e9, today=TODAY)
     s8 = option(plan.options, "tpu-v6e-8")
     assert (s8.chips, s8.replicas, s8.instances, s8.rented_chips) == (2, 4, 1, 8)
     # 1e9 x 1e-4 s per token / 4 replicas = 25000 s = 6.9444 h; x 21.6 $/h = 150 $
@@ -151,7 +158,7 @@ def test_two_chip_points_pack_four_to_a_v6e_8_and_the_fastest_per_rented_chip_wi
     assert any("TPU slices smaller than their world" in n for n in plan.notes)
     assert any("1 invalid training run(s)" in n for n in plan.notes)
 
-    alone = budget.plan_training(frame(three), prices, train_tokens=1e9, today=TODAY)
+    alone = training_budget.plan_training(frame(three), prices, train_tokens=1e9, today=TODAY)
     t8 = option(alone.options, "tpu-v6e-8")
     # 2 replicas of 3 chips: 1e9 / 15000 per replica-second / 2 = 33333 s = 9.2593 h; x 21.6 = 200 $
     # (150 $ / 0.75 of the slice in use).
@@ -165,7 +172,7 @@ def test_a_world_wider_than_an_instance_rents_several(prices):
     # 1.25e-4 s per token. One replica over 4 boxes: 1e9 x 1.25e-4 / 3600 = 34.722 h,
     # x 4 x 32 $/h = 4444.44 $ (= 2e6 chip-s x 8/3600).
     wide = make_train_result(accelerator=H100, world_size=16, batch_size=1, sequence_length=1000, step_s=2.0)
-    plan = budget.plan_training(frame(wide), prices, train_tokens=1e9, plans=["on_demand"], today=TODAY)
+    plan = training_budget.plan_training(frame(wide), prices, train_tokens=1e9, plans=["on_demand"], today=TODAY)
     h = option(plan.options, "h100x4")
     assert (h.replicas, h.instances, h.rented_chips, bool(h.replica_spans_instances)) == (1, 4, 16, True)
     assert h.hours == pytest.approx(1e9 * 1.25e-4 / 3600)
@@ -175,7 +182,7 @@ def test_a_world_wider_than_an_instance_rents_several(prices):
 def test_plan_training_leaves_inference_points_out(prices):
     results = frame(make_train_result(**H100_TRAIN), make_result(accelerator=H100),
                     make_serve_result(accelerator=H100))
-    plan = budget.plan_training(results, prices, train_tokens=1e9, plans=["on_demand"], today=TODAY)
+    plan = training_budget.plan_training(results, prices, train_tokens=1e9, plans=["on_demand"], today=TODAY)
     assert list(plan.options["scenario_kind"]) == ["train"]
     assert any("2 result(s) without training figures" in n for n in plan.notes)
     # ... and the inference budget leaves the training point out.
@@ -187,7 +194,7 @@ def test_plan_training_leaves_inference_points_out(prices):
 @pytest.mark.parametrize("tokens", [0, -1.0, math.inf, math.nan])
 def test_plan_training_refuses_a_token_budget_that_is_not_positive(prices, tokens):
     with pytest.raises(UserError, match="--train-tokens"):
-        budget.plan_training(frame(make_train_result(**H100_TRAIN)), prices, train_tokens=tokens, today=TODAY)
+        training_budget.plan_training(frame(make_train_result(**H100_TRAIN)), prices, train_tokens=tokens, today=TODAY)
 
 
 # ----------------------------------------------------------------------------- CLI and reports
@@ -243,8 +250,9 @@ def report_data(results_dir, prices):
 
 def test_report_keeps_training_apart(report_data):
     assert set(report_data.summary["scenario_kind"]) == {"generate", "serve"}
-    assert set(report_data.training["scenario_kind"]) == {"train"}
-    assert report_data.training["train_usd_per_mtok"].notna().all()
+    training = report_data.summary_of(TRAINING_TOKENS)
+    assert set(training["scenario_kind"]) == {"train"}
+    assert training["train_usd_per_mtok"].notna().all()
     assert report_data.summary["train_usd_per_mtok"].isna().all()
 
 
@@ -285,6 +293,6 @@ def test_csv_report_labels_training_rows(report_data):
 
 
 def test_training_budget_renders_no_html(prices):
-    plan = budget.plan_training(frame(make_train_result(**H100_TRAIN)), prices, train_tokens=1e9, today=TODAY)
+    plan = training_budget.plan_training(frame(make_train_result(**H100_TRAIN)), prices, train_tokens=1e9, today=TODAY)
     with pytest.raises(UserError):
         render_budget(plan, "html")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import tpubench
-from tpubench import console, units
+from tpubench import units
 from tpubench.launch import render
+from tpubench.output import run_cost
 from tpubench.output.report import format as report_format
 from tpubench.scenarios import run_table
 
@@ -30,14 +31,17 @@ def test_the_terminal_and_the_reports_show_through_it():
     # The terminal: fixed decimals, a hyphen for a missing value.
     assert run_table.ms(0.0123456) == "12.3" and run_table.ms(None) == "-"
     assert run_table.percent(0.41234) == "41.2%" and run_table.human_bytes(None) == "-"
-    assert console._usd(2.5) == "$2.50" and console._usd(0.0042) == "$0.0042" and console._usd(math.inf) == "-"
+    assert run_cost.usd(2.5) == "$2.50" and run_cost.usd(0.0042) == "$0.0042" and run_cost.usd(math.inf) == "-"
     assert render._usd(None) == "no price" and render._usd(0.5) == "$0.50" and render._usd(12345.678) == "$12,345.68"
     # The reports: significant figures, an en dash.
     assert report_format.ms is units.ms and report_format.usd is units.usd and report_format.sig is units.sig
 
 
-@pytest.mark.parametrize("module", ["console.py", "scenarios/run_table.py", "scenarios/generate/table.py",
-                                    "scenarios/serve/table.py", "scenarios/train/table.py", "launch/render.py", "output/report/format.py", "output/report/markdown.py",
+@pytest.mark.parametrize("module", ["console.py", "output/run_cost.py", "output/report/tokens.py",
+                                    "output/report/training.py", "output/report/images.py", "output/report/units.py",
+                                    "scenarios/run_table.py", "scenarios/generate/table.py",
+                                    "scenarios/serve/table.py", "scenarios/train/table.py", "launch/render.py",
+                                    "output/report/format.py", "output/report/markdown.py",
                                     "output/report/html.py", "output/report/figures.py"])
 def test_no_renderer_converts_units_itself(module):
     """A conversion inside an f-string ('{x * 1e3:.1f}', '{f * 100:.3g}%') belongs in units."""

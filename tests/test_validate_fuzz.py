@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import typer
 import yaml
-
 from helpers_cli import run_cli
+
 from tpubench import cli
 
 pytestmark = pytest.mark.slow   # hundreds of mutated workloads

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-
 from fakes import ScriptedSession, make_point
+
 from tpubench.measure import timing as measure
-from tpubench.scenarios.generate import measure as generate
 from tpubench.measure.validity import assess, warnings_for
+from tpubench.scenarios.generate import measure as generate
 
 M = dict(min_iterations=5, min_seconds=1.0, max_seconds=60.0, max_cv=0.1)
 

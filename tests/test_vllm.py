@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_cli import run_cli as cli
 
 from tpubench.records.result import read_result
 from tpubench.serving.presets import VLLM_PYTHON_ENV
-from helpers_cli import run_cli as cli
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = os.environ.get(VLLM_PYTHON_ENV)
@@ -84,8 +84,8 @@ def test_vllm_preset_starts_pinned_and_recorded(vllm):
 
 
 def test_served_model_check_passes_on_its_weights_and_fails_on_others(vllm, tmp_path):
-    from tpubench.serving.demo_model import build_demo_model
     from tpubench.measure.numerics import tolerance
+    from tpubench.serving.demo_model import build_demo_model
     from tpubench.serving.served_model_check import check_served_model, served_dtype
 
     dtype = served_dtype(vllm.command, vllm.name, "float32")

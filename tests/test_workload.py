@@ -140,9 +140,17 @@ def test_train_typo_names_the_field_and_line_with_a_guess(tmp_path):
 
 def test_every_registered_scenario_kind_has_a_schema():
     # One list of kinds: the workload schema's union must know every kind the registry runs.
-    from tpubench.run.workload import Workload
+    # A file is validated with its own kind's section alone; a kind not registered, with every kind's.
+    from tpubench.run.workload import schema_for
     from tpubench.scenarios.registry import SCENARIOS
 
-    union = Workload.model_fields["scenario"].annotation
-    kinds = {schema.model_fields["kind"].annotation.__args__[0] for schema in union.__args__}
-    assert kinds == set(SCENARIOS)
+    def kinds_of(data):
+        sections = schema_for(data).model_fields["scenario"].annotation
+        sections = getattr(sections, "__args__", (sections,))     # a union of one is its member
+        return {section.model_fields["kind"].annotation.__args__[0] for section in sections}
+
+    assert kinds_of({"scenario": {"kind": "no-such-kind"}}) == set(SCENARIOS)
+    assert kinds_of({"scenario": "not a mapping"}) == set(SCENARIOS)
+    for kind in SCENARIOS:
+        assert kinds_of({"scenario": {"kind": kind}}) == {kind}
+    assert kinds_of({"scenario": {}}) == {"generate"}    # the kind of a scenario that names none

@@ -37,6 +37,7 @@ def compare_published(paths, *, tolerance=0.10, warn=None, keep="latest"):
     deviation and a verdict ("agrees within 10%", "differs by -35%: check your stack"); see
     tpubench.output.published.match."""
     from tpubench.output.frames import load_results as _load
-    from tpubench.output.published import compare_published as _compare, read_published
+    from tpubench.output.published import compare_published as _compare
+    from tpubench.output.published import read_published
 
     return _compare(_load(paths, warn=warn, keep=keep), read_published(paths, warn=warn), tolerance)

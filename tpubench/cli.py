@@ -14,7 +14,9 @@ import typer
 
 from tpubench.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Help is click's plain text (rich_markup_mode=None on every Typer): typer's rich help imports rich's
+# markdown, syntax and traceback modules, ~0.2 s of a --help that should take none (issue 34).
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Measure a PyTorch workload on TPU, GPU, Trainium, JAX or CPU and price it per token.")
 
 
@@ -32,6 +34,15 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
+def _print_ok(text: str) -> None:
+    """`ok TEXT` on stdout, without rich: rich's console is ~50 ms of imports that `validate` would
+    otherwise pay for one word in green (green on a terminal unless NO_COLOR is set)."""
+    from tpubench.output.safe_text import terminal_text
+
+    ok = "\x1b[32mok\x1b[0m" if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else "ok"
+    print(f"{ok} {terminal_text(text)}", flush=True)
+
+
 # ----------------------------------------------------------------------------- run
 
 _INCLUDE_FLAGGED_HELP = ("Let prices the table flags as suspect (spot above on-demand, a lower bound...) compete "
@@ -45,7 +56,8 @@ def run(
                                          help="cpu, cuda, tpu, neuron, xla, mps (default: the accelerator present, else cpu)."),
     backend: str = typer.Option("torch", "--backend", "-b", help="torch or jax."),
     scale: Optional[str] = typer.Option(None, "--scale", "-s",
-                                        help="'full' or a scale named in the file (default: small on CPU, full on an accelerator)."),
+                                        help="'full' or a scale named in the file (default: small on CPU, "
+                                             "full on an accelerator)."),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="Folder for result files."),
     resume: bool = typer.Option(False, "--resume", help="Skip points already measured in --out for this environment."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume, measure failed points again."),
@@ -53,9 +65,11 @@ def run(
     max_points: Optional[int] = typer.Option(None, "--max-points", min=1,
                                              help="Refuse sweeps with more points than this (default 10,000)."),
     tensor_parallel: Optional[int] = typer.Option(None, "--tensor-parallel", "--tp", min=1,
-                                                  help="Shard the model over N chips by tensor parallel (overrides the workload's parallel block)."),
+                                                  help="Shard the model over N chips by tensor parallel (overrides the "
+                                                       "workload's parallel block)."),
     expert_parallel: Optional[int] = typer.Option(None, "--expert-parallel", "--ep", min=1,
-                                                  help="Split a MoE model's experts over N chips (overrides the workload's parallel block)."),
+                                                  help="Split a MoE model's experts over N chips (overrides the "
+                                                       "workload's parallel block)."),
     server_url: Optional[str] = typer.Option(None, "--server-url",
                                              help="Measure this running OpenAI-compatible server (serve workloads)."),
     data_parallel: Optional[int] = typer.Option(None, "--data-parallel", "--dp", min=1,
@@ -108,19 +122,15 @@ def validate(
     from tpubench.models.config_check import covered_family
     from tpubench.run.sweep import check_sweep_size, scale_names
     from tpubench.run.workload import load_workload
+    from tpubench.scenarios.registry import scenario_of
 
-    console = _console()
     for path in workloads:
         w = load_workload(path)   # schema, names, family and every scale's model config values
         limit = {"max_points": max_points} if max_points else {}
         sizes = {name: check_sweep_size(w, name, source=str(path), **limit) for name in scale_names(w)}
         detail = ", ".join(f"{name}: {n:,} point{'s' * (n != 1)}" for name, n in sizes.items())
-        # A serve workload may leave the model to its server, a diffusion one names a pipeline: there
-        # is no model family to name or check.
-        pipeline = getattr(w.scenario, "pipeline", None)
-        family = (w.model.family if w.model is not None else f"{pipeline} pipeline" if pipeline
-                  else "the server's model")
-        console.print(f"[green]ok[/green] {escape(str(path))}: {w.name} ({escape(family)}); {detail}")
+        subject = scenario_of(w.scenario.kind).subject(w)   # a model family, a pipeline, the server's model
+        _print_ok(f"{path}: {w.name} ({subject}); {detail}")
         if w.model is not None and not covered_family(w.model.family):
             _warn_stderr(f"{path}: tpubench's config table does not cover '{w.model.family}': its model.config "
                          "keys are checked by transformers when the model is built")
@@ -201,6 +211,9 @@ def budget(
     images_per_day: Optional[float] = typer.Option(None, "--images-per-day",
                                                    help="Instead: images per day (scenario diffuse points): the "
                                                         "fleet per platform and plan, priced per month."),
+    volume: List[str] = typer.Option([], "--volume", metavar="UNIT=AMOUNT",
+                                      help="Instead: the volume of any unit of output with a budget planner "
+                                           "(token=1e9 is --tokens-per-day 1e9, training_token=, image=...)."),
     max_image_latency_s: Optional[float] = typer.Option(None, "--max-image-latency-s",
                                                         help="With --images-per-day: only points whose p99 seconds "
                                                              "per call (a user's wait for an image) is "
@@ -254,91 +267,43 @@ def budget(
     """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
     With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget.
     With --images-per-day instead: the fleet for an image load under a p99 seconds-per-image limit."""
-    from tpubench.money.budget import Power, plan_budget, plan_training
-    from tpubench.money.tco import load_tco
+    from tpubench.money.budget_request import BudgetOptions
     from tpubench.output.report import render_budget
-    from tpubench.output.report.data import older_runs_note
-    from tpubench.output.frames import load_results
 
-    if sum(v is not None for v in (tokens_per_day, train_tokens, images_per_day)) != 1:
-        raise UserError("give exactly one of --tokens-per-day (inference traffic), --train-tokens "
-                        "(a training token budget) and --images-per-day (image traffic)", field="--tokens-per-day")
-    if max_image_latency_s is not None and images_per_day is None:
-        raise UserError("a limit on seconds per call applies to --images-per-day", field="--max-image-latency-s")
-    if images_per_day is not None:
-        given = [flag for flag, value in (("--slo-ttft-ms", slo_ttft_ms), ("--slo-tpot-ms", slo_tpot_ms),
-                                          ("--current", current), ("--months", months), ("--peak-hours", peak_hours),
-                                          ("--tco", tco)) if value is not None] + (["--split"] if split else [])
-        if given:
-            raise UserError(f"{', '.join(given)} apply to --tokens-per-day, not to an image budget",
-                            field="--images-per-day")
-    if train_tokens is not None:
-        given = [flag for flag, value in (("--slo-ttft-ms", slo_ttft_ms), ("--slo-tpot-ms", slo_tpot_ms),
-                                          ("--current", current), ("--months", months),
-                                          ("--peak-hours", peak_hours), ("--tco", tco)) if value is not None]
-        if given:
-            raise UserError(f"{', '.join(given)} apply to --tokens-per-day, not to a training budget",
-                            field="--train-tokens")
-    _check_budget_flags(tokens_per_day=tokens_per_day, train_tokens=train_tokens, images_per_day=images_per_day,
-                        max_image_latency_s=max_image_latency_s, output_share=output_share, peak_factor=peak_factor,
-                        slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, months=months, peak_hours=peak_hours,
-                        spot_lost_hours=spot_lost_hours, spot_preemption_rate=spot_preemption_rate,
-                        power=Power(power_price, pue, owned, grid_gco2_per_kwh))
+    options = BudgetOptions(
+        plans=tuple(plan) or None, cloud=cloud, region=region, scenarios=tuple(scenario) or None,
+        include_flagged=include_flagged, output_share=output_share, peak_factor=peak_factor, slo_ttft_ms=slo_ttft_ms,
+        slo_tpot_ms=slo_tpot_ms, max_image_latency_s=max_image_latency_s, current=current, split=split, months=months,
+        peak_hours=peak_hours, spot_lost_hours=spot_lost_hours, spot_preemption_rate=spot_preemption_rate, tco=tco,
+        power_price=power_price, pue=pue, owned=owned, grid_gco2_per_kwh=grid_gco2_per_kwh)
+    # Each unit's planner declares its own flag among these (money/budget_request.py); --volume names any unit.
+    volumes = {"--tokens-per-day": tokens_per_day, "--train-tokens": train_tokens, "--images-per-day": images_per_day}
+    result = _sized_budget(paths, volumes, volume, options, prices=prices, discount=discount, all_runs=all_runs,
+                           include_published=include_published, no_shipped=no_shipped)
+    _emit(render_budget(result, fmt), out)
+
+
+def _sized_budget(paths: List[Path], volumes: dict, specs: List[str], options, *, prices: List[Path],
+                  discount: Optional[float], all_runs: bool, include_published: bool, no_shipped: bool):
+    """The planner of the unit whose volume was given, run on the results: every flag is checked
+    (one line, exit 2) before a file is read."""
+    from tpubench.money.budget_request import check_request, chosen_volume, unit_planners
+    from tpubench.output.frames import load_results
+    from tpubench.output.report.data import older_runs_note
+    from tpubench.scenarios.registry import units
+
+    planners = unit_planners(units())
+    chosen = chosen_volume(volumes, specs, planners)
+    check_request(chosen, options, planners)
     df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest",
                       include_published=include_published, shipped=not no_shipped)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
-    if train_tokens is not None:
-        training = plan_training(df, _load_prices(prices, discount), train_tokens=train_tokens,
-                                 plans=plan or None, cloud=cloud, region=region, scenarios=scenario or None,
-                                 include_flagged=include_flagged)
-        _emit(render_budget(training, fmt), out)
-        return
-    if images_per_day is not None:
-        from tpubench.money.image_budget import plan_images
-
-        images = plan_images(df, _load_prices(prices, discount), images_per_day=images_per_day,
-                             peak_factor=peak_factor, max_image_latency_s=max_image_latency_s, plans=plan or None,
-                             cloud=cloud, region=region, scenarios=scenario or None, include_flagged=include_flagged,
-                             power=Power(power_price, pue, owned, grid_gco2_per_kwh))
-        _emit(render_budget(images, fmt), out)
-        return
-    result = plan_budget(df, _load_prices(prices, discount), tokens_per_day=tokens_per_day,
-                         output_share=output_share, peak_factor=peak_factor,
-                         slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
-                         slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
-                         plans=plan or None, current=current, cloud=cloud, region=region,
-                         scenarios=scenario or None, split=split, include_flagged=include_flagged,
-                         power=Power(power_price, pue, owned, grid_gco2_per_kwh), months=months,
-                         peak_hours=peak_hours, spot_lost_hours=spot_lost_hours,
-                         spot_preemption_rate=spot_preemption_rate, tco_tiers=None if tco is None else load_tco(tco))
-    _emit(render_budget(result, fmt), out)
-
-
-def _check_budget_flags(*, tokens_per_day, train_tokens, images_per_day, max_image_latency_s, output_share,
-                        peak_factor, slo_ttft_ms, slo_tpot_ms, months, peak_hours, spot_lost_hours,
-                        spot_preemption_rate, power) -> None:
-    """Every budget flag checked (NaN, inf, negative, beyond any fleet) before a file is read: one line, exit 2.
-    `power` (budget.Power) checked its own flags when it was made."""
-    from tpubench.money import budget as money_budget
-
-    if tokens_per_day is not None:
-        money_budget.check_token_inputs(
-            tokens_per_day=tokens_per_day, output_share=output_share, peak_factor=peak_factor,
-            slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
-            slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3, months=months, peak_hours=peak_hours,
-            spot_lost_hours=spot_lost_hours, spot_preemption_rate=spot_preemption_rate)
-    elif train_tokens is not None:
-        money_budget.check_number(train_tokens, "--train-tokens", "must be a positive number of tokens",
-                                  high=money_budget.MAX_TRAIN_TOKENS)
-    else:
-        from tpubench.money.image_budget import ImageTraffic
-
-        ImageTraffic(images_per_day, peak_factor, max_image_latency_s)
+    return chosen.planner.plan(df, _load_prices(prices, discount), chosen.amount, options, chosen.unit)
 
 
 pricing_app = typer.Typer(help="Price tables: validate, list, import a SkyPilot catalog or a cloud's own price file.",
-                          no_args_is_help=True)
+                          no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(pricing_app, name="pricing")
 
 
@@ -490,7 +455,7 @@ def _read(paths: List[Path]):
 
 import_app = typer.Typer(help="Published results (InferenceX, MLPerf) beside yours: stored under RESULTS/published/, "
                               "compared in `tpubench report`, never priced or budgeted unless asked.",
-                         no_args_is_help=True)
+                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(import_app, name="import")
 _INTO_HELP = "Results folder to keep them in (its published/ folder), where `tpubench report` finds them."
 _MODEL_HELP = "The model as your workloads name it (its Hugging Face id), to match your points; default: the publisher's name."
@@ -515,7 +480,8 @@ def import_inferencex(
     replace: bool = typer.Option(False, "--replace", help="Replace an earlier import of the same file."),
 ):
     """InferenceX API rows: throughput per GPU, interactivity, TTFT/TPOT per hardware, framework and load."""
-    from tpubench.output.published.inferencex import PUBLISHER, import_inferencex as read
+    from tpubench.output.published.inferencex import PUBLISHER
+    from tpubench.output.published.inferencex import import_inferencex as read
 
     rows, notes = read(file, model=model)
     _store_published(rows, notes, PUBLISHER, file, into, replace)
@@ -534,7 +500,8 @@ def import_mlperf(
     replace: bool = typer.Option(False, "--replace", help="Replace an earlier import of the same folder."),
 ):
     """MLPerf Inference LLM results: token rate per accelerator, TTFT/TPOT of Server runs, system and software."""
-    from tpubench.output.published.mlperf import PUBLISHER, import_mlperf as read
+    from tpubench.output.published.mlperf import PUBLISHER
+    from tpubench.output.published.mlperf import import_mlperf as read
 
     rows, notes = read(folder, model=model, input_length=input_length, output_length=output_length)
     _store_published(rows, notes, PUBLISHER, folder, into, replace)
@@ -584,8 +551,8 @@ def compare(
     Points pair up only when they are the same point: workload, scale, shapes or serving load,
     lengths, endpoint, dtype, execution mode and parallel layout. Throughput is compared per chip
     when the two sides ran on different numbers of chips."""
-    from tpubench.output.compare import compare_results, slower_than
     from tpubench.console import render_comparisons
+    from tpubench.output.compare import compare_results, slower_than
 
     comparisons, unmatched = compare_results(_read([a]), _read([b]), numerics_only=numerics)
     if not comparisons:
@@ -615,8 +582,8 @@ def export(
 ):
     """Write the tidy table (one row per run point, stable columns) for spreadsheets and notebooks."""
     from tpubench.output.export import export_table
-    from tpubench.output.report.data import older_runs_note
     from tpubench.output.frames import load_results
+    from tpubench.output.report.data import older_runs_note
 
     df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest")
     if df.attrs.get("older_runs_left_out"):
@@ -633,12 +600,13 @@ def launch(
     workload: Path = typer.Argument(..., help="Workload YAML file."),
     on: List[str] = typer.Option([], "--on", help="A target, as SkyPilot names accelerators (tpu-v6e-8, H100:8, "
                                                   "Trainium2:16) or an instance type (trn2.48xlarge); repeatable."),
-    # Help texts are rich markup: a literal '[' is written '\[' (else '[/PREFIX]' is a closing tag).
     bucket: Optional[str] = typer.Option(None, "--bucket", envvar="TPUBENCH_BUCKET",
-                                         help=r"Where results go: gs://NAME\[/PREFIX] or s3://NAME\[/PREFIX] (or $TPUBENCH_BUCKET)."),
+                                         help="Where results go: gs://NAME[/PREFIX] or s3://NAME[/PREFIX] "
+                                              "(or $TPUBENCH_BUCKET)."),
     cloud: Optional[str] = typer.Option(None, "--cloud", help="Only this cloud (gcp, aws, azure)."),
     region: Optional[str] = typer.Option(None, "--region", help="Only this region."),
-    spot: bool = typer.Option(False, "--spot", help="Spot instances (SkyPilot recovers preempted jobs; measured points are kept)."),
+    spot: bool = typer.Option(False, "--spot",
+                              help="Spot instances (SkyPilot recovers preempted jobs; measured points are kept)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Write the task files and print the commands; launch nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Launch even above --max-cost or without a price."),
     max_cost: float = typer.Option(50.0, "--max-cost", min=0, help="Estimated USD above which launching needs --yes."),
@@ -651,13 +619,14 @@ def launch(
     install: Optional[str] = typer.Option(None, "--install", help="pip spec installed on the targets (default: this "
                                                                   "checkout, uploaded; else tpubench from PyPI)."),
     hours: Optional[float] = typer.Option(None, "--hours", min=0, help="Expected hours per target, instead of the estimate."),
-    setup_minutes: float = typer.Option(15.0, "--setup-minutes", min=0, help="Provisioning and install time per target in the estimate."),
+    setup_minutes: float = typer.Option(15.0, "--setup-minutes", min=0,
+                                       help="Provisioning and install time per target in the estimate."),
     prices: List[Path] = typer.Option([], "--prices", help="Your price file(s), layered over the shipped table."),
 ):
     """Measure one workload on several machine types at once: one SkyPilot managed job per target,
     priced before launch; `tpubench collect` brings the results home."""
-    from tpubench.launch.render import render_launch_plan
     from tpubench.launch.launcher import LaunchOptions, launch_jobs, needs_confirmation, prepare
+    from tpubench.launch.render import render_launch_plan
 
     options = LaunchOptions(targets=on, bucket=bucket, cloud=cloud, region=region, spot=spot, scale=scale,
                             tensor_parallel=tensor_parallel, expert_parallel=expert_parallel,
@@ -670,7 +639,7 @@ def launch(
     if dry_run:
         console.print(f"wrote {len(prepared.task_files)} task file(s) and the manifest to {escape(str(prepared.folder))}; "
                       "launch them with:")
-        for plan_, entry in zip(prepared.plans, prepared.manifest["targets"]):
+        for entry in prepared.manifest["targets"]:
             console.print(f"  sky jobs launch {escape(entry['task_file'])} --name {entry['job_name']} --yes", soft_wrap=True)
         console.print(f"then: tpubench collect {escape(prepared.bucket.url(prepared.launch_id))}")
         if why:
@@ -694,7 +663,7 @@ def launch(
         except KeyboardInterrupt:
             _console(stderr=True).print(f"interrupted: the jobs launched so far are in "
                                         f"{escape(str(prepared.folder / 'manifest.json'))} (see `sky jobs queue`)")
-            raise typer.Exit(130)
+            raise typer.Exit(130) from None
     for entry in entries:
         if entry.get("launch_error"):
             _warn_stderr(entry["launch_error"])
@@ -713,9 +682,9 @@ def collect(
 ):
     """Bring launched results home: one copy per point and environment, the latest; a failed job's
     log tail is kept beside its task file."""
-    from tpubench.launch.render import render_collected
     from tpubench.launch.collect import fetch, merge_results
     from tpubench.launch.launcher import collect_launches
+    from tpubench.launch.render import render_collected
 
     console = _console()
     if sources:

@@ -8,11 +8,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tpubench import units
-from tpubench.money.plans import plan_label
-from tpubench.output.safe_text import escape   # rich markup and control characters
+from tpubench.output.run_cost import per_unit_cost_table, priced_label
+from tpubench.output.safe_text import escape  # rich markup and control characters
 from tpubench.run.runner import PointOutcome
-from tpubench.scenarios.registry import point_label, row_label, scenario_of
+from tpubench.scenarios import output_units, registry
+from tpubench.scenarios.registry import point_label, scenario_of
 from tpubench.scenarios.run_table import MISSING
+
 
 class RichReporter:
     """Progress over the sweep's points, and within each through load / compile / warm-up / measure."""
@@ -78,18 +80,6 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
         console.print(f"wrote {len(written)} result file(s) to {', '.join(sorted(folder))}")
 
 
-def _cost_table(title: str, columns: tuple[str, ...]) -> Table:
-    """A table of priced points: the point and where it is priced left, dollars right."""
-    table = Table(title=title, title_justify="left")
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("point", "priced as", "plan") else "right")
-    return table
-
-
-def _number(value, fmt: str) -> str:
-    return units.fixed(value, fmt, MISSING)
-
-
 def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_only: bool = False) -> None:
     for c in comparisons:
         console.print(f"[bold]{escape(c.label)}[/bold]")
@@ -116,12 +106,13 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
 
 
 def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
-    """What the points just measured cost per token: the cheapest priced instance per plan
-    (training points per million training tokens, the others per million tokens served). Flagged
-    prices take part only where no unflagged one exists (all with `include_flagged`), marked. An
+    """What the points just measured cost per unit of output: one table per unit (registry.units(),
+    each a unit's own `run_cost_table` or the shared per_unit_cost_table), the cheapest priced
+    instance per plan. Flagged prices take part only where no unflagged one exists (all with
+    `include_flagged`), marked. An
     invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
     neither is a cost made of them."""
-    from tpubench.money.cost import PRICE_NOTES, is_imaging, is_training, price_results
+    from tpubench.money.cost import PRICE_NOTES, price_results, unit_rows
     from tpubench.money.pricing import load_prices
     from tpubench.output.frames import load_results
 
@@ -140,78 +131,20 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     for _, row in priced[invalid].drop_duplicates("file").iterrows():
         reasons = row.get("invalid_reasons")
         reasons = reasons if isinstance(reasons, str) and reasons else "no reason recorded"
-        console.print(f"[yellow]unpriced[/yellow] {escape(_priced_label(row))}: invalid point "
+        console.print(f"[yellow]unpriced[/yellow] {escape(priced_label(row))}: invalid point "
                       f"({escape(reasons)}); not priced")
     priced = priced[~invalid]
     if priced.empty:
         return
-    training = is_training(priced)   # by its columns, as the reports tell them apart
-    imaging = is_imaging(priced) & ~training
     sources = []
-    if training.any() and "train_usd_per_mtok" in priced:
-        sources.append(_per_unit_cost_table(
-            console, priced[training], "cost per million training tokens (cheapest instance per plan)",
-            ("train tok/s per chip", "train_tokens_per_s_per_chip", ",.1f"),
-            ("$/M training tokens (95% CI)", "train_usd_per_mtok")))
-    if imaging.any():
-        # They serve no tokens: a per-token table would show dashes and rank instances by nothing.
-        sources.append(_per_unit_cost_table(
-            console, priced[imaging], "cost per 1,000 images (cheapest instance per plan)",
-            ("images/s per chip", "images_per_s_per_chip", ",.3g"), ("$/1k images (95% CI)", "image_usd_per_kimage")))
-    if (~training & ~imaging).any():
-        sources.append(_inference_cost_table(console, priced[~training & ~imaging]))
+    for unit in registry.units():   # one table per unit of output, each in its own figures
+        rows = priced[unit_rows(priced, unit)]
+        if len(rows):
+            table = output_units.load(unit.run_cost_table) if unit.run_cost_table else per_unit_cost_table
+            sources.append(table(console, rows, unit))
     if sources:
         source = sources[0]
         console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "
                       f"Full report: tpubench report {Path(paths[0]).parent} --format html --out report.html")
 
 
-def _inference_cost_table(console, priced):
-    best = priced.sort_values("blended_usd_per_mtok").drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
-    # A server's share of input served from its prefix cache, beside its $/Mtok, where known.
-    cached = "cached_input_share" in best and any(units.finite(v) for v in best["cached_input_share"])
-    table = _cost_table("cost per million tokens (cheapest instance per plan)",
-                        ("point", "priced as", "plan", "$/Mtok input", "$/Mtok output", "in/out split",
-                         "$/Mtok blended (95% CI)", *(("cached input",) if cached else ())))
-    for _, r in best.iterrows():
-        label = escape(_priced_label(r))
-        table.add_row(label, _priced_as(r), plan_label(str(r["plan"])), _usd(r["input_usd_per_mtok"]),
-                      _usd(r["output_usd_per_mtok"]), escape(str(r.get("split_method") or "-")),
-                      f"{_usd(r['blended_usd_per_mtok'])} ({_usd(r['blended_usd_per_mtok_ci95_low'])}"
-                      f"-{_usd(r['blended_usd_per_mtok_ci95_high'])})",
-                      *((units.share(r.get("cached_input_share"), "-"),) if cached else ()))
-    console.print(table)
-    return best.iloc[0]
-
-
-def _per_unit_cost_table(console, priced, title: str, rate: tuple[str, str, str], cost: tuple[str, str]):
-    """Points priced per another unit than tokens (training tokens, images): that unit's cost on the
-    cheapest priced instance per plan. `rate` is (header, column, format) of the per-chip rate and
-    `cost` (header, column) of the cost, whose `_ci95_low`/`_ci95_high` columns give the CI."""
-    (rate_header, rate_column, rate_format), (cost_header, cost_column) = rate, cost
-    table = _cost_table(title, ("point", "priced as", "plan", rate_header, cost_header))
-    best = (priced.sort_values(cost_column, kind="stable").drop_duplicates(["file", "plan"])
-            .sort_values(["file", "plan"]))
-    for _, r in best.iterrows():
-        table.add_row(escape(_priced_label(r)), _priced_as(r), plan_label(str(r["plan"])),
-                      _number(r.get(rate_column), rate_format),
-                      f"{_usd(r[cost_column])} ({_usd(r[cost_column + '_ci95_low'])}"
-                      f"-{_usd(r[cost_column + '_ci95_high'])})")
-    console.print(table)
-    return best.iloc[0]
-
-
-def _priced_as(r) -> str:
-    """Where a row is priced, marked when its price is flagged (pricing's `price_flagged`)."""
-    text = escape(f"{r['cloud']} {r['region']} {r['instance_type']} ({r['chips']} of "
-                  f"{r['chips_per_instance']} {r['priced_accelerator']})")
-    return text + (" [yellow]⚠ flagged price[/yellow]" if bool(r.get("price_flagged")) else "")
-
-
-def _priced_label(r) -> str:
-    """A priced row's point, as short as its scenario names it."""
-    return row_label(r)
-
-
-def _usd(value) -> str:
-    return units.usd_cents(value, MISSING, below_a_dollar=4)

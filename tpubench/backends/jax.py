@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from tpubench.backends.base import Availability
-from tpubench.hardware.environment import cpu_model_name, device_chips
 from tpubench.errors import UserError
+from tpubench.hardware.environment import cpu_model_name, device_chips
 
 _JAX_PLATFORMS = ("cpu", "gpu", "tpu")
 # tpubench's precision level (torch's names) -> jax_default_matmul_precision: full float32, the

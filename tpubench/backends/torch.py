@@ -18,12 +18,13 @@ from typing import Any
 
 from tpubench.backends.base import Availability
 from tpubench.errors import UserError
-from tpubench.models.torch_models import generate_decode_note
-from tpubench.models.hub_kernels import ARM as HUB_KERNELS_ARM, kernel_record
-from tpubench.workload_spec.sections import HF_GENERATE
-from tpubench.models.torch_routing import install_routing, model_experts
 from tpubench.hardware.environment import cpu_model_name, device_chips
 from tpubench.hardware.host_accelerators import ec2_instance_type
+from tpubench.models.hub_kernels import ARM as HUB_KERNELS_ARM
+from tpubench.models.hub_kernels import kernel_record
+from tpubench.models.torch_models import generate_decode_note
+from tpubench.models.torch_routing import install_routing, model_experts
+from tpubench.workload_spec.sections import HF_GENERATE
 
 # Which package provides each out-of-tree device, and how to get it.
 _PACKAGES = {

@@ -2,7 +2,8 @@
 
 `calibrate` fits the efficiency model (estimate.fit) on calibration rows and keeps each row's
 leave-one-sweep-out residual (the row predicted by a fit without any row of its sweep: its
-publisher's rows of that model on that chip, estimate.calibration.sweeps); `estimate` turns the roofline of one operating point on one target into
+publisher's rows of that model on that chip, estimate.calibration.sweeps); `estimate` turns the roofline
+ of one operating point on one target into
 throughput, TTFT, TPOT and chip-seconds per token, each with its 90% interval, and names the rows
 that calibrated it. A chip whose family has fewer than MIN_ROWS calibration rows is refused, with
 why, instead of guessed.

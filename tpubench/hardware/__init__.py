@@ -1,1 +1,2 @@
-"""Hardware: accelerator specs, the host's chips, peak probes, model shapes with their FLOP and byte counts, and roofline efficiency."""
+"""Hardware: accelerator specs, the host's chips, peak probes, model shapes with their FLOP and byte
+counts, and roofline efficiency."""

@@ -55,7 +55,6 @@ from typing import Callable, Sequence
 
 from tpubench.hardware.model_shape import LayerShape, ModelShape, bytes_per_element
 
-
 # --- arguments ----------------------------------------------------------------------------------
 
 # Shared with hardware.roofline, whose run-level figures take the same workload arguments.

@@ -387,7 +387,7 @@ def find_source(device: str, *, chips: float = 1, chip_power_w: float | None = N
     if device == "cuda":
         try:
             if nvml is None:
-                import pynvml as nvml   # nvidia-ml-py
+                import pynvml as nvml  # nvidia-ml-py
             nvml.nvmlInit()
             indices = _nvml_indices(env)
             if indices is None:

@@ -11,8 +11,8 @@ import socket
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 
-from tpubench.version import __version__
 from tpubench.hardware.accelerators import normalize_accelerator
+from tpubench.version import __version__
 
 _VERSIONED = ("torch", "transformers", "jax", "jaxlib", "numpy")
 

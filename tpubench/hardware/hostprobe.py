@@ -62,7 +62,7 @@ def _gemm_flops(torch: Any, dtype: Any, budget_s: float) -> tuple[float, int]:
         torch.matmul(a, b)  # warm-up: first call initialises the BLAS / oneDNN path
         # The smallest size also runs for a while: a cold thread pool on a busy host can take a
         # scheduler tick per call for the first few calls.
-        seconds = _best_seconds(lambda: torch.matmul(a, b), _GEMM_REPS, deadline,
+        seconds = _best_seconds(lambda a=a, b=b: torch.matmul(a, b), _GEMM_REPS, deadline,
                                 _GEMM_WARM_S if i == 0 else 0.0)
         rate = 2 * n**3 / seconds
         if rate > best_rate:

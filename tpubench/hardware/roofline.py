@@ -28,7 +28,6 @@ from tpubench.hardware.counts import (
 )
 from tpubench.hardware.model_shape import LayerShape, ModelShape, bytes_per_element
 
-
 # --- efficiency -------------------------------------------------------------------------------
 
 

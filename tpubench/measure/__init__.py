@@ -1,1 +1,2 @@
-"""Measurement: the sweep runner, fenced timing, statistics, numerics, validity, provenance and the world of ranks a point runs on."""
+"""Measurement: the sweep runner, fenced timing, statistics, numerics, validity, provenance and the
+world of ranks a point runs on."""

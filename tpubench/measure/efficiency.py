@@ -64,8 +64,8 @@ def roofline_metrics(point, metrics: dict, peaks: dict | None,
     """(metrics to add, exceeds_peak) from median TTFT and TPOT; empty when the family is unknown.
     `distinct_experts`: measured distinct experts per decode step per MoE layer (models/routing.py),
     used for the decode bytes instead of the uniform-routing expectation."""
-    from tpubench.models.torch_models import full_config
     from tpubench.hardware.roofline import efficiency_for_run
+    from tpubench.models.torch_models import full_config
 
     ttft, tpot = metrics.get("ttft_p50_s"), metrics.get("tpot_p50_s")
     if not ttft or not math.isfinite(ttft):
@@ -101,10 +101,10 @@ def train_roofline_metrics(point, metrics: dict, peaks: dict | None) -> tuple[di
     counts.train_flops_per_token (6N + 12LHQT), the FLOP/s the world achieved at its mean step
     time (`train_tokens_per_s`), and `mfu` per chip against one chip's peak (a host-wide CPU peak
     split between a world's ranks). Empty when the family has no roofline."""
-    from tpubench.models.torch_models import full_config
     from tpubench.hardware.counts import train_flops_per_token
     from tpubench.hardware.model_shape import ModelShape
     from tpubench.hardware.roofline import train_mfu
+    from tpubench.models.torch_models import full_config
 
     rate = metrics.get("train_tokens_per_s")
     if not rate or not math.isfinite(rate):

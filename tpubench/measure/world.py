@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tpubench.hardware.environment import device_chips
 from tpubench.errors import UserError
+from tpubench.hardware.environment import device_chips
 from tpubench.processes import signal_group, start_in_new_group, stop_group
 from tpubench.records.result import RunResult, storable
 

@@ -63,7 +63,9 @@ def type_spec(annotation) -> list:
 
 def _annotation_text(annotation) -> str:
     if isinstance(annotation, type):
-        return annotation.__qualname__ if annotation.__module__ == "builtins" else f"{annotation.__module__}.{annotation.__qualname__}"
+        if annotation.__module__ == "builtins":
+            return annotation.__qualname__
+        return f"{annotation.__module__}.{annotation.__qualname__}"
     return str(annotation).replace("typing.", "")
 
 

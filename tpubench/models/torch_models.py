@@ -10,7 +10,6 @@ from tpubench.errors import UserError
 from tpubench.hardware.model_shape import bytes_per_element
 
 
-
 def generate_decode_note(device: str, implementations: dict) -> str | None:
     """What transformers' `generate()` would do differently here, or None.
 
@@ -45,7 +44,7 @@ def hf_config(point):
 @functools.lru_cache(maxsize=32)
 def _parameter_count(family: str, config_json: str) -> int:
     import torch
-    from transformers import AutoModelForCausalLM, CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
     config = CONFIG_MAPPING[family](**json.loads(config_json))
     # The meta device allocates nothing: an exact count for any architecture, even 30B, in seconds.

@@ -42,7 +42,7 @@ def routers(model) -> list:
     """The model's router modules, in layer order: modules named like a router that return the
     chosen experts (an integer tensor [tokens, k]) in their output."""
     found = []
-    for name, module in model.named_modules():
+    for module in model.modules():
         cls = type(module).__name__
         if cls in _RULES or (cls.lower().endswith("router") and hasattr(module, "top_k")):
             found.append(module)

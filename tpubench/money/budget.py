@@ -58,63 +58,51 @@ type (with a note) rather than priced as if separate slices were one. The monthl
 from the point's throughput CI. Platforms with no point meeting the SLOs are listed with the point
 that came closest.
 
-A training budget (a number of training tokens rather than traffic) is `plan_training`: dollars,
-wall-clock hours and the slice or instance to rent, per platform and plan (its docstring has the
-formulas).
+The sizing helpers shared with the other units' planners (replicas, instances, energy, TPU
+slices) are money/fleet.py's; a training budget is money/training_budget.py, an image budget
+money/image_budget.py. `TOKENS` declares this planner to `tpubench budget` (money/budget_request.py).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import numbers
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
 
+from tpubench.errors import UserError
 from tpubench.measure.per_token import mix_rate
 from tpubench.money import buying, cost, tco
-from tpubench.money import energy as energy_money
 from tpubench.money import plans as plan_vocab
-from tpubench.money.carbon import JOULES_PER_KWH
+from tpubench.money.budget_request import POWER_FLAGS, BudgetOptions, BudgetPlanner, Power, check_number
+from tpubench.money.fleet import (
+    DAYS_PER_MONTH,
+    HOURS_PER_MONTH,
+    MAX_HORIZON_H,
+    MAX_SLO_S,
+    PLATFORM_COLUMNS,
+    SECONDS_PER_DAY,
+    blended_rate,
+    ceil_whole,
+    check_peak_factor,
+    energy_notes,
+    instances_needed,
+    only_scenarios,
+    ranked,
+    size_fleet,
+    with_energy_cost,
+    with_fleet_energy,
+    within_tpu_slices,
+    without_huge_fleets,
+)
 from tpubench.records.columns import numeric_column
 from tpubench.scenarios import SPLIT_BLENDED_ONLY
-from tpubench.errors import UserError
 
-HOURS_PER_MONTH = plan_vocab.HOURS_PER_MONTH   # one month for every cost: the plan vocabulary's
-SECONDS_PER_DAY = 86400.0
-PLATFORM_COLUMNS = ["workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
-                    "chips_per_instance"]
-# Guards ceil() against float noise: 3.0000000000004 replicas is 3 replicas, not 4.
-_CEIL_EPS = 1e-9
-# Upper bounds on what a budget is asked to size: far above any real fleet's load, and low enough
-# that every count below stays an exact integer (a float past int64 cast to int wraps round to
-# -9223372036854775808 instances). A larger number is a typo or a test of the tool, never a plan.
-MAX_TOKENS_PER_DAY = 1e16       # ~1.2e11 tokens/s
-MAX_TRAIN_TOKENS = 1e18
-MAX_IMAGES_PER_DAY = 1e13
-MAX_PEAK_FACTOR = 1e3
-MAX_SLO_S = 86400.0             # a p99 limit past a day limits nothing
-MAX_USD_PER_KWH = 1e3
-MAX_PUE = 10.0
-MAX_HORIZON_H = 100 * 8760.0    # a century: --months and --spot-lost-hours
-MAX_FLEET_INSTANCES = 1e9       # an option needing more is left out (no count is cast past this)
-
-
-def check_number(value, flag: str, what: str, *, low: float = 0.0, high: float, low_open: bool = True) -> float:
-    """`value` as a float when it is a finite number in (low, high] (or [low, high] with
-    low_open=False), else a one-line UserError naming the flag: NaN, inf, negative and huge values
-    never reach the sizing."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        bound = f"{'>' if low_open else '>='} {low:g} and <= {high:g}"
-        raise UserError(f"{what}: a finite number {bound}, got {value}", field=flag)
-    return float(value)
+MAX_TOKENS_PER_DAY = 1e16       # ~1.2e11 tokens/s: far above any real fleet's load (money/fleet.py)
 
 
 @dataclass(frozen=True)
@@ -129,8 +117,7 @@ class Traffic:
         if not 0 <= self.output_share <= 1:
             raise UserError(f"is the fraction of tokens that are output, 0..1; got {self.output_share}",
                             field="--output-share")
-        check_number(self.peak_factor, "--peak-factor", "peak-to-average factor must be >= 1", low=1.0,
-                     low_open=False, high=MAX_PEAK_FACTOR)
+        check_peak_factor(self.peak_factor)
 
     @property
     def peak_tokens_per_s(self) -> float:
@@ -148,56 +135,6 @@ class Slo:
                 check_number(value, flag, "an SLO must be a positive time in seconds", high=MAX_SLO_S)
 
 
-@dataclass(frozen=True)
-class Power:
-    """What energy costs a fleet (docs/definitions.md#budget-energy): a power price, the data
-    centre's PUE, and whether the prices are of owned capacity (energy then adds to the monthly
-    cost; a cloud's rental price already includes it, so there it is only shown)."""
-
-    usd_per_kwh: float | None = None
-    pue: float = 1.0
-    owned: bool = False
-    grid_gco2_per_kwh: float | None = None
-
-    def __post_init__(self):
-        if self.usd_per_kwh is not None:
-            check_number(self.usd_per_kwh, "--power-price", "a power price is USD per kWh", low_open=False,
-                         high=MAX_USD_PER_KWH)
-        check_number(self.pue, "--pue", "a PUE is facility power over IT power", low=1.0, low_open=False,
-                     high=MAX_PUE)
-        if self.grid_gco2_per_kwh is not None:   # coal is about 1,000 g/kWh
-            check_number(self.grid_gco2_per_kwh, "--grid-gco2-per-kwh", "a grid intensity is grams CO2e per kWh",
-                         low_open=False, high=1e4)
-        if self.owned and self.usd_per_kwh is None:
-            raise UserError("owned capacity needs a power price to add", field="--power-price")
-
-
-DAYS_PER_MONTH = HOURS_PER_MONTH / 24
-
-
-def with_fleet_energy(options: pd.DataFrame, busy_chip_s_per_month, busy_w_per_chip, pue: float) -> pd.DataFrame:
-    """`monthly_kwh` of each option's fleet, idle floor included (docs/definitions.md#budget-energy):
-    the work's chip-seconds at the point's busy watts per chip, and every other chip-second of the
-    rented chips over the month at the point's idle watts per chip (`idle_w_per_chip`, how it was
-    had in `idle_basis`; `monthly_idle_kwh` the idle part), facility overhead (PUE) included."""
-    idle_w, basis = energy_money.idle_watts_per_chip(options, busy_w_per_chip)
-    work_j, idle_j = energy_money.fleet_joules(busy_chip_s_per_month, busy_w_per_chip,
-                                               numeric_column(options, "rented_chips"),
-                                               HOURS_PER_MONTH * 3600.0, idle_w)
-    options["idle_w_per_chip"], options["idle_basis"] = idle_w, basis
-    options["monthly_idle_kwh"] = idle_j * pue / JOULES_PER_KWH
-    options["monthly_kwh"] = (work_j + idle_j) * pue / JOULES_PER_KWH
-    return options
-
-
-def idle_floor_notes(options: pd.DataFrame) -> list[str]:
-    """The note on options whose energy charges idle chips at busy power (no idle figure recorded)."""
-    at_busy = options["monthly_kwh"].notna() & (options["idle_basis"] == energy_money.IDLE_AT_BUSY)
-    if not at_busy.any():
-        return []
-    return [f"{int(at_busy.sum())} option(s) charge their idle chips at the point's busy power (no idle power "
-            "was recorded with it): an upper bound on the fleet's energy"]
-
 
 def _with_energy(options: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
     """Monthly energy, its cost and its carbon for each option: the traffic's tokens at the chosen
@@ -208,18 +145,7 @@ def _with_energy(options: pd.DataFrame, traffic: Traffic, power: Power) -> pd.Da
         options["traffic_j_per_token"] = per_chip_s / numeric_column(options, "tokens_per_s_per_chip")
         busy_chip_s = traffic.tokens_per_day * DAYS_PER_MONTH / numeric_column(options, "tokens_per_s_per_chip")
     options = with_fleet_energy(options, busy_chip_s, per_chip_s, power.pue)
-    if power.grid_gco2_per_kwh is not None:
-        options["grid_gco2e_per_kwh"], options["grid_source"] = power.grid_gco2_per_kwh, "user: --grid-gco2-per-kwh"
-    options["monthly_kg_co2e"] = options["monthly_kwh"] * numeric_column(options, "grid_gco2e_per_kwh") / 1000
-    options["monthly_energy_usd"] = (options["monthly_kwh"] * power.usd_per_kwh if power.usd_per_kwh is not None
-                                     else np.nan)
-    options["energy_in_monthly_usd"] = power.owned
-    if power.owned:
-        # An option without an energy figure has no owned-capacity cost: NaN, never a bare price
-        # that would undercut the measured options (plan_budget says how many).
-        for bound in ("", "_ci95_low", "_ci95_high"):
-            options["monthly_usd" + bound] = options["monthly_usd" + bound] + options["monthly_energy_usd"]
-    return options
+    return with_energy_cost(options, power)
 
 
 SIZING_BLENDED = "blended"
@@ -228,6 +154,7 @@ SIZING_SPLIT = "split"
 
 @dataclass
 class BudgetResult:
+    markdown: ClassVar[str] = "tpubench.output.report.markdown:render_budget_markdown"
     traffic: Traffic
     slo: Slo
     options: pd.DataFrame          # one row per platform x plan that can meet the SLOs, ranked
@@ -246,48 +173,12 @@ class BudgetResult:
     tco: pd.DataFrame | None = None
 
 
-def ceil_whole(x) -> np.ndarray:
-    return np.ceil(np.asarray(x, dtype=float) - _CEIL_EPS)
 
 
-def instances_needed(replicas, chips_per_replica, chips_per_instance) -> np.ndarray:
-    """Whole instances for `replicas` replicas of `chips_per_replica` chips each."""
-    replicas = np.asarray(replicas, dtype=float)
-    per_replica = np.asarray(chips_per_replica, dtype=float)
-    per_instance = np.asarray(chips_per_instance, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        replicas_per_instance = np.floor(per_instance / per_replica)
-        fits = replicas_per_instance >= 1
-        packed = ceil_whole(replicas / np.where(fits, replicas_per_instance, 1))
-        spanning = replicas * ceil_whole(per_replica / per_instance)
-    return np.where(fits, packed, spanning)
 
 
-def without_huge_fleets(best: pd.DataFrame, rate_column: str, peak_per_s: float, flag: str,
-                        unit: str = "tokens") -> tuple[pd.DataFrame, str | None]:
-    """`best` without the options whose fleet at `peak_per_s` would need more than
-    MAX_FLEET_INSTANCES instances (a rate near zero, or a load no fleet carries), and the note
-    saying how many; a UserError naming `flag` when that leaves none (the load, not a point, is wrong)."""
-    if best.empty:
-        return best, None
-    chips = best["chips"].astype(float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        replicas = ceil_whole(peak_per_s / (best[rate_column].astype(float) * chips))
-        instances = instances_needed(replicas, chips, best["chips_per_instance"])
-    huge = ~(instances <= MAX_FLEET_INSTANCES)
-    if not huge.any():
-        return best, None
-    if huge.all():
-        raise UserError(f"{peak_per_s:.3g} {unit}/s at the peak needs more than {MAX_FLEET_INSTANCES:.0e} instances "
-                        "on every platform: give the traffic a real fleet could carry", field=flag)
-    return best[~huge], (f"{int(huge.sum())} option(s) left out: their fleet would need more than "
-                         f"{MAX_FLEET_INSTANCES:.0e} instances (a throughput near zero)")
 
 
-def blended_rate(blended_chip_s_per_token):
-    """Tokens/s per chip of a point serving its own measured mix: 1 / blended chip-s per token."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.divide(1.0, np.asarray(blended_chip_s_per_token, dtype=float))
 
 
 def point_output_share(df: pd.DataFrame) -> pd.Series:
@@ -418,13 +309,11 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     group = PLATFORM_COLUMNS + ["plan"]
     best = (meets.sort_values(["tokens_per_s_per_chip", "blended_usd_per_mtok"], ascending=[False, True])
             .drop_duplicates(group, keep="first").copy())
-    best, note = without_huge_fleets(best, "tokens_per_s_per_chip", traffic.peak_tokens_per_s, "--tokens-per-day")
+    best, note = without_huge_fleets(best, "tokens_per_s_per_chip", traffic.peak_tokens_per_s, "--tokens-per-day",
+                                     "tokens")
     notes += [note] if note else []
     options = _size_fleet(best, traffic, power)
-    if power.owned and options["monthly_usd"].isna().any():
-        notes.append(f"{int(options['monthly_usd'].isna().sum())} option(s) have no energy figure (their points "
-                     "were measured without energy): no owned-capacity monthly cost, listed last")
-    notes += idle_floor_notes(options)
+    notes += energy_notes(options, power)
     infeasible = _closest_points(candidates, meets, slo)
 
     if current:
@@ -477,57 +366,15 @@ def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -
     return candidates, note
 
 
-def only_scenarios(priced: pd.DataFrame, scenarios: Sequence[str] | str) -> tuple[pd.DataFrame, str | None]:
-    """The rows of the named scenario kinds, and a note on how many results were left out."""
-    wanted = {scenarios} if isinstance(scenarios, str) else set(scenarios)
-    wanted = {str(k).strip().lower() for k in wanted}
-    keep = priced["scenario_kind"].astype(str).str.lower().isin(wanted)
-    left_out = priced.loc[~keep, "file"].nunique()
-    note = (f"{left_out} result(s) of other scenario kinds left out (kept: {', '.join(sorted(wanted))})"
-            if left_out else None)
-    return priced[keep], note
 
 
-def wider_than_tpu_slice(df: pd.DataFrame) -> pd.Series:
-    """Rows pricing a replica of more chips than one TPU slice (an instance type named tpu-...,
-    as the price table names whole slices) holds."""
-    tpu = df["instance_type"].astype(str).str.lower().str.startswith("tpu-")
-    return tpu & (df["chips"].astype(float) > df["chips_per_instance"].astype(float))
 
 
-def within_tpu_slices(candidates: pd.DataFrame, what: str = "multi-chip") -> tuple[pd.DataFrame, str | None]:
-    """(`candidates` without the rows wider_than_tpu_slice finds, the note saying how many `what`
-    points that left out, or None)."""
-    wider = wider_than_tpu_slice(candidates)
-    if not wider.any():
-        return candidates, None
-    return candidates[~wider], (f"{candidates.loc[wider, 'file'].nunique()} {what} point(s) left out on TPU slices "
-                                "smaller than their world (ICI links chips only within one slice)")
 
 
 def _size_fleet(best: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
-    peak = traffic.peak_tokens_per_s
-    chips = best["chips"].astype(float)
-    out = best
-    for suffix, column in (("", "tokens_per_s_per_chip"), ("_ci95_low", "tokens_per_s_per_chip_ci95_high"),
-                           ("_ci95_high", "tokens_per_s_per_chip_ci95_low")):
-        # The low cost bound comes from the high throughput bound, and vice versa.
-        replicas = ceil_whole(peak / (out[column].astype(float) * chips))
-        instances = instances_needed(replicas, chips, out["chips_per_instance"])
-        out["monthly_usd" + suffix] = instances * out["usd_per_instance_hour"] * HOURS_PER_MONTH
-        if not suffix:
-            out["replicas"] = replicas.astype(int)
-            out["required_chips"] = (replicas * chips).astype(int)
-            out["instances"] = instances.astype(int)
-            out["rented_chips"] = (instances * out["chips_per_instance"]).astype(int)
-            out["fleet_utilisation"] = peak / (out["tokens_per_s_per_chip"] * out["rented_chips"])
-    out["replica_spans_instances"] = out["chips"] > out["chips_per_instance"]
-    out = _with_energy(out, traffic, power)
-    out = out.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
-    # dropna=False: a result without a scale (a server's workload, say) is ranked too.
-    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"], dropna=False).cumcount() + 1
-    out["rank_overall"] = out.groupby(["workload", "scale"], dropna=False).cumcount() + 1
-    return out[OPTION_COLUMNS]
+    out = size_fleet(best, "tokens_per_s_per_chip", traffic.peak_tokens_per_s)
+    return ranked(_with_energy(out, traffic, power))[OPTION_COLUMNS]
 
 
 OPTION_COLUMNS = [
@@ -767,109 +614,33 @@ def _mix_vs_current(table: pd.DataFrame, current: str) -> tuple[pd.DataFrame, st
 
 # ----------------------------------------------------------------------------- training budget
 
-@dataclass
-class TrainingBudget:
-    train_tokens: float
-    options: pd.DataFrame          # one row per platform x plan with a valid training point, ranked
-    unpriced: pd.DataFrame         # results that could not be priced, and why
-    notes: list[str] = field(default_factory=list)
+
+# ----------------------------------------------------------------------------- tpubench budget
+
+def plan_tokens(results: pd.DataFrame, prices: pd.DataFrame, tokens_per_day: float, options: BudgetOptions,
+                unit=None, today: date | None = None) -> BudgetResult:
+    """`plan_budget` on the options of `tpubench budget` (money/budget_request.py)."""
+    return plan_budget(results, prices, tokens_per_day=tokens_per_day, output_share=options.output_share,
+                       peak_factor=options.peak_factor, slo_ttft_s=options.ms_to_s(options.slo_ttft_ms),
+                       slo_tpot_s=options.ms_to_s(options.slo_tpot_ms), plans=options.plans, current=options.current,
+                       cloud=options.cloud, region=options.region, today=today, scenarios=options.scenarios,
+                       split=options.split, include_flagged=options.include_flagged, power=options.power(),
+                       months=options.months, peak_hours=options.peak_hours, spot_lost_hours=options.spot_lost_hours,
+                       spot_preemption_rate=options.spot_preemption_rate,
+                       tco_tiers=None if options.tco is None else tco.load_tco(options.tco))
 
 
-def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: float, plans=None,
-                  cloud=None, region=None, today: date | None = None,
-                  scenarios: Sequence[str] | str | None = None, include_flagged: bool = False) -> TrainingBudget:
-    """Dollars, wall-clock hours and the slice or instance to rent to train on `train_tokens`
-    tokens, per priced platform (cloud, region, instance type) and plan (docs/definitions.md#budget).
-
-    Rows with training figures (`cost.is_training`: a `train_s_per_token` column) compete; invalid
-    runs are left out. A point measured on `chips` chips (its world) spends
-    c = train_s_per_token * chips chip-seconds per training token (`train_chip_s_per_token`) and is
-    one replica. On an instance of `chips_per_instance` (cpi) chips at H $/instance-hour:
-
-        replicas  = floor(cpi / chips)      instances = 1        (the replica fits one instance)
-        replicas  = 1                       instances = ceil(chips / cpi)   (it spans instances)
-        rented_chips = instances * cpi      utilisation = chips * replicas / rented_chips
-        hours     = train_tokens * c / (chips * replicas) / 3600
-                  = train_tokens * train_s_per_token / replicas / 3600
-        usd       = instances * H * hours = train_tokens * c * H / (cpi * 3600) / utilisation
-
-    e.g. a 2-chip point on a tpu-v6e-8 runs 4 replicas data-parallel on the one slice, a quarter of
-    the hours of one replica. Assumed: replicas on one rental scale linearly (data parallel, the
-    gradient all-reduce between replicas costing no more than inside the measured world), the run
-    keeps the measured step time for all its steps, and time is billed by the second (no rounding
-    up to whole hours; no start-up, checkpointing or evaluation time). As for the inference budget,
-    a point wider than a TPU slice is left out of that slice type (ICI links chips only within a
-    slice), with a note.
-
-    The point per platform and plan is the fastest on what is rented: the most training tokens/s
-    per rented chip (1 / c * utilisation; the measured tokens/s per chip when replicas fill the
-    instance), ties broken by the cheaper $ per million training tokens. CIs on usd and hours come
-    from the point's train_s_per_token CI (the low bound from the low time). `rank_in_plan` /
-    `rank_overall` order the options by usd per workload and scale.
-    """
-    check_number(train_tokens, "--train-tokens", "must be a positive number of tokens", high=MAX_TRAIN_TOKENS)
-    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today,
-                                          include_flagged=include_flagged)
-    notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
-    if scenarios is not None:
-        priced, note = only_scenarios(priced, scenarios)
-        if note:
-            notes.append(note)
-    training = priced[cost.is_training(priced)]
-    others = priced.loc[~cost.is_training(priced), "file"].nunique()
-    if others:
-        notes.append(f"{others} result(s) without training figures left out (inference points: use "
-                     "--tokens-per-day)")
-    candidates = training[training["valid"].astype(bool)].copy()
-    if len(candidates) < len(training):
-        notes.append(f"{training.loc[~training['valid'].astype(bool), 'file'].nunique()} invalid training "
-                     "run(s) left out of the budget")
-    candidates = candidates[np.isfinite(candidates["train_chip_s_per_token"].astype(float))
-                            & (candidates["train_chip_s_per_token"].astype(float) > 0)]
-    candidates, note = within_tpu_slices(candidates, "training")
-    notes += [note] if note else []
-    options = _size_training(candidates, float(train_tokens))
-    return TrainingBudget(train_tokens=float(train_tokens), options=options.reset_index(drop=True),
-                          unpriced=unpriced, notes=notes)
+def _check_tokens(tokens_per_day: float, options: BudgetOptions) -> None:
+    check_token_inputs(tokens_per_day=tokens_per_day, output_share=options.output_share,
+                       peak_factor=options.peak_factor, slo_ttft_s=options.ms_to_s(options.slo_ttft_ms),
+                       slo_tpot_s=options.ms_to_s(options.slo_tpot_ms), months=options.months,
+                       peak_hours=options.peak_hours, spot_lost_hours=options.spot_lost_hours,
+                       spot_preemption_rate=options.spot_preemption_rate)
 
 
-def _size_training(candidates: pd.DataFrame, train_tokens: float) -> pd.DataFrame:
-    out = candidates.copy()
-    chips = out["chips"].astype(float)
-    per_instance = out["chips_per_instance"].astype(float)
-    fits = chips <= per_instance
-    out["replicas"] = np.where(fits, np.floor(per_instance / chips), 1).astype(int)
-    out["instances"] = np.where(fits, 1, ceil_whole(chips / per_instance)).astype(int)
-    out["rented_chips"] = (out["instances"] * per_instance).astype(int)
-    out["utilisation"] = chips * out["replicas"] / out["rented_chips"]
-    out["replica_spans_instances"] = ~fits
-    out["train_tokens_per_s_per_rented_chip"] = out["utilisation"] / out["train_chip_s_per_token"].astype(float)
-    out = (out.sort_values(["train_tokens_per_s_per_rented_chip", "train_usd_per_mtok"], ascending=[False, True],
-                           kind="stable")
-           .drop_duplicates(PLATFORM_COLUMNS + ["plan"], keep="first"))
-    out["train_tokens"] = train_tokens
-    for bound in ("", "_ci95_low", "_ci95_high"):
-        c = out[f"train_chip_s_per_token{bound}"].astype(float)
-        hours = train_tokens * c / (out["chips"].astype(float) * out["replicas"]) / SECONDS_PER_HOUR
-        out[f"hours{bound}"] = hours
-        out[f"usd{bound}"] = out["instances"] * out["usd_per_instance_hour"].astype(float) * hours
-    out = out.sort_values(["workload", "scale", "usd"], kind="stable")
-    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"], dropna=False).cumcount() + 1
-    out["rank_overall"] = out.groupby(["workload", "scale"], dropna=False).cumcount() + 1
-    return out[TRAINING_OPTION_COLUMNS]
-
-
-SECONDS_PER_HOUR = cost.SECONDS_PER_HOUR
-TRAINING_OPTION_COLUMNS = [
-    "rank_overall", "rank_in_plan", "workload", "scale", "priced_accelerator", "cloud", "region",
-    "instance_type", "chips_per_instance", "plan", "usd_per_instance_hour", "train_tokens",
-    "usd", "usd_ci95_low", "usd_ci95_high", "hours", "hours_ci95_low", "hours_ci95_high",
-    "instances", "rented_chips", "replicas", "utilisation", "replica_spans_instances",
-    "train_tokens_per_s_per_rented_chip", "train_tokens_per_s_per_chip",
-    "train_tokens_per_s_per_chip_ci95_low", "train_tokens_per_s_per_chip_ci95_high",
-    "train_usd_per_mtok", "train_usd_per_mtok_ci95_low", "train_usd_per_mtok_ci95_high",
-    "train_chip_s_per_token", "mfu", "step_mean_s", "step_p50_s", "scenario_kind", "batch_size", "input_length",
-    "dtype", "execution_mode", "chips", "world_size", "backend", "device", "accelerator", "torch_version",
-    "transformers_version", "jax_version", "file", "price_source", "price_as_of", "price_age_days",
-    "price_flagged", "price_flag_reason",
-]
+# The token unit's planner (scenarios' OutputUnit.budget_planner names it).
+TOKENS = BudgetPlanner(
+    volume_words="tokens per day", amount_words="tokens", most=MAX_TOKENS_PER_DAY, plan=plan_tokens,
+    flag="--tokens-per-day", check=_check_tokens,
+    reads=("--output-share", "--peak-factor", "--slo-ttft-ms", "--slo-tpot-ms", "--current", "--split", "--months",
+           "--peak-hours", "--spot-lost-hours", "--spot-preemption-rate", "--tco") + POWER_FLAGS)

@@ -4,22 +4,34 @@ Every result row is charged chip-seconds per unit of its output, each with its 9
 basis of its scenario kind (`chip_seconds`): the function its package names
 (`Scenario.cost_basis`, e.g. tpubench/scenarios/serve/cost.py, whose docstring gives the formula),
 called once with all the rows of that kind, so that a basis may fit over several points. Rows
-without a kind are the default kind's (workload_spec.point.DEFAULT_KIND), and so is a kind this version does
-not know (`scenarios.registry.describing`). The bases write standard columns, NaN where a kind has
-none: `{input,output,blended}_chip_s_per_token` (per input token, per output token, per token of
-either kind) with `split_method` / `split_note` saying how input and output were told apart, and
-`train_chip_s_per_token` (per training token), each with `_ci95_low` / `_ci95_high`
-(docs/definitions.md#cost). Priced at p USD per chip-second, every `X_chip_s_per_token` becomes
+without a kind are the default kind's (workload_spec.point.DEFAULT_KIND), and so is a kind this
+version does not know (`scenarios.registry.describing`).
 
-    $/Mtok X = c_X * p * 1e6      (`X_usd_per_mtok`, CI from c_X's bounds)
+What a unit of output is priced in is declared by the unit (scenarios/output_units.py; tokens in
+scenarios/token_unit.py, training tokens in scenarios/train/unit.py, images in
+scenarios/diffuse/unit.py), and this module loops over the registered units (`registry.units()`)
+without naming one. For every unit and each of its figures X the basis writes
+`X{chip_s_suffix}` (with `_ci95_low` / `_ci95_high`, NaN where a row has none), and at p USD per
+chip-second it is priced as
 
-Those per-token figures are ours (an offline batch's split by prefill and decode time, a server's
-by a fit over probe points). Published tables such as InferenceX charge the whole hour
-to output tokens: $/Mtok = price per chip-hour * 1e6 / (3600 * output tokens/s per chip), where
-output tokens/s per chip = `output_tokens_per_s` / chips (every kind writes that column: the batch's
-decode-inclusive rate, or the server's rate over its window). Both are reported, labelled.
-Interactivity (tokens/s per user) is the row's `interactivity_tokens_per_s` where it has one, else
-1 / median TPOT.
+    X{priced_suffix} = c_X * p * price_scale      (CI from c_X's bounds)
+
+e.g. `blended_usd_per_mtok` = `blended_chip_s_per_token` * p * 1e6 ($/Mtok), `train_usd_per_mtok`
+per million training tokens, `image_usd_per_kimage` = `image_chip_s_per_image` * p * 1000 ($ per
+1,000 images). The unit's throughput per chip is its `throughput` / chips (CI from that column's
+bounds), and a unit may derive more (`extra_costs`: the token unit's InferenceX-style figures,
+money/token_costs.py). A row's unit is its kind's (`unit_rows`): a training row's token columns
+and an inference row's `train_*` columns are NaN, so neither is ever read as the other
+(docs/definitions.md#cost, #training, #diffusion).
+
+For tokens: input, output and blended chip-seconds per token, with `split_method` / `split_note`
+saying how input and output were told apart. Those per-token figures are ours (an offline
+batch's split by prefill and decode time, a server's by a fit over probe points). Published
+tables such as InferenceX charge the whole hour to output tokens: $/Mtok = price per chip-hour *
+1e6 / (3600 * output tokens/s per chip), where output tokens/s per chip = `output_tokens_per_s` /
+chips (every token kind writes that column: the batch's decode-inclusive rate, or the server's
+rate over its window). Both are reported, labelled. Interactivity (tokens/s per user) is the
+row's `interactivity_tokens_per_s` where it has one, else 1 / median TPOT.
 
 A multi-chip point (tensor or expert parallel, docs/multi-chip.md) is priced as all of its chips: `chips`
 is the world size (on a CPU, the vCPUs of all ranks; for a server, the chips it runs on), so its
@@ -28,20 +40,6 @@ $/Mtok is `chips` times a single chip's. The layout (`tensor_parallel`, `expert_
 `world_size`; 1 for results that predate it) travels with every priced row, as do the scenario
 kind (`scenario_kind`, the default kind for results that predate it) and the serving stack and load
 (`server_name`, `server_version`, `concurrency`, `request_rate`; empty for offline runs).
-
-Training (docs/definitions.md#training) is priced per million training tokens
-(`train_usd_per_mtok`, from `train_chip_s_per_token`), and its training tokens/s per chip is
-`train_tokens_per_s` / chips (CI from that column's bounds). Those `train_*` columns are NaN for rows
-without training figures, and the inference $/Mtok columns are NaN for rows without inference
-figures (a training row has no TTFT, E2E or output tokens), so neither is ever read as the other;
-`is_training` tells the rows apart by column.
-
-Images (a scenario whose unit is an image, docs/definitions.md#diffusion) are priced per 1,000
-images: every `X_chip_s_per_image` column a cost basis writes becomes
-
-    $/1k images X = c_X * p * 1000      (`X_usd_per_kimage`, CI from c_X's bounds)
-
-NaN on rows without it; images/s per chip is `images_per_s` / chips (CI from its bounds).
 
 Uncertainty: a cost proportional to a time takes that time's 95% CI; a cost proportional to
 1/throughput takes its bounds from the opposite throughput bounds (the low cost bound comes from
@@ -56,13 +54,14 @@ from datetime import date
 import numpy as np
 import pandas as pd
 
-from tpubench.money import accelerator_map, pricing
-from tpubench.money.energy import ENERGY_COLUMNS, add_energy
 from tpubench.errors import UserError
-from tpubench.measure.per_token import TOKENS_PER_MTOK, usd_per_mtok_from_chip_seconds
-from tpubench.measure.stats import cost_ci_from_throughput_ci, ratio_with_uncertainty, verdict
+from tpubench.measure.per_token import TOKENS_PER_MTOK
+from tpubench.measure.stats import ratio_with_uncertainty, verdict
+from tpubench.money import accelerator_map, pricing
+from tpubench.money.energy import add_energy, energy_columns
 from tpubench.records.columns import numeric_column
-from tpubench.scenarios import registry
+from tpubench.scenarios import output_units, registry
+from tpubench.scenarios.output_units import CI_BOUNDS
 from tpubench.workload_spec.point import DEFAULT_KIND
 
 SECONDS_PER_HOUR = 3600.0
@@ -120,47 +119,22 @@ PRICE_COLUMNS = [
     "usd_per_instance_hour", "usd_per_chip_hour", "price_source", "price_as_of", "price_age_days",
     "price_flagged", "price_flag_reason", "what_if",
 ]
-COST_COLUMNS = [
-    "input_usd_per_mtok", "input_usd_per_mtok_ci95_low", "input_usd_per_mtok_ci95_high",
-    "output_usd_per_mtok", "output_usd_per_mtok_ci95_low", "output_usd_per_mtok_ci95_high",
-    "blended_usd_per_mtok", "blended_usd_per_mtok_ci95_low", "blended_usd_per_mtok_ci95_high",
-    "inferencex_usd_per_mtok", "inferencex_usd_per_mtok_ci95_low", "inferencex_usd_per_mtok_ci95_high",
-    "tokens_per_usd", "output_tokens_per_usd_inferencex",
-] + [f"{kind}_chip_s_per_token{bound}" for kind in ("input", "output", "blended")
-     for bound in ("", "_ci95_low", "_ci95_high")] + ["split_method", "split_note"]
-# Training (section 17): $ per million training tokens and the chip-seconds behind it.
-TRAIN_COST_COLUMNS = [f"train_{name}{bound}" for name in ("usd_per_mtok", "chip_s_per_token")
-                      for bound in ("", "_ci95_low", "_ci95_high")]
-TRAIN_PERFORMANCE_COLUMNS = [
-    "train_tokens_per_s", "train_tokens_per_s_per_chip", "train_tokens_per_s_per_chip_ci95_low",
-    "train_tokens_per_s_per_chip_ci95_high", "step_mean_s", "step_p50_s", "step_ci95_low_s",
-    "step_ci95_high_s", "mfu", "loss_first", "loss_last",
-]
-# Images (docs/definitions.md#diffusion): $ per 1,000 images and the chip-seconds behind it, and
-# what was measured per image.
-IMAGES_PER_KIMAGE = 1000
-IMAGE_COST_COLUMNS = [f"image_{name}{bound}" for name in ("usd_per_kimage", "chip_s_per_image")
-                      for bound in ("", "_ci95_low", "_ci95_high")]
-IMAGE_PERFORMANCE_COLUMNS = [
-    "images_per_s", "images_per_s_per_chip", "images_per_s_per_chip_ci95_low", "images_per_s_per_chip_ci95_high",
-    "image_mean_s", "image_p50_s", "image_p99_s", "image_ci95_low_s", "image_ci95_high_s", "call_p50_s", "call_p99_s",
-    "text_encode_s_per_image", "prepare_s_per_image", "denoise_s_per_image", "vae_decode_s_per_image",
-    "postprocess_s_per_image", "denoise_step_p50_s", "denoise_mfu", "resolution_px", "denoise_steps",
-]
-PERFORMANCE_COLUMNS = [
-    "output_tokens_per_s", "output_tokens_per_s_per_chip", "output_tokens_per_s_per_chip_ci95_low",
-    "output_tokens_per_s_per_chip_ci95_high", "interactivity_tokens_per_s_per_user",
-    "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s", "ttft_min_s", "ttft_max_s",
-    "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "tpot_min_s", "tpot_max_s",
-    "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "prefill_mfu", "decode_mbu",
-    "input_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "failure_rate",
-    # A server's share of input tokens served from its prefix cache (scenarios/serve/cost.py) and
-    # its engine's peak KV-cache usage (serving/engine_metrics.py).
-    "cached_input_share", "engine_kv_cache_usage_peak",
-]
-PRICED_COLUMNS = (IDENTITY_COLUMNS + PRICE_COLUMNS + PERFORMANCE_COLUMNS + COST_COLUMNS
-                  + TRAIN_PERFORMANCE_COLUMNS + TRAIN_COST_COLUMNS + IMAGE_PERFORMANCE_COLUMNS + IMAGE_COST_COLUMNS
-                  + ENERGY_COLUMNS)
+
+
+def unit_columns() -> list[str]:
+    """Each registered unit's performance columns, then its cost columns (scenarios.output_units),
+    in registry order: what a priced row carries between its price and its energy."""
+    return [c for unit in registry.units() for c in (*unit.performance, *unit.cost_columns())]
+
+
+def priced_columns() -> list[str]:
+    """The columns of a priced row (`price_results`), built from the registered units."""
+    return list(dict.fromkeys(IDENTITY_COLUMNS + PRICE_COLUMNS + unit_columns() + energy_columns()))
+
+
+# The shipped scenarios' priced columns (a scenario registered later, e.g. a test's, is priced
+# through `priced_columns()`).
+PRICED_COLUMNS = priced_columns()
 UNPRICED_COLUMNS = ["file", "workload", "scale", "status", "backend", "device", "accelerator", "chips",
                     "priced_accelerator", "reason", "scenario_kind", "server_name", "server_version"]
 
@@ -199,94 +173,76 @@ def _with_kind(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-# What a cost basis writes (module docstring): chip-seconds per unit with CIs, and the split.
-CHIP_SECONDS_COLUMNS = [c for c in COST_COLUMNS + TRAIN_COST_COLUMNS if "_chip_s_per_token" in c]
-IMAGE_CHIP_SECONDS_COLUMNS = [c for c in IMAGE_COST_COLUMNS if "_chip_s_per_image" in c]
-SPLIT_LABEL_COLUMNS = ["split_method", "split_note"]
-BASIS_COLUMNS = CHIP_SECONDS_COLUMNS + IMAGE_CHIP_SECONDS_COLUMNS + SPLIT_LABEL_COLUMNS
+def basis_columns() -> list[str]:
+    """What the cost bases write (module docstring): every unit's chip-seconds with CIs, then the
+    labels they write beside them (e.g. how input and output were split)."""
+    units = registry.units()
+    return list(dict.fromkeys([c for u in units for c in u.chip_seconds_columns()]
+                              + [c for u in units for c in u.basis_labels]))
+
+
+def _label_columns() -> list[str]:
+    return list(dict.fromkeys(c for u in registry.units() for c in u.basis_labels))
 
 
 def chip_seconds(df: pd.DataFrame) -> pd.DataFrame:
-    """`BASIS_COLUMNS` of every row of `df` (one row per result, `chips` set), on its index: each
+    """`basis_columns()` of every row of `df` (one row per result, `chips` set), on its index: each
     kind's rows charged by its scenario's cost basis (module docstring), all rows of a kind at once;
     NaN, and an empty split, where a kind has no such figure."""
     # A kind this version does not know is charged by the scenario that describes it.
     kinds = _kinds(df).map(lambda kind: registry.describing(kind).kind)
     parts = [registry.cost_basis_of(kind)(rows) for kind, rows in df.groupby(kinds, sort=False)]
     out = pd.concat(parts) if parts else pd.DataFrame(index=df.index)
-    out = out.reindex(index=df.index, columns=list(dict.fromkeys(BASIS_COLUMNS + list(out.columns))))
-    out[SPLIT_LABEL_COLUMNS] = out[SPLIT_LABEL_COLUMNS].astype(object).fillna("")
+    out = out.reindex(index=df.index, columns=list(dict.fromkeys(basis_columns() + list(out.columns))))
+    labels = _label_columns()
+    out[labels] = out[labels].astype(object).fillna("")
     return out
 
 
-def is_training(df: pd.DataFrame) -> pd.Series:
-    """Rows that carry training figures (a training throughput or time per training token)."""
-    return numeric_column(df, "train_s_per_token").notna() | numeric_column(df, "train_tokens_per_s").notna()
+def unit_keys(df: pd.DataFrame) -> pd.Series:
+    """Each row's unit of output (its key): its scenario kind's first unit (registry.unit_of; a
+    kind this version does not know is the default kind's)."""
+    kinds = _kinds(df)
+    return kinds.map({kind: registry.unit_of(kind).key for kind in kinds.unique()})
 
 
-def is_imaging(df: pd.DataFrame) -> pd.Series:
-    """Rows that carry per-image figures (images/s or chip-seconds per image)."""
-    return numeric_column(df, "images_per_s").notna() | numeric_column(df, "image_chip_s_per_image").notna()
+def unit_rows(df: pd.DataFrame, unit) -> pd.Series:
+    """Rows ranked, shown and budgeted in `unit` (an OutputUnit)."""
+    return unit_keys(df).eq(unit.key) if len(df) else pd.Series(False, index=df.index, dtype=bool)
 
 
-def add_train_costs(df: pd.DataFrame) -> pd.DataFrame:
-    """Training throughput per chip for rows with training figures (module docstring); NaN on every
-    other row. Their $ per million training tokens is priced with every other figure (add_costs)."""
-    chips = numeric_column(df, "chips")
-    tput = numeric_column(df, "train_tokens_per_s")
-    new = {"train_tokens_per_s": tput, "train_tokens_per_s_per_chip": tput / chips}
-    for bound in ("_ci95_low", "_ci95_high"):
-        new[f"train_tokens_per_s_per_chip{bound}"] = numeric_column(df, f"train_tokens_per_s{bound}") / chips
-    new.update({col: numeric_column(df, col) for col in TRAIN_PERFORMANCE_COLUMNS if col not in df and col not in new})
-    return with_columns(df, new)
+def rows_of(df: pd.DataFrame, unit) -> pd.DataFrame:
+    """The rows of `df` in `unit`."""
+    return df[unit_rows(df, unit)] if len(df) else df
+
+
+def priced_from_chip_seconds(chip_s, usd_per_chip_s, scale: float):
+    """USD per `scale` units at `chip_s` chip-seconds each ($/Mtok: scale 1e6; $/1k images: 1e3)."""
+    return np.multiply(chip_s, usd_per_chip_s) * scale
 
 
 def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
-    """Per-chip performance and every $/Mtok column (with CIs) for rows of results joined to prices,
-    which carry their chip-seconds already (`chip_seconds`, in price_results)."""
+    """For rows of results joined to prices, which carry their chip-seconds already (`chip_seconds`,
+    in price_results), every registered unit's figures: each `X{chip_s_suffix}` priced as
+    `X{priced_suffix}` (with CIs, module docstring), its throughput per chip (CI from the
+    throughput's bounds), what its `extra_costs` hook derives, and its performance columns (NaN
+    where a row has none)."""
     df = priced
     chips = numeric_column(df, "chips")
     per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"].astype(float), 1)
-
-    # Every chip-seconds-per-token figure priced: X_chip_s_per_token -> X_usd_per_mtok.
-    new = {column.replace("_chip_s_per_token", "_usd_per_mtok"):
-           usd_per_mtok_from_chip_seconds(numeric_column(df, column), per_chip_s) for column in CHIP_SECONDS_COLUMNS}
-
-    tput = numeric_column(df, "output_tokens_per_s")
-    tput_low, tput_high = numeric_column(df, "output_tokens_per_s_ci95_low"), numeric_column(df, "output_tokens_per_s_ci95_high")
-    inferencex = new["inferencex_usd_per_mtok"] = inferencex_usd_per_mtok(tput, chips, df["usd_per_chip_hour"])
-    low, high = cost_ci_from_throughput_ci(inferencex, tput, tput_low, tput_high)
-    new["inferencex_usd_per_mtok_ci95_low"], new["inferencex_usd_per_mtok_ci95_high"] = low, high
-    new["tokens_per_usd"] = tokens_per_usd(new["blended_usd_per_mtok"])
-    new["output_tokens_per_usd_inferencex"] = tokens_per_usd(inferencex)
-
-    new["output_tokens_per_s"] = tput
-    new["output_tokens_per_s_per_chip"] = tput / chips
-    new["output_tokens_per_s_per_chip_ci95_low"] = tput_low / chips
-    new["output_tokens_per_s_per_chip_ci95_high"] = tput_high / chips
-    new["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(df)
-    new.update({col: numeric_column(df, col) for col in PERFORMANCE_COLUMNS if col not in df and col not in new})
-    return add_image_costs(add_train_costs(with_columns(df, new)), per_chip_s)
-
-
-def usd_per_kimage_from_chip_seconds(chip_s_per_image, usd_per_chip_s):
-    """USD per 1,000 images at `chip_s_per_image` chip-seconds each."""
-    return np.multiply(chip_s_per_image, usd_per_chip_s) * IMAGES_PER_KIMAGE
-
-
-def add_image_costs(df: pd.DataFrame, usd_per_chip_s) -> pd.DataFrame:
-    """Every chip-seconds-per-image figure priced (X_chip_s_per_image -> X_usd_per_kimage) and
-    images/s per chip, for rows with per-image figures; NaN on every other row (module docstring)."""
-    new = {column.replace("_chip_s_per_image", "_usd_per_kimage"):
-           usd_per_kimage_from_chip_seconds(numeric_column(df, column), usd_per_chip_s)
-           for column in df.columns if "_chip_s_per_image" in column}
-    chips = numeric_column(df, "chips")
-    new["images_per_s"] = numeric_column(df, "images_per_s")
-    new["images_per_s_per_chip"] = new["images_per_s"] / chips
-    for bound in ("_ci95_low", "_ci95_high"):
-        new[f"images_per_s_per_chip{bound}"] = numeric_column(df, f"images_per_s{bound}") / chips
-    new.update({col: numeric_column(df, col) for col in IMAGE_PERFORMANCE_COLUMNS + IMAGE_COST_COLUMNS
-                if col not in df and col not in new})
+    new: dict = {}
+    for unit in registry.units():
+        mine = {unit.priced_column(column): priced_from_chip_seconds(numeric_column(df, column), per_chip_s,
+                                                                     unit.price_scale)
+                for column in unit.chip_seconds_columns()}
+        mine[unit.throughput] = numeric_column(df, unit.throughput)
+        for bound, column in zip(CI_BOUNDS, unit.per_chip_columns()):
+            mine[column] = numeric_column(df, f"{unit.throughput}{bound}") / chips
+        if unit.extra_costs:
+            mine.update(output_units.load(unit.extra_costs)(df, mine))
+        new.update(mine)
+        new.update({col: numeric_column(df, col) for col in (*unit.performance, *unit.cost_columns())
+                    if col not in df and col not in new})
     return with_columns(df, new)
 
 
@@ -418,6 +374,6 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     ages = {d: pricing.price_age_days(d, today) for d in set(priced["price_as_of"])}
     priced["price_age_days"] = priced["price_as_of"].map(ages)
     priced = add_energy(add_costs(_ensure(priced, IDENTITY_COLUMNS)), user_gco2_per_kwh=grid_gco2_per_kwh)
-    priced = priced[PRICED_COLUMNS].reset_index(drop=True)
+    priced = priced[priced_columns()].reset_index(drop=True)
     priced.attrs[PRICE_NOTES] = price_notes
     return priced, unpriced

@@ -5,17 +5,18 @@ of `energy_window_s` seconds on `chips` chips: its chips drew on average
 
     J per chip-second = energy_j / (energy_window_s * chips)
 
-and each token is charged energy as it is charged money, through its chip-seconds (the scenario's
-cost basis): for every `X_chip_s_per_token` column,
+and each unit of output is charged energy as it is charged money, through its chip-seconds (the
+scenario's cost basis): for every unit (scenarios/output_units.py) and figure X of it,
 
-    X_j_per_token = X_chip_s_per_token * J per chip-second
+    X{energy_suffix} = X{chip_s_suffix} * J per chip-second
 
-(input, output and blended tokens of inference, training tokens of training), and likewise for
-the chip-seconds per image of an image row (`image_j_per_image`, with its CI bounds: the
-chip-seconds' bounds times the one power figure of the window). Then
+(e.g. `blended_j_per_token`, `train_j_per_token`, `image_j_per_image`; with the CI bounds the unit's
+`energy_bounds` names: the chip-seconds' bounds times the one power figure of the window). Then,
+for a unit with a `carbon_figure` C (tokens: blended, training tokens: train),
 
-    tokens per kWh            = 3.6e6 / blended J per token
-    gCO2e per million tokens  = J per token * 1e6 / 3.6e6 * grid gCO2e per kWh   (money/carbon.py)
+    units per kWh (`per_kwh_column`, e.g. tokens_per_kwh) = 3.6e6 / C J per unit
+    gCO2e per million units (scaled to the unit's price scale) = C J per unit * 1e6 / 3.6e6 * grid gCO2e per kWh
+                                                              (money/carbon.py)
 
 with the grid intensity of the price row's cloud region (or the user's `--grid-gco2-per-kwh`),
 and `energy_method` (measured or modelled) carried beside every figure. Rows without energy have
@@ -29,12 +30,20 @@ import pandas as pd
 
 from tpubench.money import carbon
 from tpubench.records.columns import numeric_column
+from tpubench.scenarios import registry
 
-ENERGY_FIGURES = ["input", "output", "blended", "train"]
-IMAGE_ENERGY_COLUMNS = [f"image_j_per_image{bound}" for bound in ("", "_ci95_low", "_ci95_high")]
-ENERGY_COLUMNS = ([f"{name}_j_per_token" for name in ENERGY_FIGURES] + IMAGE_ENERGY_COLUMNS
-                  + ["tokens_per_kwh", "energy_method", "grid_gco2e_per_kwh", "grid_source",
-                     "blended_gco2e_per_mtok", "train_gco2e_per_mtok", "idle_power_w"])
+
+def energy_columns() -> list[str]:
+    """The energy columns of a priced row, built from the registered units (scenarios.output_units):
+    each unit's joules per unit, its units per kWh, the grid, each unit's carbon, the idle power."""
+    units = registry.units()
+    return list(dict.fromkeys(
+        [c for u in units for c in u.energy_columns()] + [u.per_kwh_column for u in units if u.per_kwh_column]
+        + ["energy_method", "grid_gco2e_per_kwh", "grid_source"]
+        + [u.carbon_column() for u in units if u.carbon_column()] + ["idle_power_w"]))
+
+
+ENERGY_COLUMNS = energy_columns()   # the shipped scenarios' (a scenario registered later: energy_columns())
 
 
 def joules_per_chip_second(energy_j, window_s, chips):
@@ -71,17 +80,21 @@ def fleet_joules(busy_chip_s, busy_w_per_chip, rented_chips, period_s, idle_w_pe
 
 def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
                user_gco2_per_kwh: float | None = None) -> pd.DataFrame:
-    """`ENERGY_COLUMNS` for priced rows that carry their chip-seconds per token (cost.chip_seconds)
+    """`energy_columns()` for priced rows that carry their chip-seconds per unit (cost.chip_seconds)
     and a cloud and region (their price row's)."""
     df = df.copy()   # consolidated: the columns below are added one at a time (pandas warns otherwise)
     per_chip_s = joules_per_chip_second(numeric_column(df, "energy_j"), numeric_column(df, "energy_window_s"),
                                         numeric_column(df, "chips"))
-    for name in ENERGY_FIGURES:
-        df[f"{name}_j_per_token"] = numeric_column(df, f"{name}_chip_s_per_token") * per_chip_s
-    for column in IMAGE_ENERGY_COLUMNS:   # NaN on rows without chip-seconds per image
-        df[column] = numeric_column(df, column.replace("_j_per_image", "_chip_s_per_image")) * per_chip_s
+    units = registry.units()
+    for unit in units:   # NaN on rows without the unit's chip-seconds
+        for figure in unit.figures:
+            for bound in unit.energy_bounds:
+                df[f"{figure}{unit.energy_suffix}{bound}"] = (
+                    numeric_column(df, f"{figure}{unit.chip_s_suffix}{bound}") * per_chip_s)
     df["idle_power_w"] = numeric_column(df, "idle_power_w")   # the point's devices idle: a budget's idle floor
-    df["tokens_per_kwh"] = carbon.tokens_per_kwh(df["blended_j_per_token"])
+    for unit in units:
+        if unit.per_kwh_column:
+            df[unit.per_kwh_column] = carbon.tokens_per_kwh(df[unit.headline_energy()])   # 3.6e6 J / J per unit
     if "energy_method" not in df:
         df["energy_method"] = None
     grid = carbon.load_grid_carbon() if grid is None else grid
@@ -92,6 +105,8 @@ def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
     keys = list(zip(clouds, regions)) if len(df) else []
     df["grid_gco2e_per_kwh"] = pd.Series([places[k][0] for k in keys], index=df.index, dtype=float)
     df["grid_source"] = pd.Series([places[k][1] for k in keys], index=df.index, dtype=object)
-    for name in ("blended", "train"):
-        df[f"{name}_gco2e_per_mtok"] = carbon.gco2e_per_mtok(df[f"{name}_j_per_token"], df["grid_gco2e_per_kwh"])
+    for unit in units:
+        if unit.carbon_column():   # grams per million units, rescaled to the unit's price scale
+            grams = carbon.gco2e_per_mtok(df[unit.headline_energy()], df["grid_gco2e_per_kwh"])
+            df[unit.carbon_column()] = grams if unit.price_scale == 1e6 else grams * (unit.price_scale / 1e6)
     return df

@@ -1,11 +1,12 @@
 """Fleet sizing for images (docs/definitions.md#budget-images): `tpubench budget --images-per-day`.
 
-The token budget's method (money/budget.py) with the image as the unit. Traffic is
+The token budget's method (money/budget.py) with the image as the unit, on the steps of
+money/unit_budget.py (any unit made at a steady rate) plus a latency limit. Traffic is
 `images_per_day` with a peak-to-average factor; at the peak the fleet must make
 
     R = images_per_day * peak_factor / 86400                     images/s
 
-A priced image row (cost.is_imaging) spends c = `image_chip_s_per_image` chip-seconds per image
+A priced image row (cost.unit_rows of the image unit) spends c = `image_chip_s_per_image` chip-seconds per image
 (seconds per image x chips, the diffuse cost basis), so it makes 1 / c images/s per chip (CI: the
 low rate from the high c). A point qualifies when it is valid and the p99 of its calls' seconds
 (`call_p99_s`) is within `max_image_latency_s`: an image of a call of B images arrives with the
@@ -14,13 +15,13 @@ platform (cloud, region, instance type) and plan the qualifying point with the m
 chip is chosen, ties broken by the cheaper $ per 1,000 images. Then, as for tokens,
 
     replicas       = ceil(R / (images/s/chip * chips per replica))
-    instances      = budget.instances_needed(replicas, chips per replica, chips_per_instance)
+    instances      = fleet.instances_needed(replicas, chips per replica, chips_per_instance)
     monthly_usd    = instances * instance $/h * 730 h      (CI from the images/s/chip CI)
     monthly_kwh    = (images_per_day * 730 / 24 * J per image
                       + idle chip-seconds of the rented chips * idle W per chip) * PUE / 3.6e6
 
 (J per image: the point's joules per chip-second times its chip-seconds per image,
-`image_j_per_image` of money/energy.py; the idle floor as for tokens, budget.with_fleet_energy;
+`image_j_per_image` of money/energy.py; the idle floor as for tokens, fleet.with_fleet_energy;
 owned capacity adds its cost to the monthly cost). A point
 wider than a TPU slice is left out of that slice type; platforms with no qualifying point are
 listed with the point that came closest to the latency limit.
@@ -31,17 +32,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
 
 from tpubench.money import cost
-from tpubench.money.budget import (DAYS_PER_MONTH, HOURS_PER_MONTH, PLATFORM_COLUMNS, SECONDS_PER_DAY, Power,
-                                   only_scenarios, within_tpu_slices, blended_rate, ceil_whole,
-                                   instances_needed, check_number, without_huge_fleets, MAX_IMAGES_PER_DAY,
-                                   MAX_PEAK_FACTOR, MAX_SLO_S, idle_floor_notes, with_fleet_energy)
+from tpubench.money.budget_request import POWER_FLAGS, BudgetOptions, BudgetPlanner, Power, check_number
+from tpubench.money.fleet import (
+    MAX_SLO_S,
+    PLATFORM_COLUMNS,
+    SECONDS_PER_DAY,
+    check_peak_factor,
+    energy_notes,
+    priced_rows,
+    within_tpu_slices,
+    without_huge_fleets,
+)
+from tpubench.money.training_budget import unit_named
+from tpubench.money.unit_budget import best_per_platform, fleet_per_day, with_unit_rate
 from tpubench.records.columns import numeric_column
+
+MAX_IMAGES_PER_DAY = 1e13
+IMAGE = "image"   # the unit's key (scenarios/diffuse/unit.py)
 
 
 @dataclass(frozen=True)
@@ -53,8 +66,7 @@ class ImageTraffic:
     def __post_init__(self):
         check_number(self.images_per_day, "--images-per-day", "must be a positive number of images",
                      high=MAX_IMAGES_PER_DAY)
-        check_number(self.peak_factor, "--peak-factor", "peak-to-average factor must be >= 1", low=1.0,
-                     low_open=False, high=MAX_PEAK_FACTOR)
+        check_peak_factor(self.peak_factor)
         if self.max_image_latency_s is not None:
             check_number(self.max_image_latency_s, "--max-image-latency-s",
                          "a latency limit is a positive number of seconds", high=MAX_SLO_S)
@@ -66,6 +78,7 @@ class ImageTraffic:
 
 @dataclass
 class ImageBudget:
+    markdown: ClassVar[str] = "tpubench.output.report.budget_images:image_budget_markdown"
     traffic: ImageTraffic
     options: pd.DataFrame          # one row per platform x plan with a qualifying point, ranked
     infeasible: pd.DataFrame       # platforms with no qualifying point, with the closest one
@@ -76,21 +89,18 @@ class ImageBudget:
 def plan_images(results: pd.DataFrame, prices: pd.DataFrame, *, images_per_day: float, peak_factor: float = 1.0,
                 max_image_latency_s: float | None = None, plans=None, cloud=None, region=None,
                 today: date | None = None, scenarios: Sequence[str] | str | None = None,
-                include_flagged: bool = False, power: Power | None = None) -> ImageBudget:
+                include_flagged: bool = False, power: Power | None = None, unit=None) -> ImageBudget:
     """Size a fleet on every priced platform and plan for `images_per_day` (module docstring).
     `results` is `load_results(...)`, `prices` `pricing.load_prices(...)`; `power` adds monthly
     energy, its cost and carbon (in the monthly cost for owned capacity), as for tokens."""
     traffic = ImageTraffic(float(images_per_day), float(peak_factor),
                            None if max_image_latency_s is None else float(max_image_latency_s))
     power = power or Power()
-    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region, today=today,
-                                          include_flagged=include_flagged, grid_gco2_per_kwh=power.grid_gco2_per_kwh)
-    notes: list[str] = list(priced.attrs.get(cost.PRICE_NOTES, []))
-    if scenarios is not None:
-        priced, note = only_scenarios(priced, scenarios)
-        if note:
-            notes.append(note)
-    imaging = cost.is_imaging(priced)
+    options = BudgetOptions(plans=plans, cloud=cloud, region=region, scenarios=scenarios,
+                            include_flagged=include_flagged)
+    priced, unpriced, notes = priced_rows(results, prices, options, today, power.grid_gco2_per_kwh)
+    unit = unit or unit_named(IMAGE)
+    imaging = cost.unit_rows(priced, unit)
     others = priced.loc[~imaging, "file"].nunique()
     if others:
         notes.append(f"{others} result(s) without per-image figures left out (token points: use --tokens-per-day)")
@@ -100,25 +110,17 @@ def plan_images(results: pd.DataFrame, prices: pd.DataFrame, *, images_per_day: 
         notes.append(f"{images.loc[~images['valid'].astype(bool), 'file'].nunique()} invalid image run(s) "
                      "left out of the budget")
     # Sized on the cost basis's chip-seconds, as tokens are: the low rate from the high bound.
-    for rate, chip_s in (("", ""), ("_ci95_low", "_ci95_high"), ("_ci95_high", "_ci95_low")):
-        candidates["images_per_s_per_chip" + rate] = blended_rate(
-            numeric_column(candidates, "image_chip_s_per_image" + chip_s))
-    candidates = candidates[np.isfinite(candidates["images_per_s_per_chip"])]
+    candidates = with_unit_rate(candidates, unit)   # images_per_s_per_chip
     candidates, note = within_tpu_slices(candidates)
     notes += [note] if note else []
     candidates["latency_ratio"] = _latency_ratio(candidates, traffic.max_image_latency_s)
     meets = candidates[candidates["latency_ratio"] <= 1]
-    best = (meets.sort_values(["images_per_s_per_chip", "image_usd_per_kimage"], ascending=[False, True],
-                              kind="stable")
-            .drop_duplicates(PLATFORM_COLUMNS + ["plan"], keep="first").copy())
+    best = best_per_platform(meets, unit)
     best, note = without_huge_fleets(best, "images_per_s_per_chip", traffic.peak_images_per_s, "--images-per-day",
                                      "images")
     notes += [note] if note else []
-    options = _size_fleet(best, traffic, power)
-    if power.owned and options["monthly_usd"].isna().any():
-        notes.append(f"{int(options['monthly_usd'].isna().sum())} option(s) have no energy figure (their points "
-                     "were measured without energy): no owned-capacity monthly cost, listed last")
-    notes += idle_floor_notes(options)
+    options = _size_fleet(best, traffic, power, unit)
+    notes += energy_notes(options, power)
     return ImageBudget(traffic=traffic, options=options.reset_index(drop=True),
                        infeasible=_closest_points(candidates, meets, traffic).reset_index(drop=True),
                        unpriced=unpriced, notes=notes)
@@ -131,40 +133,9 @@ def _latency_ratio(df: pd.DataFrame, limit_s: float | None) -> pd.Series:
     return (numeric_column(df, "call_p99_s") / limit_s).fillna(math.inf)
 
 
-def _size_fleet(best: pd.DataFrame, traffic: ImageTraffic, power: Power) -> pd.DataFrame:
-    peak = traffic.peak_images_per_s
-    out = best
-    chips = out["chips"].astype(float)
-    for suffix, column in (("", "images_per_s_per_chip"), ("_ci95_low", "images_per_s_per_chip_ci95_high"),
-                           ("_ci95_high", "images_per_s_per_chip_ci95_low")):
-        # The low cost bound comes from the high throughput bound, and vice versa.
-        replicas = ceil_whole(peak / (out[column].astype(float) * chips))
-        instances = instances_needed(replicas, chips, out["chips_per_instance"])
-        out["monthly_usd" + suffix] = instances * out["usd_per_instance_hour"].astype(float) * HOURS_PER_MONTH
-        if not suffix:
-            out["replicas"] = replicas.astype(int)
-            out["required_chips"] = (replicas * chips).astype(int)
-            out["instances"] = instances.astype(int)
-            out["rented_chips"] = (instances * out["chips_per_instance"]).astype(int)
-            out["fleet_utilisation"] = peak / (out[column] * out["rented_chips"])
+def _size_fleet(best: pd.DataFrame, traffic: ImageTraffic, power: Power, unit) -> pd.DataFrame:
+    out = fleet_per_day(best, unit, traffic.images_per_day, traffic.peak_images_per_s, power)
     out["images_per_day"] = traffic.images_per_day
-    out["replica_spans_instances"] = out["chips"] > out["chips_per_instance"]
-    # The images' chip-seconds at the point's busy power, the rest of the rented chips' month at its idle floor.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        chip_s = numeric_column(out, "image_chip_s_per_image")
-        busy_w = numeric_column(out, "image_j_per_image") / chip_s
-    out = with_fleet_energy(out, traffic.images_per_day * DAYS_PER_MONTH * chip_s, busy_w, power.pue)
-    if power.grid_gco2_per_kwh is not None:
-        out["grid_gco2e_per_kwh"], out["grid_source"] = power.grid_gco2_per_kwh, "user: --grid-gco2-per-kwh"
-    out["monthly_kg_co2e"] = out["monthly_kwh"] * numeric_column(out, "grid_gco2e_per_kwh") / 1000
-    out["monthly_energy_usd"] = out["monthly_kwh"] * power.usd_per_kwh if power.usd_per_kwh is not None else np.nan
-    out["energy_in_monthly_usd"] = power.owned
-    if power.owned:   # no energy figure: NaN, never a bare price that would undercut measured options
-        for bound in ("", "_ci95_low", "_ci95_high"):
-            out["monthly_usd" + bound] = out["monthly_usd" + bound] + out["monthly_energy_usd"]
-    out = out.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
-    out["rank_in_plan"] = out.groupby(["workload", "scale", "plan"], dropna=False).cumcount() + 1
-    out["rank_overall"] = out.groupby(["workload", "scale"], dropna=False).cumcount() + 1
     for column in IMAGE_OPTION_COLUMNS:
         if column not in out:
             out[column] = np.nan
@@ -201,3 +172,22 @@ IMAGE_OPTION_COLUMNS = [
     "energy_in_monthly_usd", "energy_method", "grid_gco2e_per_kwh", "grid_source", "monthly_idle_kwh",
     "idle_w_per_chip", "idle_basis",
 ]
+
+
+def plan_images_per_day(results: pd.DataFrame, prices: pd.DataFrame, images_per_day: float, options: BudgetOptions,
+                        unit=None, today: date | None = None) -> ImageBudget:
+    """`plan_images` on the options of `tpubench budget` (money/budget_request.py)."""
+    return plan_images(results, prices, images_per_day=images_per_day, peak_factor=options.peak_factor,
+                       max_image_latency_s=options.max_image_latency_s, plans=options.plans, cloud=options.cloud,
+                       region=options.region, today=today, scenarios=options.scenarios,
+                       include_flagged=options.include_flagged, power=options.power(), unit=unit)
+
+
+def _check_images(images_per_day: float, options: BudgetOptions) -> None:
+    ImageTraffic(images_per_day, options.peak_factor, options.max_image_latency_s)
+
+
+# The image unit's planner (scenarios/diffuse/unit.py names it).
+IMAGES = BudgetPlanner(volume_words="images per day", amount_words="images", most=MAX_IMAGES_PER_DAY,
+                       plan=plan_images_per_day, flag="--images-per-day", check=_check_images,
+                       reads=("--peak-factor", "--max-image-latency-s") + POWER_FLAGS)

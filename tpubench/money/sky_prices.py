@@ -18,8 +18,8 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.hardware.accelerators import CPU_ARM, CPU_X86, normalize_accelerator
-from tpubench.money.pricing import BASIC_COLUMNS as COLUMNS, FLAG_COLUMN
-
+from tpubench.money.pricing import BASIC_COLUMNS as COLUMNS
+from tpubench.money.pricing import FLAG_COLUMN
 
 # Catalog values that are not prices (see pricing/README.md).
 _PLACEHOLDER_PRICE = 700.0

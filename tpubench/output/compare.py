@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from tpubench.measure.numerics import Parity, compare_numerics
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
-from tpubench.workload_spec.point import RunPoint
 from tpubench.scenarios.registry import pair_label
+from tpubench.workload_spec.point import RunPoint
 
 # (metric, higher is better); each has mean and 95% CI columns in a result's metrics.
 METRICS = (

@@ -6,9 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from tpubench.records.csv_safety import neutralize_frame
 from tpubench.errors import UserError
 from tpubench.output.frames import EXPORT_COLUMNS
+from tpubench.records.csv_safety import neutralize_frame
 from tpubench.records.result import SCHEMA_VERSION, readable_by_all
 
 

@@ -7,9 +7,11 @@ import dataclasses
 import hashlib
 import json
 import math
+import warnings
 from typing import Any, Callable
 
 from tpubench.errors import UserError
+from tpubench.output.results_cache import read_table
 from tpubench.records import energy_verdict
 from tpubench.records.result import RunResult, read_results
 from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, routing_label
@@ -105,7 +107,7 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     kernel = result.moe.get("kernel") or {}
     row["experts_kernel"] = kernel.get("implementation")
     row["arm_free_key"] = arm_free_key(p)   # shared by the arms of one kernel A/B (report/kernel_speedups.py)
-    # What generate() would have run for decode instead, where it differs (measurement.md#generate-difference).
+    # What generate() would have run for decode instead, where it differs (docs/measurement.md#generate-difference).
     row["generate_decode_experts"] = result.moe.get("generate_decode_experts_implementation")
     if result.moe.get("expert_load"):
         row["expert_load_json"] = json.dumps(result.moe["expert_load"])
@@ -192,14 +194,14 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     import pandas as pd
 
     check_keep(keep)
-    loaded = read_results(paths, warn=warn)
-    rows = [flatten(r, str(f)) for f, r in loaded]
-    df = pd.DataFrame(rows)
+    # Rows come from the results cache where a file is unchanged (output/results_cache.py).
+    table = read_table(paths, flatten, warn=warn or (lambda msg: warnings.warn(msg, stacklevel=4)))
+    df = pd.DataFrame(table.columns)
     if df.empty:
         df = pd.DataFrame(columns=BASE_COLUMNS).assign(older_runs=pd.Series(dtype="int64"))
         df.attrs["older_runs_left_out"] = 0
         return _with_published(df, paths, warn, shipped) if include_published else df
-    older, newer = _run_order(df, [r.environment_key for _, r in loaded], [f.name for f, _ in loaded])
+    older, newer = _run_order(df, table.environment_keys, [f.name for f in table.files])
     df["older_runs"] = older
     left_out = 0
     if keep == "latest":

@@ -40,13 +40,13 @@ def neutralize_cell(value):
 def neutralize_frame(df):
     """A copy of DataFrame `df`, safe to write as CSV: see the module docstring for the rule."""
     import pandas as pd
-    from pandas.api.types import is_string_dtype
+    from pandas.api.types import is_object_dtype, is_string_dtype
 
     out = df.copy()
     for i, dtype in enumerate(out.dtypes):
         if isinstance(dtype, pd.CategoricalDtype):
             column = out.iloc[:, i].astype(object)
-        elif dtype == object or is_string_dtype(dtype):
+        elif is_object_dtype(dtype) or is_string_dtype(dtype):
             column = out.iloc[:, i]
         else:
             continue

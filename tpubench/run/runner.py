@@ -17,21 +17,21 @@ from pathlib import Path
 from typing import Protocol
 
 from tpubench.backends import default_device, get_backend, require_available
+from tpubench.errors import Unavailable, UserError
 from tpubench.hardware.energy_sources import find_source
+from tpubench.hardware.environment import environment_key, host_environment
 from tpubench.measure.efficiency import peaks_for
 from tpubench.measure.energy import EnergyPlan
-from tpubench.hardware.environment import environment_key, host_environment
-from tpubench.errors import Unavailable, UserError
-from tpubench.records.result import RunResult, now_iso, read_results, store_result
-from tpubench.records.energy_verdict import with_verdict
 from tpubench.measure.world import WorldFailed, in_user_world, join_world
+from tpubench.records.energy_verdict import with_verdict
+from tpubench.records.result import RunResult, now_iso, read_results, store_result
+from tpubench.run.overrides import with_layout, with_server_url
+from tpubench.run.sweep import MAX_POINTS, check_sweep_size, expand, scale_names
+from tpubench.run.workload import load_workload
 from tpubench.scenarios import SweepContext
 from tpubench.scenarios.registry import measurement_of, scenario_of
-from tpubench.workload_spec.sections import FULL_SCALE
-from tpubench.run.sweep import MAX_POINTS, check_sweep_size, expand, scale_names
 from tpubench.workload_spec.point import RunPoint
-from tpubench.run.workload import load_workload
-from tpubench.run.overrides import with_layout, with_server_url
+from tpubench.workload_spec.sections import FULL_SCALE
 
 SMALL_SCALE = "small"
 

@@ -10,30 +10,45 @@ field typed `Axis[...]` may be a list: the cartesian product of all such lists i
 from __future__ import annotations
 
 import difflib
+import functools
 from pathlib import Path
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from tpubench.errors import UserError
 from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.registry import SCENARIOS
 from tpubench.workload_spec.point import DEFAULT_KIND
-from tpubench.workload_spec.sections import (FULL_SCALE, Execution, Measurement, ModelSpec, Parallel, ScaleSpec, Strict,
-                                    as_list, bad_number, safe_name)
+from tpubench.workload_spec.sections import (
+    FULL_SCALE,
+    Execution,
+    Measurement,
+    ModelSpec,
+    Parallel,
+    ScaleSpec,
+    Strict,
+    as_list,
+    bad_number,
+    safe_name,
+)
 
-# The `scenario:` section is one of the registered scenarios' sections, told apart by `kind`.
-ScenarioSection = Union[tuple(s.schema for s in SCENARIOS.values())]
 LAYOUT_FIELDS = ("tensor", "expert", "data")
 
 
 class Workload(Strict):
+    """A workload file. Its `scenario:` is the section of one registered kind, typed by the model
+    `schema_for` builds for that kind (this class alone validates no file: load_workload)."""
+
+    # Built only as schema_for's models, each with its own `scenario` type.
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     description: str = ""
     model: ModelSpec | None = None     # what a scenario that builds a model builds (a server's: optional)
     scales: dict[str, ScaleSpec] = Field(default_factory=dict)
-    scenario: ScenarioSection = Field(discriminator="kind")
+    scenario: Any
     execution: Execution = Execution()
     measurement: Measurement = Measurement()
     parallel: Parallel = Parallel()
@@ -66,6 +81,25 @@ class Workload(Strict):
         for name in v:
             safe_name(name)
         return v
+
+
+def schema_for(data: dict) -> type[Workload]:
+    """The model that validates a workload file's `data`: with the section of the kind it names
+    alone where that kind is registered (every kind's section costs ~100 ms of pydantic at start-up),
+    else with every kind's, whose error says what is wrong with the kind (or the section)."""
+    scenario = data.get("scenario")
+    kind = scenario.get("kind", DEFAULT_KIND) if isinstance(scenario, dict) else None
+    if isinstance(kind, str) and kind in SCENARIOS:
+        return _with_sections((SCENARIOS[kind].schema,))
+    return _with_sections(tuple(s.schema for s in SCENARIOS.values()))
+
+
+@functools.lru_cache(maxsize=None)
+def _with_sections(sections: tuple[type[BaseModel], ...]) -> type[Workload]:
+    # A union even of one section, told apart by `kind`: pydantic then names the kind in an error's
+    # location as it does for the union of all (the loader drops it), so errors read the same.
+    section = Annotated[Union[sections], Field(discriminator="kind")]
+    return create_model("Workload", __base__=Workload, __module__=__name__, scenario=(section, ...))
 
 
 def used_layout(parallel: Parallel) -> list[str]:
@@ -118,7 +152,8 @@ def load_workload(path: str | Path) -> Workload:
         raise _user_error(path, root, *number)
     try:
         # The directory of the file: where a routing trace named in it is read from.
-        workload = Workload.model_validate(data, context={"workload_dir": str(path.parent)})
+        schema = schema_for(data)
+        workload = schema.model_validate(data, context={"workload_dir": str(path.parent)})
     except ValidationError as exc:
         err = _clearest(exc.errors())
         loc = tuple(err["loc"])
@@ -126,7 +161,7 @@ def load_workload(path: str | Path) -> Workload:
         shown = tuple(p for i, p in enumerate(loc) if not (i == 1 and loc[0] == "scenario" and p in SCENARIOS))
         # A tagged union (model.routing) repeats its tag before the member's own key: name it once.
         shown = tuple(p for i, p in enumerate(shown) if i == 0 or p != shown[i - 1])
-        raise _user_error(path, root, shown, _explain(err, loc)) from None
+        raise _user_error(path, root, shown, _explain(err, loc, schema)) from None
     _check_model(workload, path, root)
     return workload
 
@@ -231,11 +266,11 @@ _TYPE_NAMES = {"int", "str", "float", "bool", "literal", "none", "dict", "list",
                "constrained-float"}
 
 
-def _explain(err: dict, loc: tuple) -> str:
+def _explain(err: dict, loc: tuple, schema: type[Workload]) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        allowed = _allowed_keys(loc[:-1])
+        allowed = _allowed_keys(loc[:-1], schema)
         guess = difflib.get_close_matches(key, allowed, n=1)
         hint = f"; did you mean '{guess[0]}'?" if guess else f"; allowed: {', '.join(sorted(allowed))}"
         return f"unknown key '{key}'{hint}"
@@ -247,8 +282,8 @@ def _explain(err: dict, loc: tuple) -> str:
     return msg
 
 
-def _allowed_keys(loc: tuple) -> list[str]:
-    model: type[BaseModel] | None = Workload
+def _allowed_keys(loc: tuple, schema: type[Workload]) -> list[str]:
+    model: type[BaseModel] | None = schema
     for i, part in enumerate(loc):
         if model is None:
             return []
@@ -257,7 +292,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
         elif part in model.model_fields:
             ann = model.model_fields[part].annotation
             model = _model_in(ann)
-        elif model is Workload and loc and loc[0] == "scales":
+        elif model is schema and loc and loc[0] == "scales":
             model = ScaleSpec
         else:
             model = _model_in(None)

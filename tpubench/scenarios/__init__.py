@@ -1,11 +1,15 @@
-"""Scenarios: what a run point measures, each kind one package behind the Protocol below
+"""Scenarios: what a run point measures, each kind one package behind the `Scenario` below
 (docs/extending/scenario.md), all of them listed once in `tpubench.scenarios.registry`.
+
+`Scenario` is a frozen dataclass with defaults: a scenario package states only what differs. Its
+`units` (output_units.OutputUnit) say what its rows are priced per; cost, energy, the console and
+reports loop over the registry's units and never name one.
 
 A scenario package holds everything of its kind: its workload section (`schema`), the checks of a
 workload no schema can express, its sweep axes and points, the label of a point, the columns of
 its run table, and, in the module named by `measurement`, how a point is measured. Shared code
 (workload loading, the runner, the console, cost, reports, compare, launch) asks the registry for
-the scenario of a point or row and calls the Protocol; it never names a kind.
+the scenario of a point or row and calls its members; it never names a kind.
 
 The description (everything but `measurement` and `cost_basis`) imports no framework: the cost
 and report layers use it. The measurement module is imported only when points run; the cost basis
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protoc
 
 from pydantic import BaseModel
 
+from tpubench.scenarios.output_units import OutputUnit
 from tpubench.workload_spec.point import RunPoint
 
 if TYPE_CHECKING:   # the result model is not built to describe a scenario: `validate` never needs it
@@ -88,72 +93,90 @@ class Steering(Protocol):
         ...
 
 
-class Scenario(Protocol):
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """A scenario kind: a frozen dataclass whose defaults fit most kinds. A scenario package
+    subclasses it (itself a `@dataclass(frozen=True, kw_only=True)`), giving `kind`, `schema`,
+    `measurement`, `cost_basis`, `report_kind` and `units`, the sweep functions, and only the
+    fields and methods where it differs from these defaults (docs/extending/scenario.md)."""
+
     kind: str                     # the workload's `scenario.kind`
     schema: type[BaseModel]       # its `scenario:` section; `kind` is a Literal of `kind`
-    builds_model: bool            # measures a model tpubench builds from the `model` block: the block
-                                  # is required, and roofline peaks and weight-size checks apply
-    meters_energy: bool           # its work runs on this host's chips inside the timed loop, so the
-                                  # sweep's energy source can meter it; one whose answer depends on the
-                                  # workload also has energy_here(workload) -> why not, or None (serve:
-                                  # a launched server is here, one at a URL may be anywhere)
-    layout: tuple[str, ...]       # the `parallel` fields it takes ("tensor", "expert", "data", "fsdp")
     measurement: str              # the module that measures its points (Measurement)
     cost_basis: str               # "module:function" of its cost basis: chip_seconds(rows) -> the
                                   # chip-seconds per unit of output of every result row of its kind
-                                  # (`<figure>_chip_s_per_<unit>[_ci95_low|_ci95_high]`, and its split
-                                  # columns), on the rows' index (docs/extending/scenario.md#cost)
-    launch_extras: tuple[str, ...]  # pip extras a launched machine needs for it, beyond its device's
+                                  # (each unit's `chip_seconds_columns()`, and its `basis_labels`),
+                                  # on the rows' index (docs/extending/scenario.md#cost)
     report_kind: str              # how reports name its stack's kind ('offline', 'serve', ...)
-    warn_once: bool               # its warnings are about the whole sweep (a server's): shown once
-    options: tuple[str, ...]      # run options of its own (`server_url`: tpubench run --server-url)
-    calibrates_estimate: bool     # its results are decode loops of a model tpubench built, batch as the
-                                  # load: `tpubench estimate` calibrates on them (tpubench/estimate/)
+    units: tuple[OutputUnit, ...]  # what its rows are priced per (output_units.py); the first is the one
+                                  # its rows are ranked, shown and budgeted in
+    builds_model: bool = True     # measures a model tpubench builds from the `model` block: the block
+                                  # is required, and roofline peaks and weight-size checks apply
+    meters_energy: bool = True    # its work runs on this host's chips inside the timed loop, so the
+                                  # sweep's energy source can meter it; one whose answer depends on the
+                                  # workload also has energy_here(workload) -> why not, or None (serve:
+                                  # a launched server is here, one at a URL may be anywhere)
+    layout: tuple[str, ...] = ()  # the `parallel` fields it takes ("tensor", "expert", "data", "fsdp")
+    launch_extras: tuple[str, ...] = ()  # pip extras a launched machine needs for it, beyond its device's
+    warn_once: bool = False       # its warnings are about the whole sweep (a server's): shown once
+    options: tuple[str, ...] = ()  # run options of its own (`server_url`: tpubench run --server-url)
+    calibrates_estimate: bool = False  # its results are decode loops of a model tpubench built, batch as
+                                  # the load: `tpubench estimate` calibrates on them (tpubench/estimate/)
+    kernel_arms: bool = False     # its results are arms of a MoE kernel A/B (experts implementation,
+                                  # decode loop): the report's kernel table compares them
+                                  # (output/report/kernel_speedups.py)
+
+    @property
+    def unit(self) -> OutputUnit:
+        """The unit its rows are ranked, shown and budgeted in (the first of `units`)."""
+        return self.units[0]
+
+    def subject(self, workload) -> str:
+        """What a workload of this kind runs, in a few words (`tpubench validate`): its model family."""
+        return workload.model.family if workload.model is not None else "no model"
 
     def with_option(self, workload, name: str, value):
         """The workload with one of its `options` set (run.overrides.with_option checks the name)."""
-        ...
+        raise KeyError(name)   # no options unless a scenario declares some
 
     def check_workload(self, workload, scale: str, config: dict) -> None:
         """After the shared checks of one scale (its resolved model `config`, {} without a model):
         raise FieldProblem for a value this kind cannot run."""
-        ...
 
     def sweep_axes(self, workload, scale: str) -> dict[str, list]:
         """Every sweep axis of one scale with its values (a scalar is an axis of one value)."""
-        ...
+        raise NotImplementedError
 
     def points(self, workload, scale: str, axes: dict[str, list], source: str) -> list[RunPoint]:
         """The cartesian product of `axes` as resolved run points."""
-        ...
+        raise NotImplementedError
 
     def label(self, point: RunPoint) -> str:
         """The point in a few words, as the progress bar and run table show it."""
-        ...
+        raise NotImplementedError
 
     def pair_label(self, point: Mapping) -> str:
         """A result's point (its `point` dict) in words that tell it from its neighbours in a
         comparison: its shape or load, layout and dtype."""
-        ...
+        raise NotImplementedError
 
     def row_label(self, row: Mapping) -> str:
         """A priced result row (one per result and price) as the cost table names it."""
-        ...
+        raise NotImplementedError
 
     def weight_shards(self, point: RunPoint) -> int | None:
         """Over how many chips the point's weights are split; None when tpubench does not hold
         them (a server's model)."""
-        ...
+        return 1
 
     def estimate_loads(self, section) -> list | None:
         """The concurrent sequences a roofline estimate sizes for this `scenario:` section (its sweep
         of them), or None where the kind has no such load (`tpubench estimate` refuses it)."""
-        ...
+        return None
 
     def check_launch(self, points: list[RunPoint], source: str) -> None:
         """Raise UserError for a point that cannot run on a machine `tpubench launch` provisions."""
-        ...
 
     def run_table(self, outcomes: list) -> Any:
         """The rich Table of these points' figures (run.runner.PointOutcome, all of this kind)."""
-        ...
+        raise NotImplementedError

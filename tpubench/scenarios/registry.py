@@ -4,17 +4,51 @@ line here (docs/extending/scenario.md)."""
 from __future__ import annotations
 
 import importlib
-from typing import Mapping
+from typing import Iterator, Mapping, MutableMapping
 
 from tpubench.errors import UserError
 from tpubench.scenarios import Scenario
-from tpubench.scenarios.diffuse import Diffuse
-from tpubench.scenarios.generate import Generate
-from tpubench.scenarios.serve import Serve
-from tpubench.scenarios.train import Train
+from tpubench.scenarios.output_units import OutputUnit
 from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint
 
-SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (Generate(), Serve(), Train(), Diffuse())}
+
+class _Registry(MutableMapping):
+    """Scenario kind -> Scenario, each kind's package imported when its kind is first looked up:
+    `validate` of one workload builds one kind's schema, not every kind's (pydantic builds each
+    section at import, ~30-60 ms a kind at CLI start-up). The kinds are known without importing."""
+
+    def __init__(self, entries: dict[str, str]):
+        self._entries: dict[str, str | Scenario] = dict(entries)   # "module:Class" until first looked up
+
+    def __getitem__(self, kind: str) -> Scenario:
+        entry = self._entries[kind]
+        if isinstance(entry, str):
+            module, name = entry.split(":")
+            entry = self._entries[kind] = getattr(importlib.import_module(module), name)()
+        return entry
+
+    def __contains__(self, kind) -> bool:
+        return kind in self._entries      # without importing the kind's package
+
+    def __setitem__(self, kind: str, scenario: Scenario) -> None:
+        self._entries[kind] = scenario
+
+    def __delitem__(self, kind: str) -> None:
+        del self._entries[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+SCENARIOS: MutableMapping[str, Scenario] = _Registry({
+    "generate": "tpubench.scenarios.generate:Generate",
+    "serve": "tpubench.scenarios.serve:Serve",
+    "train": "tpubench.scenarios.train:Train",
+    "diffuse": "tpubench.scenarios.diffuse:Diffuse",
+})
 
 assert DEFAULT_KIND in SCENARIOS, "results without a kind must have a scenario"
 
@@ -33,6 +67,23 @@ def describing(kind):
     not know (a file from a newer tpubench) the default kind's, whose labels use the common fields
     only; such a file is still read, priced and reported."""
     return SCENARIOS.get(kind if isinstance(kind, str) and kind else DEFAULT_KIND) or SCENARIOS[DEFAULT_KIND]
+
+
+def units() -> tuple[OutputUnit, ...]:
+    """Every unit of output of the registered scenarios, each once, in registry order (the default
+    kind's first): what cost, energy, the console and reports loop over. Read from SCENARIOS on each
+    call, so a scenario added to it (a test's, tests/demo_scenario/) brings its unit along."""
+    seen: dict[str, OutputUnit] = {}
+    for scenario in SCENARIOS.values():
+        for unit in scenario.units:
+            seen.setdefault(unit.key, unit)
+    return tuple(seen.values())
+
+
+def unit_of(kind) -> OutputUnit:
+    """The unit a row of `kind` is ranked, shown and budgeted in: its scenario's first unit (the
+    default kind's for a kind this version does not know, as `describing`)."""
+    return describing(kind).unit
 
 
 def point_label(point: RunPoint) -> str:

@@ -62,7 +62,7 @@ import yarl
 from aiohttp.client_proto import ResponseHandler
 
 from tpubench.records.result import safe_text
-from tpubench.serving.traffic.common import RequestSpec   # the request type every traffic mode makes
+from tpubench.serving.traffic.common import RequestSpec  # the request type every traffic mode makes
 
 _now = time.perf_counter
 _loads = json.loads
@@ -244,6 +244,10 @@ class SSEParser:
                 and self._event is None and b"\r" not in chunk):
             # The common case, one read of whole one-line `data:` events: the events the rules
             # below make, without going line by line; anything else takes the general way.
+            # Commonest of all (a paced server, one token a write): one event, its only newlines
+            # the last two; no split, one copy.
+            if chunk.find(b"\n") == len(chunk) - 2 and len(chunk) - 8 <= self.max_bytes:
+                return [(None, chunk[6:-2])]
             out = []
             for block in chunk[:-2].split(b"\n\n"):
                 if block[:6] != b"data: " or b"\n" in block or len(block) - 6 > self.max_bytes:

@@ -599,4 +599,13 @@ def _outcome(mode, records, warm, *, concurrency, request_rate, burstiness, max_
 
 def run_load(endpoint: Endpoint, specs: Sequence[RequestSpec], **kwargs) -> LoadOutcome:
     """`run_load_async` in its own event loop (see there for the arguments)."""
-    return asyncio.run(run_load_async(endpoint, specs, **kwargs))
+    box: list[LoadOutcome] = []
+
+    async def main() -> None:
+        # The outcome is handed back through `box`, not as the task's result: asyncio.run's
+        # SIGINT clean-up formats the main task's repr, which would print every record (a
+        # second of CPU after a large window).
+        box.append(await run_load_async(endpoint, specs, **kwargs))
+
+    asyncio.run(main())
+    return box[0]

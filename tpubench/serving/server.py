@@ -29,8 +29,18 @@ from tpubench.errors import UserError
 from tpubench.processes import start_in_new_group, stop_group
 from tpubench.serving.cpu_pinning import CpuSplit, cpu_list, own_cpus, process_on, split_cpus, this_thread_on
 from tpubench.serving.presets import (
-    BY_NAME, PRESETS, VLLM_CPU_HEAD_DIMS, Preset, check_packages, cli_argv, dist_version, guess_stack,
-    serving_python, split_command, transformers_cpu_args, vllm_cpu_args,
+    BY_NAME,
+    PRESETS,
+    VLLM_CPU_HEAD_DIMS,
+    Preset,
+    check_packages,
+    cli_argv,
+    dist_version,
+    guess_stack,
+    serving_python,
+    split_command,
+    transformers_cpu_args,
+    vllm_cpu_args,
 )
 from tpubench.serving.server_api import ask_version, first_model, get, models_listing, reset_prefix_cache_at
 from tpubench.serving.server_chips import ServerChips, server_chips, server_on_cpu

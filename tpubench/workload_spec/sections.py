@@ -10,8 +10,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PositiveInt, PrivateAttr, Tag, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PositiveInt,
+    PrivateAttr,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 # transformers' experts implementations (the torch backend; `kernels`: a Hugging Face Hub MoE

@@ -32,8 +32,7 @@ from pathlib import Path
 from tpubench.errors import UserError
 from tpubench.money import plans
 from tpubench.money.price_imports import mapping
-from tpubench.money.price_imports.common import (ImportResult, file_date, listed_objects, price_number, read_json,
-                                                 require)
+from tpubench.money.price_imports.common import ImportResult, file_date, listed_objects, price_number, read_json, require
 
 RESERVATION_PLANS = {"1 Year": "commit_1y", "3 Years": "commit_3y"}
 _SPOT = re.compile(r"\bspot\b", re.I)

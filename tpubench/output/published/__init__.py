@@ -12,8 +12,7 @@ from tpubench.output.published.inferencex import import_inferencex
 from tpubench.output.published.match import DEFAULT_TOLERANCE, compare_published, interpolate_front, pareto_front
 from tpubench.output.published.mlperf import import_mlperf
 from tpubench.output.published.rows import COLUMNS, SOURCE_MEASURED, SOURCE_PUBLISHED, as_result_rows
-from tpubench.output.published.store import (published_files, read_published, shipped_published, store_name,
-                                             write_published)
+from tpubench.output.published.store import published_files, read_published, shipped_published, store_name, write_published
 
 __all__ = ["COLUMNS", "DEFAULT_TOLERANCE", "SOURCE_MEASURED", "SOURCE_PUBLISHED", "as_result_rows",
            "compare_published", "import_inferencex", "import_mlperf", "interpolate_front", "pareto_front",

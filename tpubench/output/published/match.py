@@ -2,7 +2,8 @@
 
 A measured point is compared with the published results of the same model, input and output
 lengths, accelerator and (where both say it) precision, one front per publisher setup (speculative
-decoding or not, disaggregated or not, multi-node or not: `setup_label`), never one front across them. Those published points form a curve of
+decoding or not, disaggregated or not, multi-node or not: `setup_label`), never one front across them.
+Those published points form a curve of
 output tokens/s per chip against interactivity (tokens/s one user sees, 1 / median TPOT); its
 Pareto front is the points no other point beats on both axes (the best the publisher showed at
 each interactivity). The front is interpolated linearly at the measured point's interactivity:
@@ -199,7 +200,8 @@ def _published_fronts(pub: pd.DataFrame) -> dict:
 def compare_published(results: pd.DataFrame, published: pd.DataFrame,
                       tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """One row per measured point and matching published front (publisher, accelerator,
-    precision and setup: speculative decoding, disaggregation, multi-node; see setup_label): the front interpolated at the point's interactivity, the deviation and the verdict
+    precision and setup: speculative decoding, disaggregation, multi-node; see setup_label): the
+    front interpolated at the point's interactivity, the deviation and the verdict
     (`front` holds the front's (interactivity, tokens/s per chip) points, for a figure).
     `results` is load_results' DataFrame; `published` read_published's (rows.COLUMNS)."""
     measured = _measured_points(results)
@@ -210,7 +212,9 @@ def compare_published(results: pd.DataFrame, published: pd.DataFrame,
                      _prec=pub["precision"].map(precision_key), _setup=_setups(pub))
     fronts = _published_fronts(pub)
     # A point's bucket from its columns, all points at once; only points with a bucket are read row by row.
-    column = lambda c: measured[c] if c in measured else pd.Series(None, index=measured.index, dtype=object)
+    def column(c):
+        return measured[c] if c in measured else pd.Series(None, index=measured.index, dtype=object)
+
     acc_keys: dict = {}     # accelerator_key per distinct name: thousands of points share a few
     buckets = []
     for hub_id, workload, accelerator, n_in, n_out in zip(column("hub_id"), column("workload"),

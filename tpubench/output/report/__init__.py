@@ -66,8 +66,8 @@ def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Se
 
 
 def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
-    """A budget.BudgetResult, budget.TrainingBudget or image_budget.ImageBudget as markdown (terminal)
-    or CSV (spreadsheet)."""
+    """A budget (what a unit's planner returns: money/budget_request.py) as markdown (terminal) or
+    CSV (spreadsheet). The result names its markdown renderer ("module:function", `markdown`)."""
     fmt = _format(fmt)
     if fmt == "csv":
         from tpubench.output.report.csv import render_budget_csv
@@ -75,14 +75,7 @@ def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
         return render_budget_csv(result)
     if fmt == "html":
         raise UserError("budgets render as markdown or csv", field="--format")
-    from tpubench.output.report.markdown import render_budget_markdown, render_training_budget_markdown
     from tpubench.output.safe_text import markdown_text
+    from tpubench.scenarios.output_units import load
 
-    if hasattr(result, "train_tokens"):
-        return markdown_text(render_training_budget_markdown(result, max_rows=max_rows))
-    if hasattr(getattr(result, "traffic", None), "images_per_day"):
-        from tpubench.output.report.budget_images import image_budget_markdown
-        from tpubench.output.report.markdown import budget_footer, table
-
-        return markdown_text(image_budget_markdown(result, table, budget_footer, max_rows=max_rows))
-    return markdown_text(render_budget_markdown(result, max_rows=max_rows))
+    return markdown_text(load(result.markdown)(result, max_rows=max_rows))

@@ -1,15 +1,16 @@
 """The markdown of an image budget (money/image_budget.py, `tpubench budget --images-per-day`):
 per platform and plan the fleet, its monthly cost with CI, and the point it is sized on;
-platforms with no point within the latency limit, with the closest one. `render_budget` calls it,
-passing markdown.py's `table` writer and price footer."""
+platforms with no point within the latency limit, with the closest one (ImageBudget.markdown)."""
 
 from __future__ import annotations
 
 from tpubench.output.report import format as f
 from tpubench.output.report.images import joules_cell, point_label
+from tpubench.output.report.markdown import budget_footer as footer
+from tpubench.output.report.markdown import table
 
 
-def image_budget_markdown(result, table, footer, max_rows: int = 50) -> str:
+def image_budget_markdown(result, max_rows: int = 50) -> str:
     t = result.traffic
     limit = f"p99 seconds per call ≤ {t.max_image_latency_s:g} s" if t.max_image_latency_s is not None else "none"
     out = ["# tpubench budget: images", "",

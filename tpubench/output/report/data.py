@@ -11,12 +11,13 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.version import __version__
 from tpubench.money import cost, pricing, tco
 from tpubench.output.report import headline
 from tpubench.output.report.format import flagged_price_notes
 from tpubench.output.report.kernel_speedups import speedups
 from tpubench.output.report.published import DEFAULT_TOLERANCE, published_beside
+from tpubench.scenarios import registry
+from tpubench.version import __version__
 
 PLATFORM_KEYS = ["priced_accelerator", "cloud", "region", "instance_type"]
 # The software a point's tokens came from: an offline run, or a serving stack (a platform may have
@@ -35,12 +36,10 @@ class ReportData:
     plans: list[str]
     primary_plan: str | None         # the plan figures use
     warnings: list[str] = field(default_factory=list)
-    # Training (rows with training figures, cost.is_training): fastest, hence cheapest, point per
-    # workload x platform x plan, by $ per million training tokens. Never mixed into `summary`.
-    training: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # Images (rows with per-image figures, cost.is_imaging): the cheapest point per workload x
-    # platform x plan by $ per 1,000 images. Never mixed into `summary` either.
-    images: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Per unit of output (its key, registry.units()): the cheapest point per workload x platform x
+    # plan by the unit's headline cost, over the rows of that unit only (`summarise`): units are
+    # never mixed. `summary` is the first unit's.
+    summaries: dict = field(default_factory=dict)
     what_if_instance: str | None = None
     generated_at: str = ""
     tpubench_version: str = __version__
@@ -58,8 +57,12 @@ class ReportData:
     # arms or more, its decode speed-up over the baseline it names; empty: no section.
     kernel_speedups: pd.DataFrame = field(default_factory=pd.DataFrame)
     # The report's first section (report/headline.py): the summaries' 'cheapest' row per workload and
-    # plan (inference, training, images); empty: nothing priced.
+    # plan, per unit; empty: nothing priced.
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def summary_of(self, unit) -> pd.DataFrame:
+        """The summary of `unit` (an OutputUnit), empty when none of its rows was priced."""
+        return self.summaries.get(unit.key, pd.DataFrame())
 
     @property
     def counts(self) -> dict[str, int]:
@@ -89,28 +92,14 @@ def older_runs_note(left_out: int) -> str:
             "and environment is kept; --all-runs keeps them)")
 
 
-def inference_rows(priced: pd.DataFrame) -> pd.DataFrame:
-    """Priced rows with per-token inference figures (every row without training or image figures)."""
-    return priced[~cost.is_training(priced) & ~cost.is_imaging(priced)] if len(priced) else priced
-
-
-def image_rows(priced: pd.DataFrame) -> pd.DataFrame:
-    """Priced rows with per-image figures (cost.is_imaging)."""
-    return priced[cost.is_imaging(priced)] if len(priced) else priced
-
-
-def training_rows(priced: pd.DataFrame) -> pd.DataFrame:
-    """Priced rows with training figures (cost.is_training)."""
-    return priced[cost.is_training(priced)] if len(priced) else priced
-
-
-def summarise(priced: pd.DataFrame, column: str = "blended_usd_per_mtok") -> pd.DataFrame:
-    """The cheapest operating point (lowest `column`; valid runs first) per workload, platform,
-    stack (offline, or each serving stack) and plan, with a verdict against the cheapest of the same
-    plan. Only rows of the kind `column` prices take part: inference rows for the $/Mtok columns,
-    training rows for `train_usd_per_mtok` (`summarise_training`)."""
-    priced = (training_rows(priced) if column.startswith("train_") else
-              image_rows(priced) if column.startswith("image_") else inference_rows(priced))
+def summarise(priced: pd.DataFrame, unit=None) -> pd.DataFrame:
+    """The cheapest operating point (lowest headline cost of `unit`, an OutputUnit, the first
+    registered one by default; valid runs first) per workload, platform, stack (offline, or each
+    serving stack) and plan, with a verdict against the cheapest of the same plan. Only rows of
+    `unit` take part (cost.unit_rows: by their scenario kind)."""
+    unit = unit or registry.units()[0]
+    column = unit.headline
+    priced = cost.rows_of(priced, unit)
     if priced.empty:
         return priced.assign(vs_cheapest=pd.Series(dtype=object))
     ranked = priced.assign(_invalid=~priced["valid"].astype(bool)).sort_values(
@@ -130,12 +119,6 @@ def summarise(priced: pd.DataFrame, column: str = "blended_usd_per_mtok") -> pd.
             verdicts.append((idx, cost.compare_costs(row[column], _finite(half), ref[column], _finite(ref_half))))
     best["vs_cheapest"] = pd.Series(dict(verdicts))
     return best.reset_index(drop=True)
-
-
-def summarise_training(priced: pd.DataFrame) -> pd.DataFrame:
-    """Per workload, platform and plan the training point with the lowest $ per million training
-    tokens: on one price, the most training tokens/s per chip."""
-    return summarise(priced, "train_usd_per_mtok")
 
 
 def _finite(x) -> float:
@@ -209,10 +192,10 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     if what_if_instance:
         warnings.insert(0, f"what-if pricing: every result is priced as if its per-chip speed were had on "
                            f"{what_if_instance}, whatever it was measured on")
-    data = ReportData(results=results, priced=priced, unpriced=unpriced, summary=summarise(priced),
+    summaries = {unit.key: summarise(priced, unit) for unit in registry.units()}
+    data = ReportData(results=results, priced=priced, unpriced=unpriced, summary=next(iter(summaries.values())),
                       price_sources=provenance, plans=used_plans, primary_plan=primary,
-                      warnings=warnings, training=summarise_training(priced), what_if_instance=what_if_instance,
-                      images=summarise(priced, "image_usd_per_kimage"),
+                      warnings=warnings, summaries=summaries, what_if_instance=what_if_instance,
                       generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       published=published, published_rows=len(published_list), published_list=published_list,
                       kernel_speedups=speedups(results))
@@ -225,14 +208,15 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     return data
 
 
-def result_rows(data: ReportData, training: bool = False) -> pd.DataFrame:
-    """One row per priced inference result (per training result with `training`): its cheapest
-    price in the primary plan, or in any plan when the primary one has no price for it (Trainium2
-    has spot prices only, for instance)."""
-    priced = training_rows(data.priced) if training else inference_rows(data.priced)
+def result_rows(data: ReportData, unit=None) -> pd.DataFrame:
+    """One row per priced result of `unit` (an OutputUnit, the first registered one by default):
+    its cheapest price in the primary plan, or in any plan when the primary one has no price for it
+    (Trainium2 has spot prices only, for instance)."""
+    unit = unit or registry.units()[0]
+    priced = cost.rows_of(data.priced, unit)
     if priced.empty:
         return priced
-    column = "train_usd_per_mtok" if training else "blended_usd_per_mtok"
+    column = unit.headline
     ranked = priced.assign(_other_plan=priced["plan"] != data.primary_plan)
     best = (ranked.sort_values(["_other_plan", column], kind="stable")
             .drop_duplicates("file").drop(columns="_other_plan"))

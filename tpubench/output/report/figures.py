@@ -14,10 +14,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.money.cost import interactivity_tokens_per_s, is_training
+from tpubench.money.cost import interactivity_tokens_per_s, rows_of
 from tpubench.output.published.match import pareto_mask
-from tpubench.output.report.format import (kind_label, load_label, plan_label, platform_label, stack_label,
-                                    workload_label)
+from tpubench.output.report.format import kind_label, load_label, plan_label, platform_label, stack_label, workload_label
+from tpubench.scenarios import registry
 from tpubench.units import number, share
 
 MAX_BARS = 40
@@ -190,7 +190,14 @@ def figure_to_svg(fig) -> bytes:
 
 
 def encode_figure(fig, kind: str) -> tuple[str, bytes]:
-    """(MIME type, bytes) of a figure as 'png' or 'svg'."""
+    """(MIME type, bytes) of a figure as 'png' or 'svg'; a figure that draws the same as one
+    encoded before is not drawn again (report/figure_cache.py)."""
+    from tpubench.output.report.figure_cache import cached_encoding
+
+    return cached_encoding(fig, kind, _encode_figure)
+
+
+def _encode_figure(fig, kind: str) -> tuple[str, bytes]:
     if kind == "svg":
         return "image/svg+xml", figure_to_svg(fig)
     return "image/png", figure_to_png(fig)
@@ -404,7 +411,7 @@ def _same(frame: pd.DataFrame, column: str, value) -> pd.Series:
     return frame[column] == value
 
 
-def report_figures(data) -> list[tuple[str, str, object, str]]:
+def report_figures(data, unit=None) -> list[tuple[str, str, object, str]]:
     """(id, caption, Figure, 'svg' | 'png') for a ReportData: per workload, cost by platform,
     throughput vs interactivity and latency distributions. Charts of text and bars are SVG; the
     scatter, which may hold thousands of points, is PNG. Every scenario kind is drawn alike from its
@@ -412,8 +419,9 @@ def report_figures(data) -> list[tuple[str, str, object, str]]:
     results = data.results
     if results.empty or "status" not in results:
         return []
-    # Training runs have their own figure (training_figures): no TTFT, TPOT or output tokens here.
-    results = results[~is_training(results)]
+    # The rows of the token unit (the first registered one, report/tokens.py draws these) only:
+    # other units (training, images) have their own sections, and no TTFT, TPOT or output tokens.
+    results = rows_of(results, unit or registry.units()[0])
     ok = results[(results["status"] == "ok") & results["valid"].astype(bool)].copy()
     if ok.empty:
         ok = results[results["status"] == "ok"].copy()
@@ -584,9 +592,8 @@ def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
     return fig
 
 
-def training_figures(data) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, 'svg') per workload with training rows in ReportData.training."""
-    training = getattr(data, "training", None)
+def training_figures(training: pd.DataFrame) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, 'svg') per workload of a training summary (report/training.py)."""
     if training is None or training.empty:
         return []
     figures = []

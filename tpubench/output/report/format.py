@@ -8,6 +8,7 @@ import pandas as pd
 # Plan labels have one source, the plan vocabulary: every report, the budget and `pricing list` use it.
 from tpubench.money.plans import plan_label  # noqa: F401
 from tpubench.scenarios.registry import SCENARIOS, describing
+
 # The reports' unit formatters, used here and as `format.sig`, `format.usd`, ... by the renderers.
 from tpubench.units import finite, ms, number, pct, share, sig, usd, usd_whole, with_ci  # noqa: F401
 

@@ -1,7 +1,8 @@
 """The report's first section, "At a glance": how many rows of each kind the report holds
-(measured, published, estimated: DESIGN s24, never mixed without saying which), then per kind
-(inference, training, images; one table each, never mixed) and per workload and purchase plan the
-cheapest option with its 95% CI: the row the summary tables below mark 'cheapest'.
+(measured, published, estimated: DESIGN s24, never mixed without saying which), then per unit of
+output (registry.units(): inference tokens, training tokens, images...; one table each, never
+mixed, each titled, costed and labelled as its unit declares) and per workload and purchase plan
+the cheapest option with its 95% CI: the row the summary tables below mark 'cheapest'.
 
 Picked once from the summaries data.py already built (no per-result work); markdown and HTML only
 format the cells below.
@@ -9,27 +10,13 @@ format the cells below.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import pandas as pd
 
-from tpubench.output.report import images
-from tpubench.output.report.format import (ci_cell, plan_label, platform_label, point_label, stack_label,
-                                           train_point_label, validity_label, workload_label)
-
-
-class Kind(NamedTuple):
-    attribute: str                  # the ReportData summary it is picked from
-    cost_column: str                # the cost its verdicts compare
-    title: str
-    measure: str                    # the cost's unit, as the header names it
-    point: Callable[[object], str]  # how its tables name a point
-
-
-KINDS = (Kind("summary", "blended_usd_per_mtok", "Inference", "blended $/Mtok", point_label),
-         Kind("training", "train_usd_per_mtok", "Training", "$ per million training tokens", train_point_label),
-         Kind("images", "image_usd_per_kimage", "Images", "$ per 1,000 images", images.point_label))
-_BY_TITLE = {k.title: k for k in KINDS}
+from tpubench.output.report.format import ci_cell, plan_label, platform_label, stack_label, validity_label, workload_label
+from tpubench.scenarios import output_units, registry
+from tpubench.scenarios.registry import row_label
 
 NUMERIC = {3}
 WRAP = {2, 5, 6}      # long text the HTML table may break over lines
@@ -53,32 +40,42 @@ def cheapest_per_plan(summary: pd.DataFrame) -> pd.DataFrame:
     return best.reset_index(drop=True)
 
 
+def _units_by_title() -> dict:
+    return {unit.title: unit for unit in registry.units()}
+
+
 def pick(data) -> pd.DataFrame:
-    """Every kind's cheapest option per workload and plan, with a `kind` column (a Kind's title)."""
-    parts = [cheapest_per_plan(getattr(data, k.attribute, None)).assign(kind=k.title) for k in KINDS]
+    """Every unit's cheapest option per workload and plan, with a `kind` column (the unit's title)."""
+    parts = [cheapest_per_plan(data.summary_of(unit)).assign(kind=unit.title) for unit in registry.units()]
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def tables(headline: pd.DataFrame) -> list[tuple[str, list[str], pd.DataFrame]]:
-    """(title, headers, rows) per kind present, in KINDS order."""
+    """(title, headers, rows) per unit present, in registry order."""
     if headline is None or headline.empty:
         return []
     out = []
-    for kind in KINDS:
-        rows = headline[headline["kind"] == kind.title]
+    for unit in registry.units():
+        rows = headline[headline["kind"] == unit.title]
         if len(rows):
-            out.append((f"{kind.title}: the cheapest option per plan",
-                        ["Workload", "Plan", "Cheapest option", f"{kind.measure[:1].upper()}{kind.measure[1:]} (95% CI)", "Options compared",
-                         "Point", "Validity"], rows))
+            measure = unit.headline_words
+            out.append((f"{unit.title}: the cheapest option per plan",
+                        ["Workload", "Plan", "Cheapest option", f"{measure[:1].upper()}{measure[1:]} (95% CI)",
+                         "Options compared", "Point", "Validity"], rows))
     return out
 
 
+def unit_point_label(unit) -> Callable[[object], str]:
+    """How tables of `unit` name a point: its own `point_label`, else its scenario's row label."""
+    return output_units.load(unit.point_label) if unit.point_label else row_label
+
+
 def cells(row) -> list[str]:
-    kind = _BY_TITLE[row["kind"]]
+    unit = _units_by_title()[row["kind"]]
     others = f"{int(row['compared'])}" + (f" ({int(row['ties'])} within noise)" if row["ties"] else "")
     return [workload_label(row), plan_label(row["plan"]), f"{platform_label(row)} · {stack_label(row)}",
-            ci_cell(row, kind.cost_column), others, kind.point(row), validity_label(row)]
+            ci_cell(row, unit.headline), others, unit_point_label(unit)(row), validity_label(row)]
 
 
 def row_counts(data) -> str:

@@ -1,4 +1,4 @@
-"""The reports' diffusion section (rows priced per image, cost.is_imaging): per workload, platform
+"""The reports' diffusion section (rows priced per image, scenarios/diffuse/unit.py): per workload, platform
 and plan the cheapest point by $ per 1,000 images, with seconds per image by stage, and the
 Pareto front of images/s per chip against seconds per call (the latency a user waits). Cells
 only: markdown.py and html.py lay them out."""
@@ -98,3 +98,43 @@ def pareto(rows: pd.DataFrame) -> pd.DataFrame:
 def pareto_cells(row) -> list[str]:
     return [f.workload_label(row), f.hardware_label(row), point_label(row), f.sig(row["images_per_s_per_chip"]),
             _sec(row.get("call_p50_s")), f.sig(row.get("image_usd_per_kimage"))]
+
+
+def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> list[str]:
+    """The diffusion section (the image unit's `report_section`): per workload, platform and plan $
+    per 1,000 images with seconds per image by stage, then the Pareto front of images/s per chip
+    against latency. Markdown lines, or HTML fragments with fmt "html"."""
+    from tpubench.money.cost import rows_of
+
+    summary = data.summary_of(unit)
+    if not len(summary):
+        return []
+    placement = placements(data.results)
+    front = pareto(rows_of(data.priced, unit))
+    if fmt == "md":
+        from tpubench.output.report.markdown import table
+
+        out = []
+        for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
+            out += [f"## Images, {f.workload_label(group.iloc[0])}: $ per 1,000 images per platform and plan", ""]
+            out.append(table(HEADERS, [cells(r, placement) for _, r in group.iterrows()]))
+            out.append("")
+        if len(front):
+            out += ["## Images: Pareto front of images/s per chip against seconds per call", "",
+                    table(PARETO_HEADERS, [pareto_cells(r) for _, r in front.iterrows()]), ""]
+        return out + [f"- {note}" for note in NOTES] + [""]
+
+    from tpubench.output.report.html import escape_html, html_table
+
+    body = []
+    for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
+        body.append(f"<h2>Images, {escape_html(f.workload_label(group.iloc[0]))}: $ per 1,000 images per platform "
+                    "and plan</h2>")
+        body.append(html_table(HEADERS, [cells(r, placement) for _, r in group.iterrows()],
+                           NUMERIC, ["" if bool(v) else "invalid" for v in group["valid"]],
+                           {5: lambda v: f"verdict-{v.split()[0]}" if v else "", 13: lambda v: "validity"}))
+    if len(front):
+        body.append("<h2>Images: Pareto front of images/s per chip against seconds per call</h2>")
+        body.append(html_table(PARETO_HEADERS, [pareto_cells(r) for _, r in front.iterrows()], {3, 4, 5}))
+    body.append('<ul class="note">' + "".join(f"<li>{escape_html(n)}</li>" for n in NOTES) + "</ul>")
+    return body

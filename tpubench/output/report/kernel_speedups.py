@@ -28,9 +28,9 @@ import pandas as pd
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
 from tpubench.output.report.format import PACKAGE_ARMS, hardware_label, point_label, validity_label, workload_label
 from tpubench.scenarios.registry import SCENARIOS
+from tpubench.units import MISSING, finite, ms, sig, with_ci
 from tpubench.workload_spec.point import DEFAULT_KIND, layout_words
 from tpubench.workload_spec.sections import HF_GENERATE, JAX_EXPERTS, TORCH_EXPERTS
-from tpubench.units import MISSING, finite, ms, sig, with_ci
 
 EAGER_LOOP = "eager loop"     # how the table names the torch eager experts arm in tpubench's loop
 # The baseline arm's backend and experts implementation (in tpubench's own decode loop).

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from tpubench.money.budget import SIZING_SPLIT
 from tpubench.output.report import format as f
-from tpubench.output.report import headline
-from tpubench.output.report import kernel_speedups
+from tpubench.output.report import headline, kernel_speedups, published, published_list
 from tpubench.output.report import profile as profile_section
-from tpubench.output.report import tco as tco_section
-from tpubench.output.report import published
-from tpubench.output.report import published_list
-from tpubench.output.report.data import ReportData, image_rows, result_rows
+from tpubench.output.report.data import ReportData
+from tpubench.scenarios import output_units, registry
 
 
 def _escape(text) -> str:
@@ -42,41 +39,10 @@ def _unpriced(data: ReportData) -> list[str]:
     return ["## Not priced", "", table(["Status", "Accelerator", "Reason", "Runs", "Example file"], rows), ""]
 
 
-def _training(data: ReportData, max_rows: int) -> list[str]:
-    """The training section: per workload, platform and plan, training tokens/s per chip against
-    $ per million training tokens, then every training run."""
-    if not len(data.training):
-        return []
-    out = []
-    for _, group in data.training.groupby(["workload", "scale"], sort=False, dropna=False):
-        out += [f"## Training, {f.workload_label(group.iloc[0])}: $ per million training tokens per platform "
-                "and plan", ""]
-        out.append(table(f.TRAINING_HEADERS, [f.training_cells(r) for _, r in group.iterrows()]))
-        out.append("")
-    out += [f"- {note}" for note in f.TRAINING_NOTES] + [""]
-    out += _runs_section(data, "Training runs", result_rows(data, training=True), f.TRAINING_RUN_HEADERS,
-                         f.training_run_cells, max_rows, energy_figure="train")
-    return out
-
-
-def _images(data: ReportData) -> list[str]:
-    """The diffusion section: per workload, platform and plan, $ per 1,000 images with seconds per
-    image by stage (report/images.py), then the Pareto front of images/s per chip against latency."""
-    if not len(data.images):
-        return []
-    from tpubench.output.report import images
-
-    placement = images.placements(data.results)
-    out = []
-    for _, group in data.images.groupby(["workload", "scale"], sort=False, dropna=False):
-        out += [f"## Images, {f.workload_label(group.iloc[0])}: $ per 1,000 images per platform and plan", ""]
-        out.append(table(images.HEADERS, [images.cells(r, placement) for _, r in group.iterrows()]))
-        out.append("")
-    front = images.pareto(image_rows(data.priced))
-    if len(front):
-        out += ["## Images: Pareto front of images/s per chip against seconds per call", "",
-                table(images.PARETO_HEADERS, [images.pareto_cells(r) for _, r in front.iterrows()]), ""]
-    return out + [f"- {note}" for note in images.NOTES] + [""]
+def unit_section(unit):
+    """The report section of `unit` (markdown and HTML alike): its own, or the shared one
+    (report/units.py)."""
+    return output_units.load(unit.report_section or "tpubench.output.report.units:section")
 
 
 def _published(data: ReportData) -> list[str]:
@@ -103,7 +69,7 @@ def _published_list(data: ReportData, max_rows: int) -> list[str]:
     return out + ["", f"- {published_list.NOTE}", ""]
 
 
-def _runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int,
+def runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int,
                   energy_figure: str = "blended") -> list[str]:
     """One row per run, at most max_rows of them (the CSV has all)."""
     headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in header_templates]
@@ -134,21 +100,10 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
     out += _glance(data)
     if data.warnings:
         out += ["**Warnings**", ""] + [f"- {w}" for w in data.warnings] + [""]
-    summary = data.summary
-    if len(summary):
-        for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
-            out += [f"## {f.workload_label(group.iloc[0])}: cheapest point per platform and plan", ""]
-            out.append(table(f.SUMMARY_HEADERS, [f.summary_cells(r) for _, r in group.iterrows()]))
-            out.append("")
-        out += [f"- {note}" for note in f.METHOD_NOTES] + [""]
-        out += tco_section.markdown(data, table)
-    elif not len(data.training) and not len(data.images):
+    if not any(len(data.summary_of(unit)) for unit in registry.units()):
         out += ["No result could be priced.", ""]
-    runs = result_rows(data)
-    if len(runs):
-        out += _runs_section(data, "Runs", runs, f.RUN_HEADERS, f.run_cells, max_rows)
-    out += _training(data, max_rows)
-    out += _images(data)
+    for unit in registry.units():   # each unit's own section (OutputUnit.report_section)
+        out += unit_section(unit)(data, "md", unit, max_rows=max_rows)
     out += kernel_speedups.markdown(data.kernel_speedups, table)
     out += profile_section.markdown(data.results, table)
     out += _published(data)

@@ -131,7 +131,7 @@ def figures(data) -> list[tuple[str, str, object, str]]:
         return []
     from matplotlib.patches import Patch
 
-    from tpubench.output.report.figures import new_figure, log_axis, fit_label, label_margin, set_title
+    from tpubench.output.report.figures import fit_label, label_margin, log_axis, new_figure, set_title
 
     colours = {"TPU": "#1a73e8", "NVIDIA GPU": "#76b900", "AMD GPU": "#ed1c24", "Trainium": "#ff9900"}
     rows = rows[pd.to_numeric(rows["output_tokens_per_s_per_chip"], errors="coerce") > 0]

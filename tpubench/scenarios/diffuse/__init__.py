@@ -8,27 +8,25 @@ imported only when points run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from tpubench.scenarios import Scenario
 from tpubench.scenarios.diffuse import sweep
 from tpubench.scenarios.diffuse.schema import DiffuseSection
+from tpubench.scenarios.diffuse.unit import IMAGES
 from tpubench.workload_spec.sections import FULL_SCALE
 
 
-class Diffuse:
-    kind = "diffuse"
-    calibrates_estimate = False
-    schema = DiffuseSection
-    builds_model = False      # its model is the pipeline in the scenario section, not a transformers `model`
-    meters_energy = True      # the pipeline runs here, on this host's chip
-    layout = ()
-    measurement = "tpubench.scenarios.diffuse.measure:DiffuseRun"
-    cost_basis = "tpubench.scenarios.diffuse.cost:chip_seconds"
-    launch_extras = ("diffusion",)
-    report_kind = "diffusion"
-    warn_once = False
-    options = ()
-
-    def with_option(self, workload, name, value):
-        raise KeyError(name)   # it has no options
+@dataclass(frozen=True, kw_only=True)
+class Diffuse(Scenario):
+    kind: str = "diffuse"
+    schema: type = DiffuseSection
+    measurement: str = "tpubench.scenarios.diffuse.measure:DiffuseRun"
+    cost_basis: str = "tpubench.scenarios.diffuse.cost:chip_seconds"
+    report_kind: str = "diffusion"
+    units: tuple = (IMAGES,)
+    builds_model: bool = False   # its model is the pipeline in the scenario section, not a transformers `model`
+    launch_extras: tuple = ("diffusion",)   # meters_energy: the pipeline runs here, on this host's chip
 
     def check_workload(self, workload, scale, config):
         """Every scale (the loader calls this for the full one only: there is no `model` block)."""
@@ -37,20 +35,15 @@ class Diffuse:
         for name in [FULL_SCALE, *workload.scales]:
             check_scale(workload, name)
 
+    def subject(self, workload) -> str:
+        """A diffusion workload names a pipeline, not a model family."""
+        return f"{workload.scenario.pipeline} pipeline"
+
     sweep_axes = staticmethod(sweep.sweep_axes)
     points = staticmethod(sweep.points)
     label = staticmethod(sweep.label)
     pair_label = staticmethod(sweep.pair_label)
     row_label = staticmethod(sweep.row_label)
-
-    def estimate_loads(self, section):
-        return None
-
-    def weight_shards(self, point):
-        return 1
-
-    def check_launch(self, points, source):
-        pass
 
     def run_table(self, outcomes):
         # Imported here: rich is for the terminal after a run, not for `validate` or start-up.

@@ -67,7 +67,7 @@ def check_scale(workload, scale: str) -> None:
     own = sweep.scale_config(workload, scale)
     cfg_loc = ("scales", scale, "config")
     _check_overrides(name, scen.components, ("scenario", "components"))
-    for key, value in own.items():
+    for key in own:
         if key in families.SCALE_KEYS:
             continue
         if key not in families.component_names(name):

@@ -26,7 +26,7 @@ from tpubench.measure.energy import energy_metrics, with_energy_ci
 from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock
 from tpubench.records.result import RunResult, now_iso
 from tpubench.scenarios.diffuse import families
-from tpubench.scenarios.diffuse.metrics import (call_metrics, placement_warnings, stage_samples)
+from tpubench.scenarios.diffuse.metrics import call_metrics, placement_warnings, stage_samples
 from tpubench.scenarios.diffuse.prompts import prompt_for
 
 

@@ -3,8 +3,19 @@ denoising step, memory, load and compile, and joules per image where the sweep m
 
 from __future__ import annotations
 
-from tpubench.scenarios.run_table import (energy_cells, energy_columns, human_bytes, measured, ms, number, p50_p99,
-                                          percent, rate_with_ci, run_table, valid_cell)
+from tpubench.scenarios.run_table import (
+    energy_cells,
+    energy_columns,
+    human_bytes,
+    measured,
+    ms,
+    number,
+    p50_p99,
+    percent,
+    rate_with_ci,
+    run_table,
+    valid_cell,
+)
 
 
 def diffuse_table(outcomes: list, label):

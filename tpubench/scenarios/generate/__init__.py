@@ -3,27 +3,26 @@ sharded over a world of chips (docs/scenarios/generate.md)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from tpubench.scenarios import Scenario
 from tpubench.scenarios.generate import sweep
 from tpubench.scenarios.generate.schema import GenerateSection, check_scale
+from tpubench.scenarios.token_unit import TOKENS
 from tpubench.workload_spec.sections import as_list
 
 
-class Generate:
-    kind = "generate"
-    calibrates_estimate = True
-    schema = GenerateSection
-    builds_model = True
-    meters_energy = True
-    layout = ("tensor", "expert")
-    measurement = "tpubench.scenarios.generate.measure:GenerateRun"
-    cost_basis = "tpubench.scenarios.generate.cost:chip_seconds"
-    launch_extras = ()
-    report_kind = "offline"
-    warn_once = False
-    options = ()
-
-    def with_option(self, workload, name, value):
-        raise KeyError(name)   # it has no options
+@dataclass(frozen=True, kw_only=True)
+class Generate(Scenario):
+    kind: str = "generate"
+    schema: type = GenerateSection
+    measurement: str = "tpubench.scenarios.generate.measure:GenerateRun"
+    cost_basis: str = "tpubench.scenarios.generate.cost:chip_seconds"
+    report_kind: str = "offline"
+    units: tuple = (TOKENS,)
+    layout: tuple = ("tensor", "expert")
+    calibrates_estimate: bool = True
+    kernel_arms: bool = True
 
     def check_workload(self, workload, scale, config):
         """Lengths within the model's context, batches within their tokens (schema.check_scale)."""
@@ -40,9 +39,6 @@ class Generate:
 
     def weight_shards(self, point):
         return point.world_size
-
-    def check_launch(self, points, source):
-        pass
 
     def run_table(self, outcomes):
         # Imported here: rich is for the terminal after a run, not for `validate` or start-up.

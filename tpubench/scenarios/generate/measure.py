@@ -15,14 +15,21 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.measure.energy import WindowEnergy, energy_metrics, with_energy_ci
-from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
-from tpubench.measure.world import (Checkpoints, WorldSync, plain_peaks, profile_trace_dir, require_world_size,
-                               run_point_in_world, world_environment)
 from tpubench.errors import UserError
-from tpubench.records.result import RunResult, now_iso
+from tpubench.measure.energy import WindowEnergy, energy_metrics, with_energy_ci
 from tpubench.measure.stats import summarize
+from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
+from tpubench.measure.world import (
+    Checkpoints,
+    WorldSync,
+    plain_peaks,
+    profile_trace_dir,
+    require_world_size,
+    run_point_in_world,
+    world_environment,
+)
 from tpubench.models.routing import load_metrics
+from tpubench.records.result import RunResult, now_iso
 from tpubench.workload_spec.point import RunPoint
 from tpubench.workload_spec.sections import HF_GENERATE
 

@@ -16,8 +16,16 @@ from typing import Literal, Union
 from pydantic import field_validator
 
 from tpubench.scenarios import FieldProblem
-from tpubench.workload_spec.sections import (FULL_SCALE, MAX_BATCH_TOKENS, BatchSize, DecodeLoop, SequenceTokens, Strict,
-                                    as_list, axis)
+from tpubench.workload_spec.sections import (
+    FULL_SCALE,
+    MAX_BATCH_TOKENS,
+    BatchSize,
+    DecodeLoop,
+    SequenceTokens,
+    Strict,
+    as_list,
+    axis,
+)
 
 
 class GenerateSection(Strict):

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import math
 
-from tpubench.scenarios.run_table import (energy_cells, energy_columns, human_bytes, measured, p50_p99, percent,
-                                          rate_with_ci, run_table, valid_cell)
+from tpubench.scenarios.run_table import (
+    energy_cells,
+    energy_columns,
+    human_bytes,
+    measured,
+    p50_p99,
+    percent,
+    rate_with_ci,
+    run_table,
+    valid_cell,
+)
 
 
 def generate_table(outcomes: list, label):

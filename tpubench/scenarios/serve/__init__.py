@@ -3,26 +3,31 @@ load (docs/scenarios/serve.md)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tpubench.errors import UserError
-from tpubench.scenarios import FieldProblem
+from tpubench.scenarios import FieldProblem, Scenario
 from tpubench.scenarios.serve import sweep
 from tpubench.scenarios.serve.options import with_server_url
 from tpubench.scenarios.serve.schema import ServeSection
+from tpubench.scenarios.token_unit import TOKENS
 from tpubench.workload_spec.sections import FULL_SCALE, as_list
 
 
-class Serve:
-    kind = "serve"
-    calibrates_estimate = False   # a server's model, not one tpubench built
-    schema = ServeSection
-    builds_model = False      # the server's; a `model` block, if any, is what a launched server builds
-    meters_energy = True      # a server tpubench launches runs on this host's chips (energy_here)
-    layout = ()               # a served model is sharded by its server (its own launch flags)
-    measurement = "tpubench.scenarios.serve.measure:ServeRun"
-    cost_basis = "tpubench.scenarios.serve.cost:chip_seconds"
-    launch_extras = ("serve",)   # the streaming client and `transformers serve`
-    report_kind = "serve"
-    warn_once = True          # a server's caveats hold for every load point
+@dataclass(frozen=True, kw_only=True)
+class Serve(Scenario):
+    kind: str = "serve"
+    schema: type = ServeSection
+    measurement: str = "tpubench.scenarios.serve.measure:ServeRun"
+    cost_basis: str = "tpubench.scenarios.serve.cost:chip_seconds"
+    report_kind: str = "serve"
+    units: tuple = (TOKENS,)
+    builds_model: bool = False    # the server's; a `model` block, if any, is what a launched server builds
+    # meters_energy: a server tpubench launches runs on this host's chips (energy_here)
+    # layout: none, a served model is sharded by its server (its own launch flags)
+    launch_extras: tuple = ("serve",)   # the streaming client and `transformers serve`
+    warn_once: bool = True        # a server's caveats hold for every load point
+    options: tuple = ("server_url",)
 
     def check_workload(self, workload, scale, config):
         """A launched server told to serve model 'build' serves the workload's model: without a
@@ -36,6 +41,10 @@ class Serve:
             raise FieldProblem(("scenario", "server", "launch", "model"),
                                "'build' serves the workload's model, but the workload has no model block: "
                                "add one, or name the model to serve (a Hub id or a local path)")
+
+    def subject(self, workload) -> str:
+        """A serve workload may leave the model to its server."""
+        return workload.model.family if workload.model is not None else "the server's model"
 
     def energy_here(self, workload) -> str | None:
         """Metered over the serve window only when tpubench launched the server on this host."""
@@ -65,8 +74,6 @@ class Serve:
         from tpubench.scenarios.serve.table import serve_table
 
         return serve_table(outcomes, self.label)
-
-    options = ("server_url",)
 
     def with_option(self, workload, name, value):
         """`--server-url`: the workload pointed at a running server, its launch block dropped."""

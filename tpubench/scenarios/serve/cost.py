@@ -26,7 +26,7 @@ Caching changes what the engine spends, not how it is charged: a point whose pro
 from the prefix cache costs its window's chip-seconds like any other. What the cache did is
 reported beside the cost, from the same point: `cached_input_share` (the share of input tokens
 served from the cache, scenarios/serve/measure.py:engine_cache_metrics) is a priced column
-(money/cost.py PERFORMANCE_COLUMNS), shown next to $/Mtok after a run and in the report, so two
+(the token unit's `performance`, scenarios/token_unit.py), shown next to $/Mtok after a run and in the report, so two
 stacks with different hit rates are compared on the same traffic.
 """
 

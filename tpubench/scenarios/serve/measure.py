@@ -72,29 +72,16 @@ class ServeRun:
 
 
 def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict, on_window_start=None) -> RunResult:
-    from tpubench.serving.client import Endpoint, RequestSpec, records_to_dicts
-    from tpubench.serving.load import draw_lengths, run_load
+    from tpubench.serving.client import Endpoint, records_to_dicts
     from tpubench.serving.metrics import failure_summary, outcome_metrics, request_warnings, validity_reasons
     from tpubench.serving.saturation import window_figures
 
     p = point.params
-    load = p["load"]
     # A trace replay without either sends the whole trace (its own count, streamed).
-    n = p["num_requests"] or (prompts_for_duration(load, p["duration_s"]) if p["duration_s"] else 0)
+    n = p["num_requests"] or (prompts_for_duration(p["load"], p["duration_s"]) if p["duration_s"] else 0)
     warm_n = p["warmup_requests"]
     ctx.reporter.phase("prompts", 0, 1)
-    # Seeded from the point and the request, not only the scenario's seed: two load points (or
-    # two lengths) never send the same prompt, nor one that begins with another's, so no point is
-    # served from the prefix cache a previous one filled.
-    point_key = point.key()
-    plan = _traffic_plan(p, point_key, tokenizer, n) if p.get("traffic") else None
-    if plan is None:
-        lengths = draw_lengths(p["input_lengths"], p["output_lengths"], n + warm_n, seed=p["seed"],
-                               base_dir=p.get("workload_dir") or None)
-        if not p["num_requests"]:
-            lengths = _within_token_budget(lengths, warm_n)
-        specs = [RequestSpec(_prompt(tokenizer, i_len, prompt_seed(point_key, k)), i_len, o_len)
-                 for k, (i_len, o_len) in enumerate(lengths)]
+    plan, specs = _request_specs(p, point.key(), tokenizer, n, warm_n)
     ctx.reporter.phase("resetting the prefix cache", 0, 1)
     cache_reset, cache_note = server.reset_prefix_cache()
     # Exact output lengths where the server takes the fields for it (ignore_eos); per request the
@@ -105,22 +92,7 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict, on_
     ctx.reporter.phase("load", 0, 1)
     meter = ctx.energy.meter() if ctx.energy is not None else None   # a server launched on this host
     with meter.sampling() if meter is not None else contextlib.nullcontext():
-        if plan is None:
-            outcome = run_load(endpoint, specs[warm_n:], warmup_requests=warm_n, warmup_specs=specs[:warm_n] or None,
-                               concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
-                               burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
-                               num_requests=p["num_requests"], duration_s=p["duration_s"], seed=p["seed"],
-                               on_window_start=on_window_start)
-        else:
-            outcome = run_load(endpoint, plan.specs or [], warmup_requests=warm_n, warmup_specs=plan.warmup or None,
-                               concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
-                               burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"),
-                               num_requests=None if plan.sessions is not None else p["num_requests"],
-                               duration_s=p["duration_s"], seed=p["seed"],
-                               timed=plan.timed() if plan.timed is not None else None,
-                               time_scale=load.get("time_scale", 1.0), sessions=plan.sessions,
-                               on_window_start=on_window_start)
-            _server_counted_prompts(outcome.records)
+        outcome = _send_load(endpoint, p, plan, specs, warm_n, on_window_start)
     ctx.reporter.phase("load", 1, 1)
     energy = _window_energy(meter, outcome)
     if not server.alive():
@@ -144,12 +116,73 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict, on_
         warnings.append(f"{server.name} takes no ignore_eos: outputs are as long as asked only if the model "
                         "does not stop early (checked per request against usage)")
     env = _environment(base["environment"], server, p["server"].get("hardware"), warnings)
+    _note_prompts(env, warnings, plan, specs, warm_n, outcome, cache_reset, cache_note)
+    samples = _samples(ok)
+    if energy is not None:
+        # Every token the window's requests carried, the prompts and the answers (generate's rule).
+        metrics.update(energy_metrics(energy, sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in ok)))
+    return RunResult(**{**base, "environment": env}, finished_at=now_iso(),
+                     timing={"window_s": outcome.window_s, "wall_s": outcome.wall_s,
+                             "server_startup_s": server.startup_s or 0.0},
+                     samples=samples, metrics=_finite(metrics),
+                     validity={"valid": not reasons, "reasons": reasons}, warnings=warnings,
+                     requests=records_to_dicts(outcome.records),
+                     warmup_requests=records_to_dicts(outcome.warmup_records),
+                     server_log_tail=_tail(server), saturation=sat.to_dict(),
+                     energy=energy.as_dict() if energy is not None else {})
+
+
+def _request_specs(p: dict, point_key: str, tokenizer, n: int, warm_n: int) -> tuple:
+    """(the point's traffic plan, None for plain lengths; the warm-up then timed requests of plain
+    lengths, None for a traffic plan). Prompts are seeded from the point and the request, not only
+    the scenario's seed: two load points (or two lengths) never send the same prompt, nor one that
+    begins with another's, so no point is served from the prefix cache a previous one filled."""
+    from tpubench.serving.client import RequestSpec
+    from tpubench.serving.load import draw_lengths
+
+    plan = _traffic_plan(p, point_key, tokenizer, n) if p.get("traffic") else None
+    if plan is not None:
+        return plan, None
+    lengths = draw_lengths(p["input_lengths"], p["output_lengths"], n + warm_n, seed=p["seed"],
+                           base_dir=p.get("workload_dir") or None)
+    if not p["num_requests"]:
+        lengths = _within_token_budget(lengths, warm_n)
+    specs = [RequestSpec(_prompt(tokenizer, i_len, prompt_seed(point_key, k)), i_len, o_len)
+             for k, (i_len, o_len) in enumerate(lengths)]
+    return None, specs
+
+
+def _send_load(endpoint, p: dict, plan, specs, warm_n: int, on_window_start):
+    """The point's requests sent to the endpoint at its load (serving.load.run_load): the warm-up,
+    then the timed ones, of plain lengths or of its traffic plan."""
+    from tpubench.serving.load import run_load
+
+    load = p["load"]
+    shape = dict(concurrency=load.get("concurrency"), request_rate=load.get("request_rate"),
+                 burstiness=load.get("burstiness") or 1.0, max_concurrency=load.get("max_concurrency"))
     if plan is None:
-        env.update(prefix_cache_reset=cache_reset, prefix_cache_reset_note=cache_note,
-                   prompts_distinct=len(specs) - warm_n, prompt_seed="point key + request index")
+        return run_load(endpoint, specs[warm_n:], warmup_requests=warm_n, warmup_specs=specs[:warm_n] or None,
+                        **shape, num_requests=p["num_requests"], duration_s=p["duration_s"], seed=p["seed"],
+                        on_window_start=on_window_start)
+    outcome = run_load(endpoint, plan.specs or [], warmup_requests=warm_n, warmup_specs=plan.warmup or None,
+                       **shape, num_requests=None if plan.sessions is not None else p["num_requests"],
+                       duration_s=p["duration_s"], seed=p["seed"],
+                       timed=plan.timed() if plan.timed is not None else None,
+                       time_scale=load.get("time_scale", 1.0), sessions=plan.sessions,
+                       on_window_start=on_window_start)
+    _server_counted_prompts(outcome.records)
+    return outcome
+
+
+def _note_prompts(env: dict, warnings: list[str], plan, specs, warm_n: int, outcome, cache_reset,
+                  cache_note) -> None:
+    """How the point's prompts were made and kept distinct, into its environment, and warnings where
+    the server may have answered some from its prefix cache."""
+    env.update(prefix_cache_reset=cache_reset, prefix_cache_reset_note=cache_note)
+    if plan is None:
+        env.update(prompts_distinct=len(specs) - warm_n, prompt_seed="point key + request index")
     else:
-        env.update(prefix_cache_reset=cache_reset, prefix_cache_reset_note=cache_note,
-                   prompt_seed="point key", traffic={"label": plan.label, **plan.summary,
+        env.update(prompt_seed="point key", traffic={"label": plan.label, **plan.summary,
                                                      "prompt_lengths_exact": plan.exact_prompt_lengths})
     if cache_reset is False:
         warnings.append(f"the server's prefix cache could not be reset before this point ({cache_note}); "
@@ -165,19 +198,6 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict, on_
         warnings.append(f"{reused} of {len(outcome.records)} requests reused a prompt (a duration-bound point "
                         f"cycled through its {distinct} prompts): the server may have answered them "
                         "from its prefix cache; give num_requests instead")
-    samples = _samples(ok)
-    if energy is not None:
-        # Every token the window's requests carried, the prompts and the answers (generate's rule).
-        metrics.update(energy_metrics(energy, sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in ok)))
-    return RunResult(**{**base, "environment": env}, finished_at=now_iso(),
-                     timing={"window_s": outcome.window_s, "wall_s": outcome.wall_s,
-                             "server_startup_s": server.startup_s or 0.0},
-                     samples=samples, metrics=_finite(metrics),
-                     validity={"valid": not reasons, "reasons": reasons}, warnings=warnings,
-                     requests=records_to_dicts(outcome.records),
-                     warmup_requests=records_to_dicts(outcome.warmup_records),
-                     server_log_tail=_tail(server), saturation=sat.to_dict(),
-                     energy=energy.as_dict() if energy is not None else {})
 
 
 def _window_energy(meter, outcome):

@@ -5,7 +5,15 @@ KV-cache usage) and the served-model check, each column shown only when some poi
 from __future__ import annotations
 
 from tpubench.scenarios.run_table import (
-    MISSING, measured, ms, number, p50_p99, percent, rate_with_ci, run_table, valid_cell,
+    MISSING,
+    measured,
+    ms,
+    number,
+    p50_p99,
+    percent,
+    rate_with_ci,
+    run_table,
+    valid_cell,
 )
 
 # Optional columns: (header, the cell of a result), shown when some ok point has a value.

@@ -18,18 +18,33 @@ import math
 import time
 from collections import Counter
 
-from tpubench.scenarios.train import steps as train_steps  # looked up at call time: tests replace its builder
 from tpubench.backends.torch import TorchDevice, set_matmul_precision
 from tpubench.errors import UserError
-from tpubench.scenarios.train.sweep import label
+from tpubench.hardware.roofline import TRAIN_MFU_FORMULA
 from tpubench.measure.energy import energy_metrics, with_energy_ci
 from tpubench.measure.timing import merge_rank_compiles
-from tpubench.measure.world import (WorldSync, plain_peaks, profile_trace_dir, require_world_size, run_point_in_world,
-                                   world_environment)
+from tpubench.measure.world import (
+    WorldSync,
+    plain_peaks,
+    profile_trace_dir,
+    require_world_size,
+    run_point_in_world,
+    world_environment,
+)
 from tpubench.records.result import RunResult, now_iso
-from tpubench.hardware.roofline import TRAIN_MFU_FORMULA
-from tpubench.scenarios.train.steps import (FIT_FRACTION, GiB, PrecisionError, describe_bytes, estimate_train_bytes, fit_hint,
-                               is_out_of_memory, oom_message, resolve_precision)
+from tpubench.scenarios.train import steps as train_steps  # looked up at call time: tests replace its builder
+from tpubench.scenarios.train.steps import (
+    FIT_FRACTION,
+    GiB,
+    PrecisionError,
+    describe_bytes,
+    estimate_train_bytes,
+    fit_hint,
+    is_out_of_memory,
+    oom_message,
+    resolve_precision,
+)
+from tpubench.scenarios.train.sweep import label
 
 
 class TrainRun:
@@ -297,8 +312,7 @@ def _train(be, model, point, precision, batch, reporter, world, energy, profile_
     import torch
 
     from tpubench.models.torch_routing import install_routing
-    from tpubench.scenarios.train.steps import (TrainStep, make_optimizer, measure_training, routing_counts,
-                                                wrap_data_parallel)
+    from tpubench.scenarios.train.steps import TrainStep, make_optimizer, measure_training, routing_counts, wrap_data_parallel
 
     device = batch.device
     # The point's routing (models/routing.py) as hooks on the routers, before any compile; removed

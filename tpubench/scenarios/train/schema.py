@@ -15,8 +15,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator
 
 from tpubench.scenarios import FieldProblem
-from tpubench.workload_spec.sections import (FULL_SCALE, MAX_BATCH_TOKENS, BatchSize, SequenceTokens, Strict, as_list,
-                                    axis)
+from tpubench.workload_spec.sections import FULL_SCALE, MAX_BATCH_TOKENS, BatchSize, SequenceTokens, Strict, as_list, axis
 
 # Micro-steps per optimizer step: one step runs them all before the clock can stop it.
 MAX_ACCUMULATION = 1 << 12

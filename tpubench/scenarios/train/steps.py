@@ -98,8 +98,8 @@ def estimate_train_bytes(point, precision: Precision | None = None, *, host_copy
     logits in the compute dtype, their float32 upcast for the loss and its gradient; host_copy:
     the untouched initial weights a single-chip sweep keeps to restore between points (CPU only).
     """
-    from tpubench.models.torch_models import full_config, parameter_count
     from tpubench.hardware.model_shape import ModelShape, bytes_per_element
+    from tpubench.models.torch_models import full_config, parameter_count
 
     precision = precision or resolve_precision(point)
     params = parameter_count(point)

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from tpubench.scenarios.run_table import (MISSING, energy_cells, energy_columns, human_bytes, measured, ms, number,
-                                          percent, rate_with_ci, run_table, valid_cell)
+from tpubench.scenarios.run_table import (
+    MISSING,
+    energy_cells,
+    energy_columns,
+    human_bytes,
+    measured,
+    ms,
+    number,
+    percent,
+    rate_with_ci,
+    run_table,
+    valid_cell,
+)
 
 
 def train_table(outcomes: list, label):

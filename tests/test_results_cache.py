@@ -1,0 +1,181 @@
+"""The results cache (output/results_cache.py) and the figure cache (report/figure_cache.py): what
+comes out is what parsing every file gives, and a changed, damaged or foreign cache is not used."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers_synthetic import make_result
+
+from tpubench.output import results_cache
+from tpubench.output.frames import flatten, load_results
+from tpubench.records.result import read_results
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TPUBENCH_CACHE_DIR", str(folder))
+    monkeypatch.setattr(results_cache, "MIN_FILES", 1)
+    return folder
+
+
+def _write(folder: Path, n: int, **kw) -> Path:
+    result = make_result(batch_size=1 + n, seed=n, workload="w" if n % 2 else "v",
+                         status="failed" if n == 3 else "ok", error="out of memory" if n == 3 else None, **kw)
+    if n == 4:     # a row without some metrics and with a None one: NaN in pandas, whether cached or not
+        result.metrics = {k: (None if k == "mfu" else v) for k, v in list(result.metrics.items())[:10]}
+        result.metrics["mfu"] = None
+    path = folder / f"r{n:02d}.json"
+    path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    folder = tmp_path / "results"
+    (folder / "sub").mkdir(parents=True)
+    for n in range(8):
+        _write(folder / ("sub" if n == 6 else ""), n)
+    (folder / "broken.json").write_text("{not json", encoding="utf-8")
+    return folder
+
+
+def _reference(folder: Path) -> pd.DataFrame:
+    """What load_results built before the cache: one frame from the row dicts."""
+    rows = [flatten(r, str(f)) for f, r in read_results(folder, warn=lambda m: None)]
+    return pd.DataFrame(rows)
+
+
+def _load(folder, warnings=None):
+    return load_results(folder, warn=(warnings.append if warnings is not None else lambda m: None), keep="all")
+
+
+def test_cold_and_warm_loads_equal_parsing_every_file(cache, results):
+    reference = _reference(results)
+    cold_warnings, warm_warnings = [], []
+    cold = _load(results, cold_warnings)
+    files = list(cache.glob("results-*.rows"))
+    assert len(files) == 1
+    written = files[0].stat().st_mtime_ns
+    warm = _load(results, warm_warnings)
+    assert files[0].stat().st_mtime_ns == written          # nothing changed: not rewritten
+    pd.testing.assert_frame_equal(cold, warm)
+    assert list(cold.dtypes) == list(warm.dtypes)
+    expected = reference[cold.columns.drop("older_runs")]
+    pd.testing.assert_frame_equal(cold.drop(columns="older_runs"), expected)
+    # The unreadable file is named on every load, cached or not.
+    assert len(cold_warnings) == len(warm_warnings) == 1 and "broken.json" in warm_warnings[0]
+
+
+def test_added_changed_and_removed_files_are_seen(cache, results):
+    _load(results)
+    _write(results, 8)                                     # added
+    changed = results / "r01.json"
+    data = json.loads(changed.read_text())
+    data["metrics"]["output_tokens_per_s"] = 12345.0
+    tmp = results / "new.tmp"
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, changed)                                # rewritten as results are: a new file
+    (results / "r02.json").unlink()                         # removed
+    df = _load(results)
+    pd.testing.assert_frame_equal(df.drop(columns="older_runs"),
+                                  _reference(results)[df.columns.drop("older_runs")])
+    assert df.loc[df["file"] == str(changed), "output_tokens_per_s"].item() == 12345.0
+    assert str(results / "r02.json") not in set(df["file"])
+    assert str(results / "r08.json") in set(df["file"])
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "fingerprint", "garbage"])
+def test_a_damaged_or_foreign_cache_is_ignored_and_rewritten(cache, results, monkeypatch, damage):
+    first = _load(results)
+    (path,) = cache.glob("results-*.rows")
+    blob = bytearray(path.read_bytes())
+    if damage == "truncate":
+        blob = blob[:len(blob) // 2]
+    elif damage == "flip":
+        blob[-5] ^= 0xFF                       # inside the float block: only the checksum tells
+    elif damage == "garbage":
+        blob = bytearray(b"not a cache at all")
+    path.write_bytes(bytes(blob))
+    if damage == "fingerprint":               # written by other code
+        monkeypatch.setattr(results_cache, "_fingerprint", lambda: "another tpubench")
+    assert results_cache._read_cache(path) is None
+    again = _load(results)
+    pd.testing.assert_frame_equal(first, again)
+    assert results_cache._read_cache(path) is not None       # rewritten, and sound
+
+
+def test_off_writes_nothing_and_small_sets_are_not_cached(tmp_path, results, monkeypatch):
+    monkeypatch.setenv("TPUBENCH_CACHE_DIR", "off")
+    monkeypatch.setattr(results_cache, "MIN_FILES", 1)
+    assert results_cache.cache_file(results) is None
+    _load(results)
+    monkeypatch.setenv("TPUBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(results_cache, "MIN_FILES", 100)
+    _load(results)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_unwritable_cache_folder_costs_only_time(tmp_path, results, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TPUBENCH_CACHE_DIR", str(blocker / "cache"))     # under a file: cannot exist
+    monkeypatch.setattr(results_cache, "MIN_FILES", 1)
+    pd.testing.assert_frame_equal(_load(results), _load(results))
+
+
+def _figure(title: str):
+    """A small figure with what report figures hold: a log axis whose tick formatter is a lambda,
+    a title, a legend (plain matplotlib: the subprocess below need not import pandas)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    fig = Figure(figsize=(4, 3), dpi=100)
+    ax = fig.add_subplot()
+    ax.plot([1, 2, 3], [1, 4, 9], label="a")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.6g}"))
+    ax.set_title(title)
+    ax.legend()
+    return fig
+
+
+def test_figure_cache_draws_a_figure_once(cache):
+    from tpubench.output.report import figure_cache
+    from tpubench.output.report.figures import _encode_figure, encode_figure
+
+    calls = []
+
+    def counting(fig, kind):
+        calls.append(kind)
+        return _encode_figure(fig, kind)
+
+    first = figure_cache.cached_encoding(_figure("one"), "svg", counting)
+    again = figure_cache.cached_encoding(_figure("one"), "svg", counting)
+    other = figure_cache.cached_encoding(_figure("two"), "svg", counting)
+    assert calls == ["svg", "svg"] and first == again and other != first
+    assert encode_figure(_figure("one"), "svg") == first == _encode_figure(_figure("one"), "svg")
+    assert figure_cache.figure_key(_figure("one"), "png") != figure_cache.figure_key(_figure("one"), "svg")
+    # A damaged entry is drawn again.
+    (entry,) = [p for p in (cache / "figures").iterdir()
+                if p.name.startswith(figure_cache.figure_key(_figure("one"), "svg").hex())]
+    entry.write_bytes(entry.read_bytes()[:-3] + b"xyz")
+    assert figure_cache.cached_encoding(_figure("one"), "svg", counting) == first and len(calls) == 3
+
+
+def test_figure_key_is_the_same_in_another_process(cache):
+    from tpubench.output.report.figure_cache import figure_key
+
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from test_results_cache import _figure; "
+            "from tpubench.output.report.figure_cache import figure_key; print(figure_key(_figure('one'), 'svg').hex())")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                         env=env, check=True).stdout.strip()
+    assert out == figure_key(_figure("one"), "svg").hex()
