@@ -118,3 +118,32 @@ def test_find_cycle_reports_a_package_and_its_own_module():
     cycle = find_cycle(graph)
     assert cycle == ["pkg", "pkg.impl", "pkg"]
     assert "pkg.impl -> pkg  (l.2: from pkg import T)" in describe_cycle(graph, cycle)
+
+
+# A function longer than this is split into parts that each say what they do (issue 33 split the
+# last ones: the measure functions of train, diffuse and serve, open_server, the client's exchange).
+MAX_FUNCTION_LINES = 100
+
+
+def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    import ast
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_is_over_a_hundred_lines():
+    assert long_functions(REPO / "tpubench") == []
+
+
+def test_long_functions_finds_one(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("def f():\n" + "    x = 1\n" * 3 + "\n\nasync def g():\n    pass\n")
+    assert long_functions(pkg, limit=3) == ["pkg/m.py:1: f (4 lines)"]

@@ -558,8 +558,6 @@ class StreamingClient:
                 return
             sse = resp.content_type == "text/event-stream"
             parser = SSEParser()
-            arrivals = rec.token_chunk_s
-            usage = stream.usage
             done = False
             while not done:
                 data = await content.readany()
@@ -593,41 +591,7 @@ class StreamingClient:
                                      else f"non-OpenAI stream: {first_line(payload)}")
                         rec.end_s = t
                         return
-                    try:
-                        u = obj.get("usage")
-                        if isinstance(u, dict):
-                            usage.update(u)
-                        else:
-                            u = None
-                        choices = obj.get("choices")
-                        if choices:
-                            c = choices[0]
-                            text = c.get("text")
-                            if text is None:
-                                d = c.get("delta")
-                                if d:
-                                    text = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
-                            if text:
-                                arrivals.append(t)
-                                if stream.text is not None:
-                                    stream.text.append(text)
-                                # ASCII (the common case) is one byte a character, known without encoding.
-                                stream.text_bytes += len(text) if text.isascii() else _utf8_len(text)
-                                if len(arrivals) > rec.max_tokens:
-                                    rec.error = (f"more token-bearing chunks than the {rec.max_tokens} max_tokens "
-                                                 "asked (a chunk carries at least one token)")
-                                    rec.end_s = t
-                                    return
-                            else:
-                                stream.chunks_without_text += 1
-                            fr = c.get("finish_reason")
-                            if fr:
-                                rec.finish_reason = _clip(fr if isinstance(fr, str) else json.dumps(fr), 64)
-                        elif choices is None and u is None:
-                            raise TypeError("a chunk without choices")
-                    except (AttributeError, TypeError, KeyError, IndexError):
-                        rec.error = f"non-OpenAI stream: unexpected chunk: {first_line(payload)}"
-                        rec.end_s = t
+                    if not _take_chunk(rec, stream, obj, payload, t):
                         return
                 if not data:
                     break
@@ -641,7 +605,51 @@ class StreamingClient:
                         pass
             elif rec.finish_reason is None:
                 rec.error = ("broken stream: the body ended before [DONE] or a finish_reason "
-                             f"({len(arrivals)} token-bearing chunks received)")
+                             f"({len(rec.token_chunk_s)} token-bearing chunks received)")
+
+
+
+def _take_chunk(rec: RequestRecord, stream: _Stream, obj: dict, payload: bytes, t: float) -> bool:
+    """One OpenAI chunk into `rec` and `stream`: its text (a token-bearing arrival at `t`), usage and
+    finish reason. False, with `rec.error` and `rec.end_s` set, when it cannot be such a chunk."""
+    arrivals = rec.token_chunk_s
+    try:
+        u = obj.get("usage")
+        if isinstance(u, dict):
+            stream.usage.update(u)
+        else:
+            u = None
+        choices = obj.get("choices")
+        if choices:
+            c = choices[0]
+            text = c.get("text")
+            if text is None:
+                d = c.get("delta")
+                if d:
+                    text = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
+            if text:
+                arrivals.append(t)
+                if stream.text is not None:
+                    stream.text.append(text)
+                # ASCII (the common case) is one byte a character, known without encoding.
+                stream.text_bytes += len(text) if text.isascii() else _utf8_len(text)
+                if len(arrivals) > rec.max_tokens:
+                    rec.error = (f"more token-bearing chunks than the {rec.max_tokens} max_tokens "
+                                 "asked (a chunk carries at least one token)")
+                    rec.end_s = t
+                    return False
+            else:
+                stream.chunks_without_text += 1
+            fr = c.get("finish_reason")
+            if fr:
+                rec.finish_reason = _clip(fr if isinstance(fr, str) else json.dumps(fr), 64)
+        elif choices is None and u is None:
+            raise TypeError("a chunk without choices")
+    except (AttributeError, TypeError, KeyError, IndexError):
+        rec.error = f"non-OpenAI stream: unexpected chunk: {first_line(payload)}"
+        rec.end_s = t
+        return False
+    return True
 
 
 @dataclass
