@@ -173,16 +173,14 @@ def _with_kind(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def basis_columns() -> list[str]:
-    """What the cost bases write (module docstring): every unit's chip-seconds with CIs, then the
-    labels they write beside them (e.g. how input and output were split)."""
-    units = registry.units()
-    return list(dict.fromkeys([c for u in units for c in u.chip_seconds_columns()]
-                              + [c for u in units for c in u.basis_labels]))
-
-
 def _label_columns() -> list[str]:
+    """The labels the cost bases write beside their figures (e.g. how input and output were split)."""
     return list(dict.fromkeys(c for u in registry.units() for c in u.basis_labels))
+
+
+def basis_columns() -> list[str]:
+    """What the cost bases write (module docstring): every unit's chip-seconds with CIs, then their labels."""
+    return list(dict.fromkeys([c for u in registry.units() for c in u.chip_seconds_columns()] + _label_columns()))
 
 
 def chip_seconds(df: pd.DataFrame) -> pd.DataFrame:
