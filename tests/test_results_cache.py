@@ -131,15 +131,17 @@ def test_an_unwritable_cache_folder_costs_only_time(tmp_path, results, monkeypat
     pd.testing.assert_frame_equal(_load(results), _load(results))
 
 
-def _figure(title: str):
+def _figure(title: str, points=None):
     """A small figure with what report figures hold: a log axis whose tick formatter is a lambda,
-    a title, a legend (plain matplotlib: the subprocess below need not import pandas)."""
+    a title, a legend, drawn from a frame of points when given."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
+    DRAWN.append(title)
     fig = Figure(figsize=(4, 3), dpi=100)
     ax = fig.add_subplot()
-    ax.plot([1, 2, 3], [1, 4, 9], label="a")
+    x, y = ([1, 2, 3], [1, 4, 9]) if points is None else (points["x"], points["y"])
+    ax.plot(x, y, label="a")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.6g}"))
     ax.set_title(title)
@@ -147,35 +149,98 @@ def _figure(title: str):
     return fig
 
 
-def test_figure_cache_draws_a_figure_once(cache):
+DRAWN: list[str] = []     # the titles _figure drew, in order
+
+
+def _points(**kw) -> pd.DataFrame:
+    return pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [1.0, 4.0, 9.0], "name": ["a", "b", None], **kw})
+
+
+def test_figure_cache_draws_a_drawing_once(cache):
     from tpubench.output.report import figure_cache
-    from tpubench.output.report.figures import _encode_figure, encode_figure
+    from tpubench.output.report.figure_cache import Drawing
+    from tpubench.output.report.figures import encode_figure
 
-    calls = []
-
-    def counting(fig, kind):
-        calls.append(kind)
-        return _encode_figure(fig, kind)
-
-    first = figure_cache.cached_encoding(_figure("one"), "svg", counting)
-    again = figure_cache.cached_encoding(_figure("one"), "svg", counting)
-    other = figure_cache.cached_encoding(_figure("two"), "svg", counting)
-    assert calls == ["svg", "svg"] and first == again and other != first
-    assert encode_figure(_figure("one"), "svg") == first == _encode_figure(_figure("one"), "svg")
-    assert figure_cache.figure_key(_figure("one"), "png") != figure_cache.figure_key(_figure("one"), "svg")
+    DRAWN.clear()
+    one = Drawing(_figure, ("one", _points()))
+    first = figure_cache.cached_drawing(one, "svg", encode_figure)
+    again = figure_cache.cached_drawing(Drawing(_figure, ("one", _points())), "svg", encode_figure)
+    other = figure_cache.cached_drawing(Drawing(_figure, ("two", _points())), "svg", encode_figure)
+    assert DRAWN == ["one", "two"] and first == again and other != first
+    assert first == encode_figure(one.figure(), "svg")          # the bytes drawing it gives
+    assert figure_cache.drawing_key(one, "png") != figure_cache.drawing_key(one, "svg")
     # A damaged entry is drawn again.
-    (entry,) = [p for p in (cache / "figures").iterdir()
-                if p.name.startswith(figure_cache.figure_key(_figure("one"), "svg").hex())]
+    key = figure_cache.drawing_key(one, "svg").hex()
+    (entry,) = [p for p in (cache / "figures").iterdir() if p.name.startswith(key)]
     entry.write_bytes(entry.read_bytes()[:-3] + b"xyz")
-    assert figure_cache.cached_encoding(_figure("one"), "svg", counting) == first and len(calls) == 3
+    DRAWN.clear()
+    assert figure_cache.cached_drawing(one, "svg", encode_figure) == first and DRAWN == ["one"]
 
 
-def test_figure_key_is_the_same_in_another_process(cache):
-    from tpubench.output.report.figure_cache import figure_key
+def test_a_drawing_is_keyed_on_its_inputs_values_not_their_layout():
+    from tpubench.output.report.figure_cache import Drawing, drawing_key
 
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from test_results_cache import _figure; "
-            "from tpubench.output.report.figure_cache import figure_key; print(figure_key(_figure('one'), 'svg').hex())")
-    env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
-                         env=env, check=True).stdout.strip()
-    assert out == figure_key(_figure("one"), "svg").hex()
+    def key(points, title="one"):
+        return drawing_key(Drawing(_figure, (title, points)), "svg")
+
+    base = key(_points())
+    grown = _points().iloc[:, :1].copy()                 # the same frame built column by column
+    grown["y"] = [1.0, 4.0, 9.0]
+    grown["name"] = ["a", "b", None]
+    assert key(grown) == base and key(pd.concat([_points()], axis=1).copy()) == base
+    assert key(_points(x=[1.0, 2.0, 3.5])) != base                           # a value
+    assert key(_points(x=[1, 2, 3])) != base                                 # a dtype, the values equal
+    assert key(_points(name=["a", "b", "c"])) != base                        # a text
+    assert key(_points().set_axis([5, 6, 7])) != base                        # the index
+    assert key(_points()[["y", "x", "name"]]) != base                        # the column order
+    assert key(_points(), "two") != base                                     # another argument
+    assert drawing_key(Drawing(_figure, ("one", lambda: 1)), "svg") is None  # a lambda: drawn, uncached
+
+
+def test_changed_matplotlib_settings_change_the_key():
+    import matplotlib
+
+    from tpubench.output.report.figure_cache import Drawing, drawing_key
+
+    drawing = Drawing(_figure, ("one", _points()))
+    before = drawing_key(drawing, "svg")
+    with matplotlib.rc_context({"font.size": 17}):
+        assert drawing_key(drawing, "svg") != before
+    assert drawing_key(drawing, "svg") == before
+
+
+def test_drawing_key_is_the_same_in_another_process():
+    # Both keys from fresh processes: in this one, another test may have changed rcParams, which
+    # rightly changes the key.
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from test_results_cache import _figure, _points; "
+            "from tpubench.output.report.figure_cache import Drawing, drawing_key; "
+            "print(drawing_key(Drawing(_figure, ('one', _points())), 'svg').hex())")
+
+    def key(seed: str) -> str:
+        return subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout.strip()
+
+    first = key("12345")
+    assert len(first) == 64 and key("54321") == first
+
+
+_REPORT = """
+import hashlib, json, sys
+from tpubench.output.frames import load_results
+from tpubench.output.report import build_report, render
+html = render(build_report(load_results(sys.argv[1])), "html")
+html = html.replace(html[html.index("Generated "):html.index(" by tpubench")], "")
+print(json.dumps({"html": hashlib.sha256(html.encode()).hexdigest(), "figures": html.count("<figure"),
+                  "matplotlib": "matplotlib" in sys.modules}))
+"""
+
+
+def test_a_report_drawn_again_draws_no_figure_and_gives_the_same_html(results, cache):
+    def report():
+        done = subprocess.run([sys.executable, "-c", _REPORT, str(results)], capture_output=True, text=True,
+                              env={**os.environ, "TPUBENCH_CACHE_DIR": str(cache)}, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = report(), report()
+    assert cold["figures"] > 0 and cold["matplotlib"]
+    assert warm == {**cold, "matplotlib": False}

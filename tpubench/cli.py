@@ -5,6 +5,9 @@ Start-up imports neither torch nor jax (nor pandas): each command imports what i
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import gc
 import os
 import sys
 from pathlib import Path
@@ -12,12 +15,14 @@ from typing import List, Optional
 
 import typer
 
+from tpubench.cli_group import LazyTyper
 from tpubench.errors import UserError
 
 # Help is click's plain text (rich_markup_mode=None on every Typer): typer's rich help imports rich's
 # markdown, syntax and traceback modules, ~0.2 s of a --help that should take none (issue 34).
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Measure a PyTorch workload on TPU, GPU, Trainium, JAX or CPU and price it per token.")
+# LazyTyper: a command's click form is built only when it runs (or --help lists it), cli_group.py.
+app = LazyTyper(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                help="Measure a PyTorch workload on TPU, GPU, Trainium, JAX or CPU and price it per token.")
 
 
 def escape(text: str) -> str:
@@ -119,6 +124,41 @@ def validate(
                                              help="Refuse sweeps with more points than this (default 10,000)."),
 ):
     """Check workload files without running anything (nor importing torch or transformers)."""
+    _no_collection_at_exit()
+    with _without_pydantic_plugins():
+        _validate(workloads, max_points)
+
+
+@contextlib.contextmanager
+def _without_pydantic_plugins():
+    """No pydantic plugin while `validate` builds and applies tpubench's workload schema: looking
+    for plugins (reading every installed package's entry points) is ~10 ms of a command that
+    should take 0.3 s at most (issue 34). A plugin only observes validation, so the
+    outcome is the same. typer does the same around its own parameter models; the variable is
+    restored after (the user's own value too), so nothing started later inherits it, and `run`
+    builds its models with the user's plugins."""
+    previous = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYDANTIC_DISABLE_PLUGINS"]
+        else:
+            os.environ["PYDANTIC_DISABLE_PLUGINS"] = previous
+
+
+def _no_collection_at_exit() -> None:
+    """At exit Python runs its cyclic garbage collector over every object the process still has:
+    ~20 ms of a `validate` (typer's and pydantic's start-up objects, all alive until then), for
+    nothing to free that `validate` needs freed (it writes only to stdout and stderr, which exit
+    flushes anyway). gc.freeze() at exit takes them out of that collection. Registered once, however
+    often `validate` runs in a process; a process that goes on after it collects as before."""
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)
+
+
+def _validate(workloads: List[Path], max_points: Optional[int]) -> None:
     from tpubench.models.config_check import covered_family
     from tpubench.run.sweep import check_sweep_size, scale_names
     from tpubench.run.workload import load_workload

@@ -35,7 +35,7 @@ from tpubench.errors import UserError
 from tpubench.money import plans as plan_vocab
 from tpubench.money.table_files import check_header, did_you_mean, parse_number, read_rows
 from tpubench.records.csv_safety import neutralize_frame
-from tpubench.records.result import replace_file
+from tpubench.records.files import replace_file
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 SHIPPED_PRICES = DATA_DIR / "prices.csv"

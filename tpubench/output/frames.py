@@ -4,17 +4,20 @@ identifying columns first, every metric its own column; a point measured again c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import warnings
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tpubench.errors import UserError
 from tpubench.output.results_cache import read_table
 from tpubench.records import energy_verdict
-from tpubench.records.result import RunResult, read_results
 from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, routing_label
+
+if TYPE_CHECKING:   # the schema is imported where results are parsed, not to read the results cache
+    from tpubench.records.result import RunResult
 
 # Columns every row has, in this order; metric columns follow, sorted.
 BASE_COLUMNS = [
@@ -34,13 +37,19 @@ def arm_free_key(point: dict) -> str:
     experts implementation or decode loop share it; any other field of the point (lengths, routing,
     layout, model config, matmul precision, seed, ...) tells them apart."""
     params = {k: v for k, v in (point.get("params") or {}).items() if k not in _ARM_PARAMS}
-    known = {f.name for f in dataclasses.fields(RunPoint)}
+    known = _point_fields()
     data = {k: v for k, v in point.items() if k in known and k not in _ARM_FIELDS}
     try:
         return RunPoint(**{**data, "params": params, **dict.fromkeys(_ARM_FIELDS)}).key()
     except TypeError:   # a point lacking a field this version requires: its own fields, hashed alike
         blob = json.dumps({**point, "params": params, **dict.fromkeys(_ARM_FIELDS)}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _point_fields() -> frozenset[str]:
+    """RunPoint's field names (asked once: 10,000 results asked dataclasses 10,000 times)."""
+    return frozenset(f.name for f in dataclasses.fields(RunPoint))
 
 
 def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
@@ -261,6 +270,8 @@ def load_requests(paths, *, warn: Callable[[str], None] | None = None, keep: str
     """Every request of serve results as a pandas DataFrame: one row per request (its timings in
     seconds, tokens, status and error), with the identity of the point it belongs to."""
     import pandas as pd
+
+    from tpubench.records.result import read_results
 
     points = load_results(paths, warn=warn, keep=keep)
     wanted = set(points["file"]) if len(points) else set()

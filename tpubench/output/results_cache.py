@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tpubench.records.result import iter_result_files, read_usable_result, replace_file
+from tpubench.records.files import iter_result_files, replace_file
 
 _MAGIC = b"TPBROWS1"
 _HEADER = struct.Struct("<8sQ32s")        # magic, JSON length, BLAKE2b-256 of the JSON and float bytes
@@ -57,10 +57,16 @@ def cache_dir() -> Path | None:
 
 
 def _fingerprint() -> str:
-    import pydantic
+    import importlib.util
 
     root = Path(__file__).resolve().parents[1]
-    digest = hashlib.blake2b(pydantic.VERSION.encode(), digest_size=16)
+    # pydantic's version (it parses the files) from its version module, not an import of pydantic.
+    spec = importlib.util.find_spec("pydantic")
+    version = Path(spec.origin).with_name("version.py") if spec and spec.origin else None
+    try:
+        digest = hashlib.blake2b(version.read_bytes() if version else b"no pydantic", digest_size=16)
+    except OSError:
+        digest = hashlib.blake2b(b"unreadable pydantic version", digest_size=16)
     for name in _ROW_MODULES:
         try:
             digest.update((root / name).read_bytes())
@@ -117,6 +123,8 @@ def read_table(paths, flatten: Callable[..., dict], *, warn: Callable[[str], Non
             if h is not None and st is not None and cached.stats[h] == st:
                 hits[i] = h
     parsed: dict[int, tuple[dict, str]] = {}
+    if None in hits:      # a file to parse: only then the result schema (pydantic's models, 0.1 s to build)
+        from tpubench.records.result import read_usable_result
     for i, (f, h) in enumerate(zip(files, hits)):
         if h is None:
             result = read_usable_result(f, warn)
@@ -127,15 +135,24 @@ def read_table(paths, flatten: Callable[..., dict], *, warn: Callable[[str], Non
         return cached.take([files[i] for i in kept], [hits[i] for i in kept])
 
     kept = [i for i in range(len(files)) if hits[i] is not None or i in parsed]
-    names = list(dict.fromkeys(name for row, _ in parsed.values() for name in row))
+    # Each kept file's parsed row (None: from the cache), looked up once, not once a column.
+    rows = [parsed[i][0] if i in parsed else None for i in kept]
+    first_seen: dict = {}
+    for row, _ in parsed.values():
+        first_seen.update(row)          # the names in the order rows first have them (values unused)
+    names = list(first_seen)
     if cached:
         seen = set(names)
         names += [n for n in cached.columns if n not in seen]
+    kept_hits = [hits[i] for i in kept]
     columns: dict[str, list] = {}
     for name in names:
         from_cache = cached.column_list(name) if cached else None
-        columns[name] = [parsed[i][0].get(name, math.nan) if i in parsed
-                         else (from_cache[hits[i]] if from_cache is not None else math.nan) for i in kept]
+        if from_cache is None:
+            columns[name] = [math.nan if row is None else row.get(name, math.nan) for row in rows]
+        else:
+            columns[name] = [from_cache[h] if row is None else row.get(name, math.nan)
+                             for row, h in zip(rows, kept_hits)]
     columns["file"] = [str(files[i]) for i in kept]
     keys = [parsed[i][1] if i in parsed else cached.environment_keys[hits[i]] for i in kept]
     table = Table([files[i] for i in kept], keys, columns)

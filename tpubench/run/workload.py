@@ -9,7 +9,6 @@ field typed `Axis[...]` may be a list: the cartesian product of all such lists i
 
 from __future__ import annotations
 
-import difflib
 import functools
 from pathlib import Path
 from typing import Annotated, Any, Union
@@ -269,6 +268,8 @@ _TYPE_NAMES = {"int", "str", "float", "bool", "literal", "none", "dict", "list",
 def _explain(err: dict, loc: tuple, schema: type[Workload]) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
+        import difflib  # only for a file with an error: not at start-up
+
         key = str(loc[-1])
         allowed = _allowed_keys(loc[:-1], schema)
         guess = difflib.get_close_matches(key, allowed, n=1)

@@ -9,16 +9,17 @@ milliseconds to serialise, which would otherwise land in the send time.
 Times come from `time.perf_counter` (the monotonic clock; on Linux the same clock in every
 process), read where the event loop meets the socket, not where the request's task gets to run:
 - a reply's bytes are stamped in the connection protocol's `data_received`, the moment the loop
-  reads them from the socket (_TimedProtocol), so the client's own work on other streams between
-  that read and this stream's task resuming is not counted in a TTFT or an ITL; every SSE event
-  completed by one read shares that read's arrival time, which is when the client could have
-  shown it (when one wake-up hands over several reads, the last one's: the one that completed
-  the events);
+  reads them from the socket (_TimedProtocol), and parsed right there: aiohttp's parser hands the
+  body bytes of each read to the reply (_follow), so the request's task is woken once for the
+  head and once when the reply is over, not for every read, and the client's own work on other
+  streams is not counted in a TTFT or an ITL; every SSE event completed by one read shares that
+  read's arrival time, which is when the client could have shown it;
 - a request's send time is when its bytes are written to the connection (_TimedRequest; the
   headers go out with the body in one write), not when it was handed to aiohttp: the request's
   preparation and a wait for the loop to run aiohttp's write are the client's own lateness
   (`queue_s`), not the server's TTFT. A request that never reaches a write (cannot connect), a
-  redirected one, and any aiohttp without these hooks keep the time it was handed to aiohttp.
+  redirected one, and any aiohttp without these hooks keep the time it was handed to aiohttp (and
+  a session without _TimedProtocol has its bodies read by the task, stamped when it runs: _pull).
 A record stores them relative to an origin the caller gives (the start of the measured window).
 
 What counts:
@@ -411,15 +412,23 @@ else:                                # pragma: no cover - Python 3.10
 
 class _TimedProtocol(ResponseHandler):
     """aiohttp's client protocol, noting when the loop last read bytes from its socket
-    (`data_t`) and when a request was last written to it (`sent_t`, by _TimedRequest)."""
+    (`data_t`) and when a request was last written to it (`sent_t`, by _TimedRequest); while a
+    reply is followed (_follow), its body's reader."""
 
     data_t = math.nan
     sent_t = math.nan
+    body_reader: _BodyReader | None = None     # the reply being read on this connection (_follow)
 
     def data_received(self, data: bytes) -> None:
         if data:    # aiohttp calls it with b"" itself when a reader resumes: that is no read
             self.data_t = _now()
         super().data_received(data)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)    # ends the reply's payload, or sets its error
+        reader = self.body_reader
+        if reader is not None and not reader.over.done():
+            reader.on_error(aiohttp.ServerDisconnectedError())    # neither: nothing more can come
 
 
 class _TimedRequest(aiohttp.ClientRequest):
@@ -556,57 +565,188 @@ class StreamingClient:
             if resp.status != 200:
                 rec.error = f"HTTP {resp.status}: {first_line(await _read_up_to(content))}"
                 return
-            sse = resp.content_type == "text/event-stream"
-            parser = SSEParser()
-            done = False
-            while not done:
-                data = await content.readany()
-                # When the loop read these bytes from the socket (module docstring); the end of
-                # the body may come without a read (the connection closed): then now.
-                t = (protocol.data_t if data and protocol is not None else _now()) - origin
-                if not data:
-                    events = parser.flush()
-                else:
-                    if not sse:
-                        if not _looks_like_sse(data):
-                            rec.end_s = t
-                            rest = await _read_up_to(content, ERROR_BODY_BYTES)
-                            rec.error = describe_non_sse(resp.content_type, data + rest)
-                            return
-                        sse = True
-                    events = parser.feed(data)
-                for event, payload in events:
-                    if payload == b"[DONE]":
-                        done = True
-                        break
-                    rec.events += 1
-                    try:
-                        obj = _event_json(payload)
-                    except ValueError:
-                        rec.error = f"non-OpenAI stream: event data is not JSON: {first_line(payload)}"
-                        rec.end_s = t
-                        return
-                    if event == b"error" or not isinstance(obj, dict) or obj.get("error") is not None:
-                        rec.error = (f"server error in stream: {_error_message(obj)}" if isinstance(obj, dict)
-                                     else f"non-OpenAI stream: {first_line(payload)}")
-                        rec.end_s = t
-                        return
-                    if not _take_chunk(rec, stream, obj, payload, t):
-                        return
-                if not data:
-                    break
-            rec.end_s = t
-            if done:
+            reply = _Reply(rec, stream, origin, sse=resp.content_type == "text/event-stream")
+            if protocol is not None:
+                await _follow(reply, content, protocol)
+            else:
+                await _pull(reply, content)
+            if reply.not_sse is not None:
+                rest = await _read_up_to(content, ERROR_BODY_BYTES)
+                rec.error = describe_non_sse(resp.content_type, reply.not_sse + rest)
+            elif reply.done:
                 if not content.at_eof():
                     try:
                         # Bounded: a server streaming on after [DONE] gets its connection closed.
                         await asyncio.wait_for(_read_up_to(content), _DRAIN_AFTER_DONE_S)
                     except (asyncio.TimeoutError, aiohttp.ClientError):
                         pass
-            elif rec.finish_reason is None:
+            elif rec.error is None and rec.finish_reason is None:
                 rec.error = ("broken stream: the body ended before [DONE] or a finish_reason "
                              f"({len(rec.token_chunk_s)} token-bearing chunks received)")
 
+
+class _Reply:
+    """A 200 reply's body, read as OpenAI SSE into its record as the bytes come. `take` is given
+    each read with its arrival time and says when the reply is over: at [DONE] (`done`), at an
+    error (in the record), or at a first read that is not SSE (`not_sse`: the caller reads the rest
+    of the body to say what it is); `end` is the end of the body."""
+
+    __slots__ = ("done", "not_sse", "origin", "parser", "rec", "sse", "stream")
+
+    def __init__(self, rec: RequestRecord, stream: _Stream, origin: float, sse: bool) -> None:
+        self.rec, self.stream, self.origin, self.sse = rec, stream, origin, sse
+        self.parser = SSEParser()
+        self.done = False
+        self.not_sse: bytes | None = None
+
+    def take(self, data: bytes, t: float) -> bool:
+        """One read's bytes, that arrived at `t` (relative to the origin); True when the reply is over."""
+        if not self.sse:
+            if not _looks_like_sse(data):
+                self.rec.end_s = t
+                self.not_sse = data
+                return True
+            self.sse = True
+        return self._events(self.parser.feed(data), t)
+
+    def end(self, t: float) -> None:
+        """The end of the body at `t`: the last event, even without its blank line."""
+        self._events(self.parser.flush(), t)
+        self.rec.end_s = t
+
+    def _events(self, events: list[tuple[bytes | None, bytes]], t: float) -> bool:
+        rec = self.rec
+        for event, payload in events:
+            if payload == b"[DONE]":
+                self.done = True
+                rec.end_s = t
+                return True
+            rec.events += 1
+            try:
+                obj = _event_json(payload)
+            except ValueError:
+                rec.error = f"non-OpenAI stream: event data is not JSON: {first_line(payload)}"
+                rec.end_s = t
+                return True
+            if event == b"error" or not isinstance(obj, dict) or obj.get("error") is not None:
+                rec.error = (f"server error in stream: {_error_message(obj)}" if isinstance(obj, dict)
+                             else f"non-OpenAI stream: {first_line(payload)}")
+                rec.end_s = t
+                return True
+            if not _take_chunk(rec, self.stream, obj, payload, t):
+                return True
+        return False
+
+
+async def _pull(reply: _Reply, content: aiohttp.StreamReader) -> None:
+    """Read the body in the request's task, a wake-up per read (a connection without the timing
+    protocol: times are when the task runs, later by the loop's other work)."""
+    while True:
+        data = await content.readany()
+        t = _now() - reply.origin
+        if not data:
+            reply.end(t)
+            return
+        if reply.take(data, t):
+            return
+
+
+async def _follow(reply: _Reply, content: aiohttp.StreamReader, protocol: _TimedProtocol) -> None:
+    """Read the body where the loop reads the socket: aiohttp's parser hands each read's body bytes
+    to `reply` from within the protocol's data_received (_FedPayload), and the request's task sleeps
+    until the reply is over. With one token a read (a paced server), waking the task for each read
+    (a future, a loop callback, a task step, readany, and aiohttp's buffer and flow control around
+    them) was most of the client's work a chunk, and each wake-up waited behind the other streams'
+    reads: here a read costs its parsing, and an arrival is its read's own time."""
+    t = protocol.data_t - reply.origin
+    while data := content.read_nowait(-1):   # what came with the response head; raises its error
+        if reply.take(data, t):
+            return
+    if content.is_eof():
+        reply.end(_now() - reply.origin)
+        return
+    if not protocol.connected:
+        raise aiohttp.ServerDisconnectedError()
+    reader = _BodyReader(reply, content, protocol)
+    try:
+        content.__class__ = _FedPayload     # same layout (no slots of its own), so Python allows it
+    except TypeError:   # pragma: no cover - an aiohttp whose payload class is not StreamReader
+        await _pull(reply, content)
+        return
+    protocol.body_reader = reader
+    try:
+        await reader.over
+    finally:
+        content.__class__ = aiohttp.StreamReader
+        if protocol.body_reader is reader:
+            protocol.body_reader = None
+
+
+class _BodyReader:
+    """What `_follow` hands a reply's body to: each read into the reply (stamped with the read's
+    time), its end, its error; `over` is settled when the reply is over, the body ends, or with the
+    error, which the request's task then raises as readany would have. Nothing here may raise into
+    aiohttp's parser (it would take it for a malformed response)."""
+
+    __slots__ = ("content", "over", "protocol", "reply")
+
+    def __init__(self, reply: _Reply, content: aiohttp.StreamReader, protocol: _TimedProtocol) -> None:
+        self.reply, self.content, self.protocol = reply, content, protocol
+        self.over: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def on_data(self, data: bytes) -> None:
+        try:
+            if self.reply.take(data, self.protocol.data_t - self.reply.origin):
+                self.over.set_result(None)
+        except Exception as exc:    # an oversized event: the task raises it
+            self.over.set_exception(exc)
+
+    def on_end(self) -> None:
+        try:
+            self.reply.end(_now() - self.reply.origin)     # the end may come without a read (closed)
+            self.over.set_result(None)
+        except Exception as exc:
+            self.over.set_exception(exc)
+
+    def on_error(self, exc: BaseException) -> None:
+        self.over.set_exception(exc)
+
+
+class _FedPayload(aiohttp.StreamReader):
+    """aiohttp's payload StreamReader for a reply being followed (`_follow` swaps its class in and
+    out): while the reply is not over, the parser's body bytes, end and error go straight to its
+    _BodyReader instead of the buffer and a waiting task. Nothing is buffered, so flow control has
+    nothing to pause for, and no chunk boundary is kept (total_bytes does not move). After the
+    reply is over (at [DONE], say), bytes are buffered as usual, for the drain that lets the
+    connection be reused."""
+
+    __slots__ = ()
+
+    def _reader(self) -> _BodyReader | None:
+        reader = getattr(self._protocol, "body_reader", None)
+        if reader is None or reader.content is not self or reader.over.done():
+            return None
+        return reader
+
+    def feed_data(self, data: bytes, size: int = 0) -> bool:
+        reader = self._reader()
+        if reader is None:
+            return super().feed_data(data, size)
+        if data:
+            reader.on_data(data)
+        return False
+
+    def feed_eof(self) -> None:
+        reader = self._reader()
+        super().feed_eof()      # aiohttp's end of body (it releases the connection for reuse)
+        if reader is not None:
+            reader.on_end()
+
+    def set_exception(self, exc: BaseException, *args: Any) -> None:
+        reader = self._reader()
+        super().set_exception(exc, *args)
+        if reader is not None:
+            reader.on_error(exc)
 
 
 def _take_chunk(rec: RequestRecord, stream: _Stream, obj: dict, payload: bytes, t: float) -> bool:

@@ -18,7 +18,7 @@ import pandas as pd
 from tpubench.errors import UserError
 from tpubench.output.published.rows import COLUMNS, published_frame
 from tpubench.records.csv_safety import neutralize_frame
-from tpubench.records.result import replace_file
+from tpubench.records.files import replace_file
 
 FOLDER = "published"
 # The reference rows shipped with tpubench (data/published/*.csv, sources in its SOURCES.md).

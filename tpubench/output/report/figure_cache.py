@@ -1,71 +1,165 @@
-"""Encoded figures, cached by what the figure holds, so that a report drawn again (another format,
-a few more results, the same folder tomorrow) does not rasterise or write out unchanged figures.
+"""Encoded figures, cached by what they are drawn from, so that a report drawn again (another
+format, the same folder tomorrow) neither builds nor rasterises an unchanged figure, and a report
+whose figures are all cached never imports matplotlib.
 
-Drawing is most of a report's figure time; describing a figure is not: pickling a matplotlib
-Figure (its artists, data arrays, texts, transforms and properties: what matplotlib itself saves to
-restore a figure) takes 5-40 ms where drawing takes 100-400 ms. The key is a BLAKE2b hash of that
-description, the output kind, matplotlib's version and its rcParams: the same key draws the same
-bytes. The pickle is only hashed, never stored or loaded. Two things in it would differ between two
-runs for the same figure, and are written in a stable form instead: the transforms' parent links
-(keyed by id()) and functions (tick formatters), which are written as their module, name, code and
-closure values.
+A figure reaches the report as a `Drawing`: the function that draws it and the arguments it is
+drawn from (a few columns of the report's frames, titles, prices). The key is a BLAKE2b hash of
+the output kind, the function's name, the source of every tpubench module (a change to any code
+that could draw differently draws again), what decides matplotlib's look without importing it
+(its version file and the matplotlibrc files it would read; in a process that did import it, the
+rcParams changed since) and the arguments, pickled in a canonical form (`_InputPickler`: a frame
+as its columns' names, dtypes and values, whatever its internal layout, with no memo, so two equal
+inputs pickle alike in any process). Equal keys mean the same function on equal inputs under the
+same code and matplotlib settings: the same bytes. Fonts installed or removed are not in the key
+(matplotlib's font cache is its own); `TPUBENCH_CACHE_DIR=off` draws everything.
 
-Entries live in `figures/` under the results cache folder (output/results_cache.cache_dir; off with
-`TPUBENCH_CACHE_DIR=off`), one file each, written atomically, each with its key and a checksum; a
-damaged or foreign entry is drawn again. At most MAX_ENTRIES are kept, the least recently used go.
+Entries live in `figures/` under the results cache folder (output/results_cache.cache_dir), one
+file each, written atomically, each with its key and a checksum; a damaged or foreign entry is
+drawn again. At most MAX_ENTRIES are kept, the least recently used go.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
 import pickle
 import struct
-import types
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from tpubench.output.results_cache import cache_dir
-from tpubench.records.result import replace_file
+from tpubench.records.files import replace_file
 
 MAX_ENTRIES = 400
-_MAGIC = b"TPBFIG01"
+_MAGIC = b"TPBFIG02"
 _HEADER = struct.Struct("<8s32s32sH")     # magic, key, BLAKE2b-256 of the rest, MIME length
 
 
-class _Describer(pickle.Pickler):
-    """A pickler whose output depends only on what is drawn (see the module docstring)."""
+@dataclass(frozen=True)
+class Drawing:
+    """A figure not drawn yet: `figure()` is `draw(*args, **kwargs)`, a matplotlib Figure. `draw`
+    must depend on nothing but its arguments, tpubench's code and matplotlib's settings."""
+
+    draw: Callable[..., Any]
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def figure(self):
+        return self.draw(*self.args, **self.kwargs)
+
+
+def _frame_state(frame) -> tuple:
+    """A DataFrame as its content, whatever its blocks: column names, dtypes and index, then the
+    values, a dtype at a time (a column at a time took most of a warm report's figure time)."""
+    import numpy as np
+
+    dtypes = list(frame.dtypes)
+    groups: dict[str, list[int]] = {}
+    for i, dtype in enumerate(dtypes):
+        numeric = isinstance(dtype, np.dtype) and dtype.kind in "biufc"
+        groups.setdefault(dtype.str if numeric else "object", []).append(i)
+    values = []
+    for kind, positions in groups.items():
+        block = frame.iloc[:, positions]
+        if kind == "object":      # text and anything else: the Python objects (boxed as pandas boxes them)
+            values.append((kind, positions, block.to_numpy(dtype=object).tolist()))
+        else:                     # numbers and booleans of one dtype: their bytes
+            values.append((kind, positions, np.ascontiguousarray(block.to_numpy()).tobytes()))
+    return ("DataFrame", list(map(str, frame.columns)), [str(t) for t in dtypes], _values(frame.index), values)
+
+
+def _values(column) -> tuple:
+    """A Series' or Index's values: raw bytes for numbers and booleans, else the Python objects."""
+    import numpy as np
+
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufc":
+        return (str(column.name), dtype.str, np.ascontiguousarray(column.to_numpy()).tobytes())
+    return (str(column.name), str(dtype), column.to_numpy(dtype=object).tolist())
+
+
+class _InputPickler(pickle.Pickler):
+    """Pickles a drawing's arguments in a form that depends only on their values (module docstring)."""
+
+    def __init__(self, file):
+        super().__init__(file, protocol=5)
+        self.fast = True        # no memo: equal values pickle alike whether or not they are one object
 
     def reducer_override(self, obj):
-        from matplotlib.transforms import TransformNode
+        import pandas as pd
 
-        if isinstance(obj, types.FunctionType):
-            code = obj.__code__
-            cells = tuple(c.cell_contents for c in obj.__closure__ or ())
-            return (str, (f"{obj.__module__}.{obj.__qualname__}",), (code.co_code, code.co_consts, code.co_names, cells))
-        if isinstance(obj, types.CodeType):    # a lambda defined inside a formatter's function
-            return (str, (obj.co_name,), (obj.co_code, obj.co_consts, obj.co_names))
-        if isinstance(obj, TransformNode):
-            state = obj.__getstate__()
-            # {id(child): child}: the ids differ from run to run, the children (in order) do not.
-            state["_parents"] = list(state.get("_parents", {}).values())
-            return (str, (type(obj).__qualname__,), state)
+        if isinstance(obj, pd.DataFrame):
+            return (str, ("DataFrame",), _frame_state(obj))
+        if isinstance(obj, (pd.Series, pd.Index)):
+            return (str, (type(obj).__name__,), _values(obj))
+        import numpy as np
+
+        if isinstance(obj, np.ndarray) and obj.dtype.kind in "biufc":
+            return (str, ("ndarray",), (obj.dtype.str, obj.shape, np.ascontiguousarray(obj).tobytes()))
         return NotImplemented
 
 
-def figure_key(fig, kind: str) -> bytes | None:
-    """32 bytes naming what `fig` draws as `kind`, or None when it cannot be described."""
-    import matplotlib
+def _matplotlib_files() -> list[str]:
+    """The files that decide matplotlib's version and default settings, found as matplotlib would
+    (matplotlib.matplotlib_fname), without importing it."""
+    import importlib.util
 
+    spec = importlib.util.find_spec("matplotlib")
+    package = next(iter(spec.submodule_search_locations or []), "") if spec else ""
+    home = os.environ.get("MPLCONFIGDIR") or os.path.join(
+        os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config"), "matplotlib")
+    chosen = os.environ.get("MATPLOTLIBRC", "")
+    return [os.path.join(package, "_version.py"), chosen, os.path.join(chosen, "matplotlibrc"),
+            os.path.join(os.getcwd(), "matplotlibrc"), os.path.join(home, "matplotlibrc"),
+            os.path.join(package, "mpl-data", "matplotlibrc")]
+
+
+def _rc_changes() -> bytes:
+    """rcParams changed in this process since matplotlib read them (a notebook's style); nothing
+    when matplotlib is not imported, where none can have changed."""
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is None or not hasattr(matplotlib, "rcParamsOrig"):
+        return b""
+    original = matplotlib.rcParamsOrig
+    changed = sorted((k, repr(v)) for k, v in matplotlib.rcParams.items() if repr(original.get(k)) != repr(v))
+    return repr(changed).encode() if changed else b""     # unchanged: the key of a process without matplotlib
+
+
+@functools.lru_cache(maxsize=1)
+def _code_fingerprint() -> bytes:
+    """Every tpubench source file (names and text): a figure is drawn again after any code change."""
+    root = Path(__file__).resolve().parents[2]
     digest = hashlib.blake2b(digest_size=32)
-    digest.update(f"{kind}\0{matplotlib.__version__}\0".encode())
-    digest.update(repr(sorted((k, repr(v)) for k, v in matplotlib.rcParams.items())).encode())
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\1unreadable")
+    for name in _matplotlib_files():
+        try:
+            digest.update(Path(name).read_bytes() if name and os.path.isfile(name) else b"\1absent")
+        except OSError:
+            digest.update(b"\1unreadable")
+    return digest.digest()
+
+
+def drawing_key(drawing: Drawing, kind: str) -> bytes | None:
+    """32 bytes naming what `drawing` draws as `kind`, or None when its arguments cannot be pickled."""
+    digest = hashlib.blake2b(digest_size=32)
+    draw = drawing.draw
+    digest.update(f"{kind}\0{draw.__module__}.{draw.__qualname__}\0".encode())
+    digest.update(_code_fingerprint())
+    digest.update(_rc_changes())
     buf = io.BytesIO()
     try:
-        _Describer(buf, protocol=5).dump(fig)
-    except Exception:   # noqa: BLE001 - an artist that cannot be pickled: draw it, uncached
-        return None
+        _InputPickler(buf).dump((drawing.args, sorted(drawing.kwargs.items())))
+    except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
+        return None            # an argument that cannot be pickled (a lambda): draw it, uncached
     digest.update(buf.getbuffer())
     return digest.digest()
 
@@ -75,17 +169,17 @@ def _folder() -> Path | None:
     return None if base is None else base / "figures"
 
 
-def cached_encoding(fig, kind: str, encode: Callable[[object, str], tuple[str, bytes]]) -> tuple[str, bytes]:
-    """encode(fig, kind), or the bytes it gave before for a figure that draws the same."""
+def cached_drawing(drawing: Drawing, kind: str, encode: Callable[[object, str], tuple[str, bytes]]) -> tuple[str, bytes]:
+    """encode(drawing.figure(), kind), or the bytes it gave before for the same drawing."""
     folder = _folder()
-    key = figure_key(fig, kind) if folder is not None else None
+    key = drawing_key(drawing, kind) if folder is not None else None
     if key is None:
-        return encode(fig, kind)
+        return encode(drawing.figure(), kind)
     path = folder / f"{key.hex()}.fig"
     hit = _read(path, key)
     if hit is not None:
         return hit
-    mime, blob = encode(fig, kind)
+    mime, blob = encode(drawing.figure(), kind)
     _write(folder, path, key, mime, blob)
     return mime, blob
 

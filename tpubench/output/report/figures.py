@@ -16,7 +16,9 @@ import pandas as pd
 
 from tpubench.money.cost import interactivity_tokens_per_s, rows_of
 from tpubench.output.published.match import pareto_mask
+from tpubench.output.report.figure_cache import Drawing
 from tpubench.output.report.format import kind_label, load_label, plan_label, platform_label, stack_label, workload_label
+from tpubench.records.columns import records
 from tpubench.scenarios import registry
 from tpubench.units import number, share
 
@@ -190,17 +192,23 @@ def figure_to_svg(fig) -> bytes:
 
 
 def encode_figure(fig, kind: str) -> tuple[str, bytes]:
-    """(MIME type, bytes) of a figure as 'png' or 'svg'; a figure that draws the same as one
-    encoded before is not drawn again (report/figure_cache.py)."""
-    from tpubench.output.report.figure_cache import cached_encoding
-
-    return cached_encoding(fig, kind, _encode_figure)
-
-
-def _encode_figure(fig, kind: str) -> tuple[str, bytes]:
+    """(MIME type, bytes) of a figure as 'png' or 'svg'."""
     if kind == "svg":
         return "image/svg+xml", figure_to_svg(fig)
     return "image/png", figure_to_png(fig)
+
+
+def encode_drawing(drawing: Drawing, kind: str) -> tuple[str, bytes]:
+    """encode_figure of the drawing's figure; one drawn before from equal inputs is neither built
+    nor drawn again (report/figure_cache.py)."""
+    from tpubench.output.report.figure_cache import cached_drawing
+
+    return cached_drawing(drawing, kind, encode_figure)
+
+
+def built(drawings: list[tuple[str, str, Drawing, str]]) -> list[tuple[str, str, object, str]]:
+    """(id, caption, Figure, kind) of each (id, caption, Drawing, kind): the figures themselves."""
+    return [(fig_id, caption, drawing.figure(), kind) for fig_id, caption, drawing, kind in drawings]
 
 
 def cost_by_platform(summary: pd.DataFrame, title: str = ""):
@@ -344,6 +352,11 @@ def published_beside_yours(rows: pd.DataFrame, title: str):
 
 def published_figures(data) -> list[tuple[str, str, object, str]]:
     """(id, caption, Figure, kind) per workload with a published comparison (ReportData.published)."""
+    return built(published_drawings(data))
+
+
+def published_drawings(data) -> list[tuple[str, str, Drawing, str]]:
+    """published_figures, not drawn yet (figure_cache.Drawing)."""
     rows = data.published
     if rows is None or rows.empty:
         return []
@@ -353,7 +366,7 @@ def published_figures(data) -> list[tuple[str, str, object, str]]:
             break
         tag = workload_label({"workload": workload, "scale": scale})
         caption = f"Yours beside published results, {tag}"
-        out.append((f"published-{n}", caption, published_beside_yours(group, caption), "svg"))
+        out.append((f"published-{n}", caption, Drawing(published_beside_yours, (group, caption)), "svg"))
     return out
 
 
@@ -416,6 +429,15 @@ def report_figures(data, unit=None) -> list[tuple[str, str, object, str]]:
     throughput vs interactivity and latency distributions. Charts of text and bars are SVG; the
     scatter, which may hold thousands of points, is PNG. Every scenario kind is drawn alike from its
     columns: a server's points sit beside the offline runs, labelled with their serving stack."""
+    return built(report_drawings(data, unit))
+
+
+# What throughput_vs_interactivity reads of its points: the drawing (and its cache key) holds no more.
+_PARETO_COLUMNS = ["interactivity_tokens_per_s_per_user", "output_tokens_per_s_per_chip", "label"]
+
+
+def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
+    """report_figures, not drawn yet (figure_cache.Drawing): what the HTML report encodes."""
     results = data.results
     if results.empty or "status" not in results:
         return []
@@ -431,7 +453,15 @@ def report_figures(data, unit=None) -> list[tuple[str, str, object, str]]:
     ok["canonical"] = _canonical_accelerators(ok, known)
     # The label reads four columns: records of those, not iterrows over every column (10,000 results: 1 s).
     label_columns = [c for c in ("server_name", "server_version", "backend", "scenario_kind") if c in ok]
-    ok["label"] = [point_group_label(r, c) for r, c in zip(ok[label_columns].to_dict("records"), ok["canonical"])]
+    # Thousands of points share a few labels: each distinct one is made once.
+    made: dict[tuple, str] = {}
+    labels = []
+    for r, c in zip(records(ok[label_columns]), ok["canonical"].to_numpy(dtype=object)):
+        key = (*r.values(), c)
+        if key not in made:
+            made[key] = point_group_label(r, c)
+        labels.append(made[key])
+    ok["label"] = labels
     chips = pd.to_numeric(ok["chips"], errors="coerce")
     ok["output_tokens_per_s_per_chip"] = pd.to_numeric(ok.get("output_tokens_per_s"), errors="coerce") / chips
     ok["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(ok)
@@ -442,9 +472,11 @@ def report_figures(data, unit=None) -> list[tuple[str, str, object, str]]:
     if len(data.priced) and primary:
         cheapest = (data.priced[data.priced["plan"] == primary]
                     .groupby("priced_accelerator")["usd_per_chip_hour"].min())
-        for label, canonical in zip(ok["label"], ok["canonical"]):
-            if canonical in cheapest.index and not data.what_if_instance:
-                chip_prices[label] = float(cheapest[canonical])
+        cheapest_of = cheapest.to_dict()
+        for label, canonical in dict.fromkeys(zip(ok["label"].to_numpy(dtype=object),
+                                                  ok["canonical"].to_numpy(dtype=object))):
+            if canonical in cheapest_of and not data.what_if_instance:
+                chip_prices[label] = float(cheapest_of[canonical])
 
     figures = []
     pairs = list(ok[["workload", "scale"]].drop_duplicates().itertuples(index=False, name=None))[:MAX_WORKLOADS]
@@ -455,22 +487,25 @@ def report_figures(data, unit=None) -> list[tuple[str, str, object, str]]:
             summary = summary[_same(summary, "workload", workload) & _same(summary, "scale", scale)]
             if len(summary):
                 figures.append((f"cost-{n}", f"Blended $/Mtok by platform and plan, {tag}",
-                                cost_by_platform(summary, f"Cost per million tokens, {tag}"), "svg"))
+                                Drawing(cost_by_platform, (summary, f"Cost per million tokens, {tag}")), "svg"))
         points = ok[_same(ok, "workload", workload) & _same(ok, "scale", scale)]
         figures.append((f"pareto-{n}", f"Throughput per chip vs interactivity, {tag}",
-                        throughput_vs_interactivity(points, chip_prices, plan_label(primary or "on_demand"),
-                                                    price_names), "png"))
+                        Drawing(throughput_vs_interactivity, (points[_PARETO_COLUMNS], chip_prices,
+                                                              plan_label(primary or "on_demand"), price_names)),
+                        "png"))
         if len(summary):
             rows = (summary.assign(_other=summary["plan"] != primary)
-                    .sort_values(["_other", "blended_usd_per_mtok"], kind="stable").drop_duplicates("file"))
+                    .sort_values(["_other", "blended_usd_per_mtok"], kind="stable").drop_duplicates("file")
+                    .head(MAX_BOXES))      # what latency_distributions draws: only these need a label
             rows = rows.assign(label=[f"{stack_label(r)} on {r['priced_accelerator']} ×{number(r['chips'])} "
                                       f"{load_label(r)}" for _, r in rows.iterrows()])
         else:
-            rows = points.sort_values("output_tokens_per_s_per_chip", ascending=False)
+            rows = points.sort_values("output_tokens_per_s_per_chip", ascending=False).head(MAX_BOXES)
             rows = rows.assign(label=[f"{r['label']} ×{number(r['chips'])} {load_label(r)}"
                                       for _, r in rows.iterrows()])
-        figures.append((f"latency-{n}", f"Latency distributions, {tag}", latency_distributions(rows), "svg"))
-    return figures + moe_figures(data) + profile_figures(data)
+        figures.append((f"latency-{n}", f"Latency distributions, {tag}",
+                        Drawing(latency_distributions, (rows,)), "svg"))
+    return figures + moe_drawings(data) + profile_drawings(data)
 
 
 def expert_load_heatmap(load: Sequence[Sequence[float]], title: str = ""):
@@ -495,6 +530,11 @@ def expert_load_heatmap(load: Sequence[Sequence[float]], title: str = ""):
 def moe_figures(data) -> list[tuple[str, str, object, str]]:
     """(id, caption, Figure, 'png') of the expert-load heat map of each MoE result that recorded one
     (at most MAX_BOXES: one per point, labelled with its routing and shape)."""
+    return built(moe_drawings(data))
+
+
+def moe_drawings(data) -> list[tuple[str, str, Drawing, str]]:
+    """moe_figures, not drawn yet (figure_cache.Drawing)."""
     results = data.results
     if results.empty or "expert_load_json" not in results:
         return []
@@ -509,7 +549,7 @@ def moe_figures(data) -> list[tuple[str, str, object, str]]:
                f"routing {routing}" + (f", max/mean {imbalance:.2f}" if isinstance(imbalance, float)
                                        and math.isfinite(imbalance) else ""))
         figures.append((f"expert-load-{n}", f"Expert load per layer, {tag}",
-                        expert_load_heatmap(json.loads(row["expert_load_json"]), tag), "png"))
+                        Drawing(expert_load_heatmap, (json.loads(row["expert_load_json"]), tag)), "png"))
     return figures
 
 
@@ -537,6 +577,11 @@ def profile_breakdown(labels: Sequence[str], profiles: Sequence[dict], title: st
 
 def profile_figures(data) -> list[tuple[str, str, object, str]]:
     """(id, caption, Figure, 'svg') of the stacked bars of the profiled points, if any."""
+    return built(profile_drawings(data))
+
+
+def profile_drawings(data) -> list[tuple[str, str, Drawing, str]]:
+    """profile_figures, not drawn yet (figure_cache.Drawing)."""
     from tpubench.output.report.profile import profiled
 
     rows = profiled(data.results)
@@ -544,7 +589,7 @@ def profile_figures(data) -> list[tuple[str, str, object, str]]:
         return []
     caption = "Where the time goes: the profiled pass of each point by category (run --profile)"
     labels = [f"{r['profile_label']} {r['backend']}:{r['device']}" for _, r in rows.iterrows()]
-    return [("profile", caption, profile_breakdown(labels, list(rows["profile"]), caption), "svg")]
+    return [("profile", caption, Drawing(profile_breakdown, (labels, list(rows["profile"]), caption)), "svg")]
 
 
 def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
@@ -594,6 +639,11 @@ def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
 
 def training_figures(training: pd.DataFrame) -> list[tuple[str, str, object, str]]:
     """(id, caption, Figure, 'svg') per workload of a training summary (report/training.py)."""
+    return built(training_drawings(training))
+
+
+def training_drawings(training: pd.DataFrame) -> list[tuple[str, str, Drawing, str]]:
+    """training_figures, not drawn yet (figure_cache.Drawing)."""
     if training is None or training.empty:
         return []
     figures = []
@@ -602,5 +652,6 @@ def training_figures(training: pd.DataFrame) -> list[tuple[str, str, object, str
         tag = workload_label({"workload": workload, "scale": scale})
         rows = training[_same(training, "workload", workload) & _same(training, "scale", scale)]
         figures.append((f"train-{n}", f"Training tokens/s per chip vs $ per million training tokens, {tag}",
-                        training_cost_vs_throughput(rows, f"Training: throughput per chip vs cost, {tag}"), "svg"))
+                        Drawing(training_cost_vs_throughput, (rows, f"Training: throughput per chip vs cost, {tag}")),
+                        "svg"))
     return figures

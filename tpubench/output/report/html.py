@@ -12,6 +12,7 @@ from tpubench.output.report import headline, kernel_speedups, published, publish
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
 from tpubench.output.report.markdown import unit_section
+from tpubench.records.columns import records
 from tpubench.scenarios import registry
 
 _CSS = """
@@ -67,11 +68,13 @@ def html_table(headers, rows, numeric=frozenset(), row_classes=None, cell_classe
 
 
 def html_figures(data: ReportData, make=None) -> str:
-    from tpubench.output.report.figures import encode_figure, report_figures
+    """The figures `make(data)` lists, (id, caption, figure_cache.Drawing, kind) each (default:
+    figures.report_drawings), inline; a figure cached from equal inputs is not drawn."""
+    from tpubench.output.report.figures import encode_drawing, report_drawings
 
     parts = []
-    for fig_id, caption, fig, kind in (make or report_figures)(data):
-        mime, blob = encode_figure(fig, kind)
+    for fig_id, caption, drawing, kind in (make or report_drawings)(data):
+        mime, blob = encode_drawing(drawing, kind)
         encoded = base64.b64encode(blob).decode("ascii")
         parts.append(f'<figure id="{escape_html(fig_id)}"><img class="figure" alt="{escape_html(caption)}" '
                      f'src="data:{mime};base64,{encoded}"><figcaption>{escape_html(caption)}</figcaption></figure>')
@@ -91,9 +94,9 @@ def _published(data: ReportData, figures: bool = True) -> list[str]:
                                      else "verdict-dearer" if v.startswith("differs") else ""}))
     body.append(f'<p class="note">{escape_html(published.NOTE)}</p>')
     if figures:
-        from tpubench.output.report.figures import published_figures
+        from tpubench.output.report.figures import published_drawings
 
-        body.append(html_figures(data, published_figures))
+        body.append(html_figures(data, published_drawings))
     return body
 
 
@@ -105,8 +108,8 @@ def _published_list(data: ReportData, max_rows: int, figures: bool = True) -> li
     body = [f"<h2>Published results (not measured here): {len(rows)} row(s), "
             f"{escape_html(published_list.counts(rows))}</h2>"]
     if figures:
-        body.append(html_figures(data, published_list.figures))
-    body.append(html_table(published_list.HEADERS, [published_list.cells(r) for _, r in rows.head(max_rows).iterrows()],
+        body.append(html_figures(data, published_list.drawings))
+    body.append(html_table(published_list.HEADERS, [published_list.cells(r) for r in records(rows.head(max_rows))],
                        published_list.NUMERIC, wrap=published_list.WRAP))
     if len(rows) > max_rows:
         body.append(f'<p class="note">… {len(rows) - max_rows} more published row(s).</p>')
@@ -123,7 +126,7 @@ def _glance(data: ReportData) -> list[str]:
     body = ['<section class="glance" id="at-a-glance"><h2>At a glance</h2>', f"<p>{counts}</p>"]
     for title, headers, rows in headline.tables(data.headline):
         body.append(f"<h3>{escape_html(title)}</h3>")
-        body.append(html_table(headers, [headline.cells(r) for _, r in rows.iterrows()], headline.NUMERIC,
+        body.append(html_table(headers, [headline.cells(r) for r in records(rows)], headline.NUMERIC,
                            ["" if bool(v) else "invalid" for v in rows["valid"]], {6: lambda v: "validity"},
                            wrap=headline.WRAP))
     if len(data.headline):

@@ -27,6 +27,7 @@ import pandas as pd
 
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
 from tpubench.output.report.format import PACKAGE_ARMS, hardware_label, point_label, validity_label, workload_label
+from tpubench.records.columns import records
 from tpubench.scenarios.registry import SCENARIOS
 from tpubench.units import MISSING, finite, ms, sig, with_ci
 from tpubench.workload_spec.point import DEFAULT_KIND, layout_words
@@ -187,9 +188,15 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     narrow = results[[c for c in _READ if c in results.columns]]
     # Only rows sharing their group's key (the text of GROUP_COLUMNS, as below) can make a group of two
     # arms or more: reading every other row one by one took most of a 10,000-file report's time here.
-    narrow = narrow[narrow[GROUP_COLUMNS].apply(lambda column: column.map(str)).duplicated(keep=False)]
+    text = narrow[GROUP_COLUMNS].apply(lambda column: column.map(str))
+    # Nor can a group none of whose results names an experts implementation or a decode loop
+    # (`named` below): a sweep of ordinary points (10,000 results) has no such group at all.
+    arm_named = narrow[[c for c in ("experts_implementation", "decode_loop") if c in narrow]].apply(
+        lambda column: column.map(_text)).notna().any(axis=1)
+    named_group = arm_named.groupby([text[c] for c in GROUP_COLUMNS], sort=False).transform("any")
+    narrow = narrow[text.duplicated(keep=False) & named_group]
     groups: dict[tuple, list[dict]] = {}
-    for r in narrow.to_dict("records"):
+    for r in records(narrow):
         if not _kernel_arms(r) or _text(r["arm_free_key"]) is None or handed_off(r):
             continue
         r["arm"] = arm_label(r)

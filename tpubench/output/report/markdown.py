@@ -7,6 +7,7 @@ from tpubench.output.report import format as f
 from tpubench.output.report import headline, kernel_speedups, published, published_list
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
+from tpubench.records.columns import records
 from tpubench.scenarios import output_units, registry
 
 
@@ -63,7 +64,7 @@ def _published_list(data: ReportData, max_rows: int) -> list[str]:
         return []
     out = [f"## Published results (not measured here): {len(rows)} row(s), "
            f"{published_list.counts(rows)}", "",
-           table(published_list.HEADERS, [published_list.cells(r) for _, r in rows.head(max_rows).iterrows()])]
+           table(published_list.HEADERS, [published_list.cells(r) for r in records(rows.head(max_rows))])]
     if len(rows) > max_rows:
         out.append(f"\n… {len(rows) - max_rows} more published row(s).")
     return out + ["", f"- {published_list.NOTE}", ""]
@@ -74,7 +75,7 @@ def runs_section(data: ReportData, title: str, runs, header_templates, cells, ma
     """One row per run, at most max_rows of them (the CSV has all)."""
     headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in header_templates]
     headers, cells = f.with_energy_column(runs, energy_figure, headers, cells)
-    out = [f"## {title} ({len(runs)})", "", table(headers, [cells(r) for _, r in runs.head(max_rows).iterrows()])]
+    out = [f"## {title} ({len(runs)})", "", table(headers, [cells(r) for r in records(runs.head(max_rows))])]
     if len(runs) > max_rows:
         out.append(f"\n… {len(runs) - max_rows} more run(s): use --format csv for all rows.")
     return out + [""]
@@ -84,7 +85,7 @@ def _glance(data: ReportData) -> list[str]:
     """The first section (report/headline.py): what the report holds, and the cheapest option per plan."""
     out = ["## At a glance", "", headline.row_counts(data), ""]
     for title, headers, rows in headline.tables(data.headline):
-        out += [f"### {title}", "", table(headers, [headline.cells(r) for _, r in rows.iterrows()]), ""]
+        out += [f"### {title}", "", table(headers, [headline.cells(r) for r in records(rows)]), ""]
     if len(data.headline):
         out += [f"- {headline.NOTE}", ""]
     return out

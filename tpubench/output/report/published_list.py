@@ -16,6 +16,7 @@ import re
 
 import pandas as pd
 
+from tpubench.records.columns import records
 from tpubench.units import MISSING, number, sig
 
 HEADERS = ["Model", "Family", "Accelerator × chips", "Publisher (submitter)", "Stack", "Precision",
@@ -126,14 +127,18 @@ def figures(data) -> list[tuple[str, str, object, str]]:
     """(id, caption, Figure, kind): per model class (model_class; the FIGURE_MODELS with the most
     rows), one horizontal bar per published row: output tokens/s per chip, coloured by chip family,
     labelled with the accelerator, model, lengths, load and publisher."""
+    from tpubench.output.report.figures import built
+
+    return built(drawings(data))
+
+
+def drawings(data) -> list:
+    """figures, not drawn yet: (id, caption, figure_cache.Drawing, kind)."""
+    from tpubench.output.report.figure_cache import Drawing
+
     rows = listing(getattr(data, "published_list", None))
     if rows.empty:
         return []
-    from matplotlib.patches import Patch
-
-    from tpubench.output.report.figures import fit_label, label_margin, log_axis, new_figure, set_title
-
-    colours = {"TPU": "#1a73e8", "NVIDIA GPU": "#76b900", "AMD GPU": "#ed1c24", "Trainium": "#ff9900"}
     rows = rows[pd.to_numeric(rows["output_tokens_per_s_per_chip"], errors="coerce") > 0]
     rows = rows.assign(_class=[model_class(m) for m in rows["model"]])
     order = rows["_class"].value_counts().index[:FIGURE_MODELS]
@@ -141,27 +146,39 @@ def figures(data) -> list[tuple[str, str, object, str]]:
     for n, model in enumerate(order):
         group = rows[rows["_class"] == model].sort_values(["family", "accelerator", "model"], kind="stable")
         labels = [f"{c[2]}  {str(r['model']).split('/')[-1]}  {c[6]}  {c[7]}  ({str(r['publisher']).split(' (')[0]})"
-                  for c, (_, r) in zip((cells(r) for _, r in group.iterrows()), group.iterrows())]
-        left = label_margin(labels, 7, 11, cap=0.5)
-        labels = [fit_label(t, left * 11 - 0.3, 7) for t in labels]
-        fig = new_figure(11, max(2.2, 1.3 + 0.22 * len(group)), left=left)     # room for the legend
-        ax = fig.add_subplot()
-        y = range(len(group))
-        speed = group["output_tokens_per_s_per_chip"].astype(float)
-        # Bars start at the decade below the slowest row (a log axis has no zero); over more than
-        # three decades 1-2-5 ticks would crowd, so decades alone.
-        low, high = 10 ** math.floor(math.log10(speed.min())), speed.max() * 1.6
-        ax.barh(list(y), speed - low, left=low, color=[colours.get(f, "#888888") for f in group["family"]])
-        ax.set_yticks(list(y), labels, fontsize=7)
-        ax.set_ylim(len(group) - 0.5, -0.5)          # first row on top, no empty band
-        log_axis(ax, "x", (1.0, 2.0, 5.0) if high / low <= 1e3 else (1.0,))
-        ax.set_xlim(low, high)
-        ax.set_xlabel("published output tokens/s per chip (log scale)")
-        ax.legend(handles=[Patch(color=colour, label=fam) for fam, colour in colours.items()
-                           if (group["family"] == fam).any()], fontsize=7, loc="lower right")
-        ax.grid(alpha=0.3, axis="x", which="both")
+                  for c, r in ((cells(r), r) for r in records(group))]
         caption = (f"Published reference points, {model}: output tokens/s per chip as published "
                    "(not measured here; each bar names its model, lengths in/out and load)")
-        set_title(fig, ax, f"Published (not measured here), {model}: output tokens/s per chip", 9)
-        out.append((f"published-ref-{n}", caption, fig, "svg"))
+        speed_and_family = group[["output_tokens_per_s_per_chip", "family"]].reset_index(drop=True)
+        out.append((f"published-ref-{n}", caption, Drawing(bars, (speed_and_family, labels, model)), "svg"))
     return out
+
+
+def bars(group: pd.DataFrame, labels: list[str], model: str):
+    """One model class's figure: a bar per row of `group` (its output tokens/s per chip and chip
+    family), labelled `labels`."""
+    from matplotlib.patches import Patch
+
+    from tpubench.output.report.figures import fit_label, label_margin, log_axis, new_figure, set_title
+
+    colours = {"TPU": "#1a73e8", "NVIDIA GPU": "#76b900", "AMD GPU": "#ed1c24", "Trainium": "#ff9900"}
+    left = label_margin(labels, 7, 11, cap=0.5)
+    labels = [fit_label(t, left * 11 - 0.3, 7) for t in labels]
+    fig = new_figure(11, max(2.2, 1.3 + 0.22 * len(group)), left=left)     # room for the legend
+    ax = fig.add_subplot()
+    y = range(len(group))
+    speed = group["output_tokens_per_s_per_chip"].astype(float)
+    # Bars start at the decade below the slowest row (a log axis has no zero); over more than
+    # three decades 1-2-5 ticks would crowd, so decades alone.
+    low, high = 10 ** math.floor(math.log10(speed.min())), speed.max() * 1.6
+    ax.barh(list(y), speed - low, left=low, color=[colours.get(f, "#888888") for f in group["family"]])
+    ax.set_yticks(list(y), labels, fontsize=7)
+    ax.set_ylim(len(group) - 0.5, -0.5)          # first row on top, no empty band
+    log_axis(ax, "x", (1.0, 2.0, 5.0) if high / low <= 1e3 else (1.0,))
+    ax.set_xlim(low, high)
+    ax.set_xlabel("published output tokens/s per chip (log scale)")
+    ax.legend(handles=[Patch(color=colour, label=fam) for fam, colour in colours.items()
+                       if (group["family"] == fam).any()], fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3, axis="x", which="both")
+    set_title(fig, ax, f"Published (not measured here), {model}: output tokens/s per chip", 9)
+    return fig

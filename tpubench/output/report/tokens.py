@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from tpubench import units
 from tpubench.money.plans import plan_label
-from tpubench.output.run_cost import cost_table, priced_as, priced_label, usd, with_ci
-from tpubench.output.safe_text import escape
+from tpubench.records.columns import records
 
 
 def run_cost_table(console, priced, unit):
     """Per point and plan, its cheapest instance's $/Mtok (OutputUnit.run_cost_table)."""
+    # Here, not at the top: rich's tables are for the terminal, not for the report this module also makes.
+    from tpubench.output.run_cost import cost_table, priced_as, priced_label, usd, with_ci
+    from tpubench.output.safe_text import escape
+
     best = priced.sort_values(unit.headline).drop_duplicates(["file", "plan"]).sort_values(["file", "plan"])
     # A server's share of input served from its prefix cache, beside its $/Mtok, where known.
     cached = "cached_input_share" in best and any(units.finite(v) for v in best["cached_input_share"])
@@ -50,7 +53,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         if len(summary):
             for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
                 out += [f"## {f.workload_label(group.iloc[0])}: cheapest point per platform and plan", ""]
-                out.append(table(f.SUMMARY_HEADERS, [f.summary_cells(r) for _, r in group.iterrows()]))
+                out.append(table(f.SUMMARY_HEADERS, [f.summary_cells(r) for r in records(group)]))
                 out.append("")
             out += [f"- {note}" for note in f.METHOD_NOTES] + [""]
             out += tco_section.markdown(data, table)
@@ -58,13 +61,13 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
             out += runs_section(data, "Runs", runs, f.RUN_HEADERS, f.run_cells, max_rows)
         return out
 
-    from tpubench.output.report.figures import report_figures
+    from tpubench.output.report.figures import report_drawings
     from tpubench.output.report.html import escape_html, html_figures, html_table
 
     body = []
     if len(summary):
         for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
-            rows = [f.summary_cells(r) for _, r in group.iterrows()]
+            rows = [f.summary_cells(r) for r in records(group)]
             classes = ["" if bool(v) else "invalid" for v in group["valid"]]
             body.append(f"<h2>{escape_html(f.workload_label(group.iloc[0]))}: cheapest point per platform and plan</h2>")
             body.append(html_table(f.SUMMARY_HEADERS, rows, _NUMERIC_SUMMARY, classes,
@@ -75,7 +78,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
                                                     else f"<p>{escape_html(tco_section.EMPTY)}</p>"))
         if data.tco is not None:
             body.append(f'<p class="note">{escape_html(tco_section.NOTE)}</p>')
-    drawn = html_figures(data, lambda d: report_figures(d, unit)) if figures else ""
+    drawn = html_figures(data, lambda d: report_drawings(d, unit)) if figures else ""
     if drawn:
         body.append("<h2>Figures</h2>" + drawn)
     if len(runs):
@@ -83,7 +86,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.RUN_HEADERS]
         headers, cells = f.with_energy_column(runs, unit.carbon_figure, headers, f.run_cells)
         body.append(f"<h2>Runs ({len(runs)})</h2>")
-        body.append(html_table(headers, [cells(r) for _, r in shown.iterrows()], _NUMERIC_RUNS,
+        body.append(html_table(headers, [cells(r) for r in records(shown)], _NUMERIC_RUNS,
                            ["" if bool(v) else "invalid" for v in shown["valid"]],
                            {headers.index("Validity"): lambda v: "validity"}))
         if len(runs) > max_rows:
