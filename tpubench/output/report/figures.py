@@ -350,13 +350,9 @@ def published_beside_yours(rows: pd.DataFrame, title: str):
     return fig
 
 
-def published_figures(data) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, kind) per workload with a published comparison (ReportData.published)."""
-    return built(published_drawings(data))
-
-
 def published_drawings(data) -> list[tuple[str, str, Drawing, str]]:
-    """published_figures, not drawn yet (figure_cache.Drawing)."""
+    """(id, caption, Drawing, kind) per workload with a published comparison (ReportData.published),
+    not drawn yet (figure_cache.Drawing)."""
     rows = data.published
     if rows is None or rows.empty:
         return []
@@ -637,13 +633,9 @@ def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
     return fig
 
 
-def training_figures(training: pd.DataFrame) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, 'svg') per workload of a training summary (report/training.py)."""
-    return built(training_drawings(training))
-
-
 def training_drawings(training: pd.DataFrame) -> list[tuple[str, str, Drawing, str]]:
-    """training_figures, not drawn yet (figure_cache.Drawing)."""
+    """(id, caption, Drawing, 'svg') per workload of a training summary (report/training.py), not
+    drawn yet (figure_cache.Drawing)."""
     if training is None or training.empty:
         return []
     figures = []
