@@ -371,9 +371,7 @@ class ServeSection(Strict):
         loaded, after the schema and the model's config: a bad row (or, with `context`, one that
         does not fit in it) is a UserError naming its file:line and field; a replay too large for
         a point, a FieldProblem. Only when the workload's folder is known (the loader gives it)."""
-        # Only a dataset and a trace name files; the planner of the other modes imports numpy
-        # (~0.1 s of a `validate` that should take 0.3 s, issue 34) to find nothing to read.
-        if self.traffic is None or self._workload_dir is None or self.traffic.mode() not in ("dataset", "trace"):
+        if self.traffic is None or self._workload_dir is None:
             return
         from tpubench.serving.traffic.plan import check_traffic
 

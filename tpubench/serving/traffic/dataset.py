@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
 from tpubench.errors import UserError
 from tpubench.serving.traffic.bounds import UNKNOWN_CONTEXT, Context
 from tpubench.serving.traffic.common import (
@@ -110,6 +108,8 @@ def plan(cfg: dict, *, n: int, warmup: int, seed: int, vocab: Vocabulary, base_d
     if cfg.get("order", "sampled") == "in_order":
         order = [k % len(rows) for k in range(n)]
     else:
+        import numpy as np  # here, not at the top: `validate` reads the file but draws nothing
+
         rng = np.random.default_rng([seed, STREAM_ORDER])
         order = []
         while len(order) < n:

@@ -13,8 +13,6 @@ the system message and the question the user message.
 
 from __future__ import annotations
 
-import numpy as np
-
 from tpubench.serving.traffic.common import (
     STREAM_PREFIX,
     STREAM_SHARE,
@@ -33,6 +31,8 @@ def plan(cfg: dict, *, n: int, warmup: int, seed: int, vocab: Vocabulary, output
          chat: bool) -> TrafficPlan:
     num, plen, slen = cfg["num_prefixes"], cfg["prefix_length"], cfg["suffix_length"]
     share = cfg.get("prefix_share", 1.0)
+    import numpy as np  # here, not at the top: `validate` imports this module but plans nothing
+
     rng = np.random.default_rng([seed, STREAM_SHARE])
     uses = rng.random(n) < share
     which = rng.integers(0, num, size=n)
