@@ -80,9 +80,16 @@ def fleet_joules(busy_chip_s, busy_w_per_chip, rented_chips, period_s, idle_w_pe
 
 def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
                user_gco2_per_kwh: float | None = None) -> pd.DataFrame:
-    """`energy_columns()` for priced rows that carry their chip-seconds per unit (cost.chip_seconds)
-    and a cloud and region (their price row's)."""
-    # The columns are made apart and joined to `df` at once: copying 66,000 priced rows to add
+    """`df` with `energy_figures` (replacing same-named columns)."""
+    new = energy_figures(df, grid, user_gco2_per_kwh)
+    return pd.concat([df.drop(columns=[c for c in new if c in df]), pd.DataFrame(new, index=df.index)], axis=1)
+
+
+def energy_figures(df: pd.DataFrame, grid: pd.DataFrame | None = None,
+                   user_gco2_per_kwh: float | None = None) -> dict:
+    """`energy_columns()` (name -> values on df's index) for priced rows that carry their
+    chip-seconds per unit (cost.chip_seconds) and a cloud and region (their price row's)."""
+    # The columns are made apart and joined to the rows at once: copying 66,000 priced rows to add
     # them one at a time (pandas warns of a fragmented frame otherwise) was half of pricing's time.
     new: dict = {}
 
@@ -115,4 +122,4 @@ def add_energy(df: pd.DataFrame, grid: pd.DataFrame | None = None,
         if unit.carbon_column():   # grams per million units, rescaled to the unit's price scale
             grams = carbon.gco2e_per_mtok(column(unit.headline_energy()), new["grid_gco2e_per_kwh"])
             new[unit.carbon_column()] = grams if unit.price_scale == 1e6 else grams * (unit.price_scale / 1e6)
-    return pd.concat([df.drop(columns=[c for c in new if c in df]), pd.DataFrame(new, index=df.index)], axis=1)
+    return new
