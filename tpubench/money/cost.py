@@ -200,8 +200,10 @@ def chip_seconds(df: pd.DataFrame) -> pd.DataFrame:
 def unit_keys(df: pd.DataFrame) -> pd.Series:
     """Each row's unit of output (its key): its scenario kind's first unit (registry.unit_of; a
     kind this version does not know is the default kind's)."""
-    kinds = _kinds(df)
-    return kinds.map({kind: registry.unit_of(kind).key for kind in kinds.unique()})
+    # Looked up once a distinct kind, and set by position (66,000 priced rows have a few kinds).
+    codes, kinds = pd.factorize(_kinds(df))
+    keys = np.array([registry.unit_of(kind).key for kind in kinds], dtype=object)
+    return pd.Series(keys[codes], index=df.index, dtype=object)
 
 
 def unit_rows(df: pd.DataFrame, unit) -> pd.Series:

@@ -99,11 +99,12 @@ def summarise(priced: pd.DataFrame, unit=None) -> pd.DataFrame:
     `unit` take part (cost.unit_rows: by their scenario kind)."""
     unit = unit or registry.units()[0]
     column = unit.headline
-    priced = cost.rows_of(priced, unit)
-    if priced.empty:
-        return priced.assign(vs_cheapest=pd.Series(dtype=object))
-    best = _first_of_each(priced, GROUP_KEYS, _invalid=~priced["valid"].astype(bool).to_numpy(),
-                          **{column: priced[column].to_numpy()})
+    in_unit = _positions_of(priced, unit)
+    if not len(in_unit):
+        return priced.iloc[in_unit].assign(vs_cheapest=pd.Series(dtype=object))
+    ranked = priced[GROUP_KEYS + ["valid", column]].iloc[in_unit]
+    best = priced.iloc[in_unit[_first_positions(ranked, GROUP_KEYS, _invalid=~ranked["valid"].astype(bool).to_numpy(),
+                                                **{column: ranked[column].to_numpy()})]]
     best = best.sort_values(["workload", "scale", "plan", column], kind="stable")
     verdicts = []
     for _, group in best.groupby(["workload", "scale", "plan"], sort=False, dropna=False):
@@ -120,14 +121,21 @@ def summarise(priced: pd.DataFrame, unit=None) -> pd.DataFrame:
     return best.reset_index(drop=True)
 
 
-def _first_of_each(frame: pd.DataFrame, keys: list[str], **ranks) -> pd.DataFrame:
-    """The first row of `frame` per distinct `keys` once sorted (stable) by the `ranks` arrays in
-    order: `frame.assign(**ranks).sort_values(list(ranks), kind="stable").drop_duplicates(keys)`
-    without its rank columns. Ranked on those few columns, then the winners taken whole: sorting
-    every column of 66,000 priced rows (10,000 results) to keep a few was most of a summary's time."""
+def _positions_of(priced: pd.DataFrame, unit) -> np.ndarray:
+    """The positions of the rows of `unit` in `priced` (cost.unit_rows), to take their few columns
+    that a summary ranks on, not a copy of every column of 66,000 priced rows."""
+    return np.flatnonzero(cost.unit_rows(priced, unit).to_numpy())
+
+
+def _first_positions(frame: pd.DataFrame, keys: list[str], **ranks) -> np.ndarray:
+    """The positions in `frame` of its first row per distinct `keys` once sorted (stable) by the
+    `ranks` arrays in order, in that order: the rows
+    `frame.assign(**ranks).sort_values(list(ranks), kind="stable").drop_duplicates(keys)` keeps.
+    Ranked on those few columns, then the winners taken whole: sorting every column of 66,000
+    priced rows (10,000 results) to keep a few was most of a summary's time."""
     ranked = frame[keys].assign(**{f"_rank{i}": v for i, v in enumerate(ranks.values())}, _at=np.arange(len(frame)))
     ranked = ranked.sort_values([f"_rank{i}" for i in range(len(ranks))], kind="stable")
-    return frame.iloc[ranked["_at"].to_numpy()[~ranked.duplicated(keys, keep="first").to_numpy()]]
+    return ranked["_at"].to_numpy()[~ranked.duplicated(keys, keep="first").to_numpy()]
 
 
 def _finite(x) -> float:
@@ -222,12 +230,16 @@ def result_rows(data: ReportData, unit=None) -> pd.DataFrame:
     its cheapest price in the primary plan, or in any plan when the primary one has no price for it
     (Trainium2 has spot prices only, for instance)."""
     unit = unit or registry.units()[0]
-    priced = cost.rows_of(data.priced, unit)
-    if priced.empty:
-        return priced
+    priced = data.priced
+    in_unit = _positions_of(priced, unit)
+    if not len(in_unit):
+        return priced.iloc[in_unit]
     column = unit.headline
-    best = _first_of_each(priced, ["file"], _other_plan=(priced["plan"] != data.primary_plan).to_numpy(),
-                          **{column: priced[column].to_numpy()})
-    return best.sort_values(["workload", "scale", "priced_accelerator", "chips"] + STACK_KEYS
-                            + ["batch_size", "concurrency", "request_rate", "input_length", "output_length"],
-                            kind="stable").reset_index(drop=True)
+    ranked = priced[["file", "plan", column]].iloc[in_unit]
+    best = in_unit[_first_positions(ranked, ["file"], _other_plan=(ranked["plan"] != data.primary_plan).to_numpy(),
+                                    **{column: ranked[column].to_numpy()})]
+    # Sorted on the sort keys alone (the same stable order), then the rows taken whole once.
+    order_by = (["workload", "scale", "priced_accelerator", "chips"] + STACK_KEYS
+                + ["batch_size", "concurrency", "request_rate", "input_length", "output_length"])
+    order = priced[order_by].iloc[best].reset_index(drop=True).sort_values(order_by, kind="stable").index
+    return priced.iloc[best[order.to_numpy()]].reset_index(drop=True)

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.money.cost import interactivity_tokens_per_s, rows_of
+from tpubench.money.cost import interactivity_tokens_per_s, unit_rows
 from tpubench.output.published.match import pareto_mask
 from tpubench.output.report.figure_cache import Drawing
 from tpubench.output.report.format import kind_label, load_label, plan_label, platform_label, stack_label, workload_label
@@ -430,6 +430,10 @@ def report_figures(data, unit=None) -> list[tuple[str, str, object, str]]:
 
 # What throughput_vs_interactivity reads of its points: the drawing (and its cache key) holds no more.
 _PARETO_COLUMNS = ["interactivity_tokens_per_s_per_user", "output_tokens_per_s_per_chip", "label"]
+# What report_drawings reads of the results, and the columns it makes of them.
+_INPUT_COLUMNS = ["workload", "scale", "accelerator", "device", "chips", "server_name", "server_version",
+                  "backend", "scenario_kind", "output_tokens_per_s", "tpot_p50_s", "interactivity_tokens_per_s"]
+_MADE_COLUMNS = ["canonical", "label", "output_tokens_per_s_per_chip", "interactivity_tokens_per_s_per_user"]
 
 
 def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
@@ -439,38 +443,38 @@ def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
         return []
     # The rows of the token unit (the first registered one, report/tokens.py draws these) only:
     # other units (training, images) have their own sections, and no TTFT, TPOT or output tokens.
-    results = rows_of(results, unit or registry.units()[0])
-    ok = results[(results["status"] == "ok") & results["valid"].astype(bool)].copy()
-    if ok.empty:
-        ok = results[results["status"] == "ok"].copy()
-    if ok.empty:
+    measured = unit_rows(results, unit or registry.units()[0]) & (results["status"] == "ok")
+    use = measured & results["valid"].astype(bool)
+    if not use.any():
+        use = measured
+    if not use.any():
         return []
+    # The columns the inputs are made of, not a copy of every column of 10,000 results.
+    ok = results.loc[use, [c for c in _INPUT_COLUMNS if c in results]]
     known = list(data.priced["priced_accelerator"].dropna().unique()) if len(data.priced) else []
     ok["canonical"] = _canonical_accelerators(ok, known)
     # The label reads four columns: records of those, not iterrows over every column (10,000 results: 1 s).
     label_columns = [c for c in ("server_name", "server_version", "backend", "scenario_kind") if c in ok]
-    # Thousands of points share a few labels: each distinct one is made once.
-    made: dict[tuple, str] = {}
-    labels = []
-    for r, c in zip(records(ok[label_columns]), ok["canonical"].to_numpy(dtype=object)):
-        key = (*r.values(), c)
-        if key not in made:
-            made[key] = point_group_label(r, c)
-        labels.append(made[key])
-    ok["label"] = labels
+    # Thousands of points share a few labels: each distinct one is made once, from the first row
+    # of its group (groups numbered in order of first appearance, as drop_duplicates keeps them).
+    keyed = ok[label_columns].assign(_canonical=ok["canonical"])
+    group_of = keyed.groupby(list(keyed.columns), sort=False, dropna=False).ngroup().to_numpy()
+    first = keyed.drop_duplicates()
+    names = [point_group_label(r, c) for r, c in zip(records(first[label_columns]),
+                                                      first["_canonical"].to_numpy(dtype=object))]
+    ok["label"] = np.array(names, dtype=object)[group_of].tolist()
     chips = pd.to_numeric(ok["chips"], errors="coerce")
     ok["output_tokens_per_s_per_chip"] = pd.to_numeric(ok.get("output_tokens_per_s"), errors="coerce") / chips
     ok["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(ok)
 
     chip_prices: dict[str, float] = {}
-    price_names = dict(zip(ok["label"], ok["canonical"]))
+    label_pairs = list(zip(ok["label"].to_numpy(dtype=object), ok["canonical"].to_numpy(dtype=object)))
+    price_names = dict(label_pairs)
     primary = data.primary_plan
     if len(data.priced) and primary:
-        cheapest = (data.priced[data.priced["plan"] == primary]
-                    .groupby("priced_accelerator")["usd_per_chip_hour"].min())
-        cheapest_of = cheapest.to_dict()
-        for label, canonical in dict.fromkeys(zip(ok["label"].to_numpy(dtype=object),
-                                                  ok["canonical"].to_numpy(dtype=object))):
+        priced = data.priced.loc[data.priced["plan"] == primary, ["priced_accelerator", "usd_per_chip_hour"]]
+        cheapest_of = priced.groupby("priced_accelerator")["usd_per_chip_hour"].min().to_dict()
+        for label, canonical in dict.fromkeys(label_pairs):
             if canonical in cheapest_of and not data.what_if_instance:
                 chip_prices[label] = float(cheapest_of[canonical])
 
@@ -496,7 +500,8 @@ def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
             rows = rows.assign(label=[f"{stack_label(r)} on {r['priced_accelerator']} ×{number(r['chips'])} "
                                       f"{load_label(r)}" for _, r in rows.iterrows()])
         else:
-            rows = points.sort_values("output_tokens_per_s_per_chip", ascending=False).head(MAX_BOXES)
+            top = points.sort_values("output_tokens_per_s_per_chip", ascending=False).head(MAX_BOXES)
+            rows = results.loc[top.index].assign(**{c: top[c] for c in _MADE_COLUMNS})   # whole rows
             rows = rows.assign(label=[f"{r['label']} ×{number(r['chips'])} {load_label(r)}"
                                       for _, r in rows.iterrows()])
         figures.append((f"latency-{n}", f"Latency distributions, {tag}",
