@@ -188,7 +188,8 @@ def chip_seconds(df: pd.DataFrame) -> pd.DataFrame:
     kind's rows charged by its scenario's cost basis (module docstring), all rows of a kind at once;
     NaN, and an empty split, where a kind has no such figure."""
     # A kind this version does not know is charged by the scenario that describes it.
-    kinds = _kinds(df).map(lambda kind: registry.describing(kind).kind)
+    codes, known = pd.factorize(_kinds(df))
+    kinds = pd.Series(np.array([registry.describing(kind).kind for kind in known], dtype=object)[codes], index=df.index)
     parts = [registry.cost_basis_of(kind)(rows) for kind, rows in df.groupby(kinds, sort=False)]
     out = pd.concat(parts) if parts else pd.DataFrame(index=df.index)
     out = out.reindex(index=df.index, columns=list(dict.fromkeys(basis_columns() + list(out.columns))))
@@ -386,7 +387,7 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     unpriced = _ensure(unpriced, UNPRICED_COLUMNS)[UNPRICED_COLUMNS].reset_index(drop=True)
 
     today = today or pricing.today_utc()
-    ages = {d: pricing.price_age_days(d, today) for d in set(priced["price_as_of"])}
+    ages = {d: pricing.price_age_days(d, today) for d in priced["price_as_of"].unique()}
     priced["price_age_days"] = priced["price_as_of"].map(ages)
     priced = _ensure(priced, IDENTITY_COLUMNS)
     # The figures are made apart and the priced rows built once, of their own columns only: adding
