@@ -366,6 +366,10 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     price_side = chosen.rename(columns={"accelerator": "priced_accelerator", "source": "price_source",
                                         "as_of": "price_as_of", "flagged": "price_flagged",
                                         "flag_reason": "price_flag_reason"}).drop(columns=["origin"])
+    # Each price row's age, joined with it (a few hundred rows, not 66,000 priced ones).
+    today = today or pricing.today_utc()
+    ages = {d: pricing.price_age_days(d, today) for d in price_side["price_as_of"].unique()}
+    price_side = price_side.assign(price_age_days=price_side["price_as_of"].map(ages))
     carried = _carried(ok, basis)
     if what_if_instance:
         measured = carried.drop(columns=["priced_accelerator"])
@@ -386,9 +390,6 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     unpriced = pd.concat([failed, no_chips, unmatched], ignore_index=True)
     unpriced = _ensure(unpriced, UNPRICED_COLUMNS)[UNPRICED_COLUMNS].reset_index(drop=True)
 
-    today = today or pricing.today_utc()
-    ages = {d: pricing.price_age_days(d, today) for d in priced["price_as_of"].unique()}
-    priced["price_age_days"] = priced["price_as_of"].map(ages)
     priced = _ensure(priced, IDENTITY_COLUMNS)
     # The figures are made apart and the priced rows built once, of their own columns only: adding
     # them to the joined rows (all their columns, 66,000 rows from 10,000 results) copied those twice.
