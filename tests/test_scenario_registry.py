@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tpubench
 from tpubench.scenarios import Scenario
-from tpubench.scenarios.registry import SCENARIOS, describing, pair_label, row_label
+from tpubench.scenarios.registry import SCENARIOS, describing, pair_label, row_label, schema_of
 
 PACKAGE = Path(tpubench.__file__).parent
 
@@ -27,7 +27,7 @@ def test_every_scenario_has_the_whole_protocol():
         missing = sorted(m for m in members if not hasattr(scenario, m))
         assert not missing, f"scenario {kind} lacks {missing}"
         assert scenario.kind == kind
-        assert scenario.schema.model_fields["kind"].annotation.__args__ == (kind,)
+        assert schema_of(kind).model_fields["kind"].annotation.__args__ == (kind,)
         module, _, name = scenario.measurement.partition(":")
         assert module.startswith(f"tpubench.scenarios.{kind}.") and name
 

@@ -42,7 +42,7 @@ class TranscribeSection(BaseModel):
 @dataclass(frozen=True, kw_only=True)
 class Transcribe(Scenario):
     kind: str = "transcribe"
-    schema: type = TranscribeSection
+    schema: str = "demo_scenario:TranscribeSection"
     measurement: str = "demo_scenario.measure:TranscribeRun"   # never imported: the test writes results
     cost_basis: str = "demo_scenario.cost:chip_seconds"
     report_kind: str = "transcription"

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from tpubench.errors import UserError
 from tpubench.scenarios import FieldProblem
-from tpubench.scenarios.registry import SCENARIOS
+from tpubench.scenarios.registry import SCENARIOS, schema_of
 from tpubench.workload_spec.point import DEFAULT_KIND
 from tpubench.workload_spec.sections import (
     FULL_SCALE,
@@ -53,6 +53,10 @@ class Workload(Strict):
     parallel: Parallel = Parallel()
 
     _name_is_safe = field_validator("name")(classmethod(lambda cls, v: safe_name(v)))
+
+    def scale_spec(self, scale: str) -> ScaleSpec:
+        """A scale's spec; the full scale (the architecture under model.config) is the default one."""
+        return self.scales.get(scale, ScaleSpec())
 
     @model_validator(mode="before")
     @classmethod
@@ -89,8 +93,8 @@ def schema_for(data: dict) -> type[Workload]:
     scenario = data.get("scenario")
     kind = scenario.get("kind", DEFAULT_KIND) if isinstance(scenario, dict) else None
     if isinstance(kind, str) and kind in SCENARIOS:
-        return _with_sections((SCENARIOS[kind].schema,))
-    return _with_sections(tuple(s.schema for s in SCENARIOS.values()))
+        return _with_sections((schema_of(kind),))
+    return _with_sections(tuple(schema_of(kind) for kind in SCENARIOS))
 
 
 @functools.lru_cache(maxsize=None)
@@ -289,7 +293,7 @@ def _allowed_keys(loc: tuple, schema: type[Workload]) -> list[str]:
         if model is None:
             return []
         if i == 1 and loc[0] == "scenario" and part in SCENARIOS:
-            model = SCENARIOS[part].schema
+            model = schema_of(part)
         elif part in model.model_fields:
             ann = model.model_fields[part].annotation
             model = _model_in(ann)

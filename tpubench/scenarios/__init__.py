@@ -11,17 +11,16 @@ its run table, and, in the module named by `measurement`, how a point is measure
 (workload loading, the runner, the console, cost, reports, compare, launch) asks the registry for
 the scenario of a point or row and calls its members; it never names a kind.
 
-The description (everything but `measurement` and `cost_basis`) imports no framework: the cost
-and report layers use it. The measurement module is imported only when points run; the cost basis
-module (pandas) only when results are priced.
+The description (everything but `schema`, `measurement` and `cost_basis`) imports no framework and
+no pydantic: the cost and report layers use it. Those three are named, "module:Name", and imported
+by the registry only when used: the schema (pydantic) when a workload is loaded, the measurement
+module when points run, the cost basis module (pandas) when results are priced.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protocol
-
-from pydantic import BaseModel
 
 from tpubench.scenarios.output_units import OutputUnit
 from tpubench.workload_spec.point import RunPoint
@@ -101,7 +100,8 @@ class Scenario:
     fields and methods where it differs from these defaults (docs/extending/scenario.md)."""
 
     kind: str                     # the workload's `scenario.kind`
-    schema: type[BaseModel]       # its `scenario:` section; `kind` is a Literal of `kind`
+    schema: str                   # "module:Class" of its `scenario:` section, a pydantic model whose `kind`
+                                  # is a Literal of `kind` (registry.schema_of)
     measurement: str              # the module that measures its points (Measurement)
     cost_basis: str               # "module:function" of its cost basis: chip_seconds(rows) -> the
                                   # chip-seconds per unit of output of every result row of its kind

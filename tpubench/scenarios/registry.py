@@ -13,9 +13,10 @@ from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint
 
 
 class _Registry(MutableMapping):
-    """Scenario kind -> Scenario, each kind's package imported when its kind is first looked up:
-    `validate` of one workload builds one kind's schema, not every kind's (pydantic builds each
-    section at import, ~30-60 ms a kind at CLI start-up). The kinds are known without importing."""
+    """Scenario kind -> Scenario, each kind's package imported when its kind is first looked up, so
+    that `validate` of one workload imports one kind's package. The kinds are known without
+    importing; a kind's schema (pydantic builds each section at import) is imported only by
+    `schema_of`, when a workload is loaded."""
 
     def __init__(self, entries: dict[str, str]):
         self._entries: dict[str, str | Scenario] = dict(entries)   # "module:Class" until first looked up
@@ -101,16 +102,28 @@ def row_label(row: Mapping) -> str:
     return describing(row.get("scenario_kind")).row_label(row)
 
 
+def schema_of(kind: str):
+    """The pydantic model of `kind`'s `scenario:` section (Scenario.schema): imported here, when a
+    workload is loaded, and never by describing a scenario, so that reports never build the schema:
+    pydantic, the shared sections and every kind's section cost a report ~0.14 s of CPU at start-up
+    (benchmarks/report_10k.py's imports, measured 2026-12)."""
+    return _named(scenario_of(kind).schema)
+
+
 def measurement_of(kind: str):
     """The object that measures points of `kind` (Measurement): imported here, when points run, and
     never by describing a scenario, so that cost and report code never loads a framework."""
-    module, name = scenario_of(kind).measurement.split(":")
-    return getattr(importlib.import_module(module), name)()
+    return _named(scenario_of(kind).measurement)()
 
 
 def cost_basis_of(kind):
     """The function that charges result rows of `kind` their chip-seconds (Scenario.cost_basis): the
     default kind's for a kind this version does not know (`describing`). Imported here, when results
     are priced, and never by describing a scenario, so that validating a workload never loads pandas."""
-    module, name = describing(kind).cost_basis.split(":")
+    return _named(describing(kind).cost_basis)
+
+
+def _named(ref: str):
+    """What a "module:name" reference names, its module imported."""
+    module, name = ref.split(":")
     return getattr(importlib.import_module(module), name)

@@ -23,24 +23,22 @@ from pydantic import (
     model_validator,
 )
 
-Dtype = Literal["float32", "bfloat16", "float16"]
-# transformers' experts implementations (the torch backend; `kernels`: a Hugging Face Hub MoE
-# kernel chosen for the device, models/hub_kernels.py), then the JAX twin's formulations (the JAX
-# backend): gather (one expert copy per token and slot), ragged_dot (grouped matmuls over tokens
-# sorted by expert, jax.lax.ragged_dot_general) and tokamax (the same through Tokamax's
-# ragged_dot kernels). Each backend refuses the other's.
-TORCH_EXPERTS = ("eager", "grouped_mm", "batched_mm", "kernels")
-JAX_EXPERTS = ("gather", "ragged_dot", "tokamax")
-ExpertsImpl = Literal["eager", "grouped_mm", "batched_mm", "kernels", "gather", "ragged_dot", "tokamax"]
-# Which loop runs a batch's decode: tpubench's own (a fenced step per token), or transformers'
-# `model.generate()` as its users call it (the baseline a generate() user gets; torch only).
-HF_GENERATE = "hf_generate"
-DecodeLoop = Literal["tpubench", "hf_generate"]
-# eager_fused / eager_sync: TorchTPU's deferred-and-fused and synchronous eager modes (TPU only,
-# set in a fresh process's environment: backends/torch.py EAGER_MODE_ENVIRONMENT).
-ExecutionMode = Literal["eager", "compile", "eager_fused", "eager_sync"]
-MatmulPrecision = Literal["highest", "high", "medium"]
-FULL_SCALE = "full"
+# The workload's names, re-exported: the schema modules (and code that builds or runs a workload)
+# take them from here; code that only describes points and results takes them from vocabulary.py.
+from tpubench.workload_spec.vocabulary import (  # noqa: F401
+    FULL_SCALE,
+    HF_GENERATE,
+    JAX_EXPERTS,
+    TORCH_EXPERTS,
+    DecodeLoop,
+    Dtype,
+    ExecutionMode,
+    ExpertsImpl,
+    MatmulPrecision,
+    as_list,
+    axis,
+)
+
 # Names travel into file names, CSV cells and HTML: letters, digits, '.', '_' and '-' only.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -108,17 +106,6 @@ def bad_number(data: Any, loc: tuple = ()) -> tuple[tuple, str] | None:
 def _untyped(loc: tuple) -> bool:
     return (loc[:2] == ("model", "config") or (loc[:1] == ("scales",) and loc[2:3] == ("config",))
             or loc[:2] == ("execution", "compile_options"))
-
-
-def axis(value):
-    """A sweep axis may be a scalar or a non-empty list."""
-    if isinstance(value, list) and not value:
-        raise ValueError("an empty list sweeps over nothing")
-    return value
-
-
-def as_list(value: Any) -> list:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 class _Zipf(Strict):
@@ -198,10 +185,11 @@ class ModelSpec(Strict):
     _non_empty = field_validator("dtype", "experts_implementation", "routing")(
         classmethod(lambda cls, v: axis(v)))
 
+    def routing_axis(self) -> list:
+        """The routing axis as run points store it: 'natural', 'uniform' or a one-key dict."""
+        return [v.point_value() if hasattr(v, "point_value") else v for v in as_list(self.routing)]
 
-def routing_values(model: ModelSpec) -> list:
-    """The routing axis as run points store it: 'natural', 'uniform' or a one-key dict."""
-    return [v.point_value() if hasattr(v, "point_value") else v for v in as_list(model.routing)]
+
 
 
 SequenceTokens = Annotated[int, Field(gt=0, le=MAX_SEQUENCE_TOKENS)]
@@ -220,6 +208,10 @@ class ScaleSpec(Strict):
     config: dict[str, Any] = Field(default_factory=dict)
     dtype: Union[Dtype, list[Dtype], None] = None
     scenario: ScenarioOverride | None = None
+
+    def overrides(self) -> ScenarioOverride:
+        """What the scale sets of the scenario's axes (none by default)."""
+        return self.scenario or ScenarioOverride()
 
 
 class Execution(Strict):

@@ -31,7 +31,7 @@ from tpubench.records.columns import records
 from tpubench.scenarios.registry import SCENARIOS
 from tpubench.units import MISSING, finite, ms, sig, with_ci
 from tpubench.workload_spec.point import DEFAULT_KIND, layout_words
-from tpubench.workload_spec.sections import HF_GENERATE, JAX_EXPERTS, TORCH_EXPERTS
+from tpubench.workload_spec.vocabulary import HF_GENERATE, JAX_EXPERTS, TORCH_EXPERTS
 
 EAGER_LOOP = "eager loop"     # how the table names the torch eager experts arm in tpubench's loop
 # The baseline arm's backend and experts implementation (in tpubench's own decode loop).

@@ -12,15 +12,14 @@ from dataclasses import dataclass
 
 from tpubench.scenarios import Scenario
 from tpubench.scenarios.diffuse import sweep
-from tpubench.scenarios.diffuse.schema import DiffuseSection
 from tpubench.scenarios.diffuse.unit import IMAGES
-from tpubench.workload_spec.sections import FULL_SCALE
+from tpubench.workload_spec.vocabulary import FULL_SCALE
 
 
 @dataclass(frozen=True, kw_only=True)
 class Diffuse(Scenario):
     kind: str = "diffuse"
-    schema: type = DiffuseSection
+    schema: str = "tpubench.scenarios.diffuse.schema:DiffuseSection"
     measurement: str = "tpubench.scenarios.diffuse.measure:DiffuseRun"
     cost_basis: str = "tpubench.scenarios.diffuse.cost:chip_seconds"
     report_kind: str = "diffusion"

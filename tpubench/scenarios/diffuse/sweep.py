@@ -11,7 +11,7 @@ import itertools
 
 from tpubench.scenarios.diffuse import families
 from tpubench.workload_spec.point import RunPoint
-from tpubench.workload_spec.sections import FULL_SCALE, ScaleSpec, as_list
+from tpubench.workload_spec.vocabulary import FULL_SCALE, as_list
 
 
 def scale_config(workload, scale: str) -> dict:
@@ -23,7 +23,7 @@ def preset(workload, scale: str) -> str:
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
-    spec = workload.scales.get(scale, ScaleSpec())
+    spec = workload.scale_spec(scale)
     scen = workload.scenario
     own = scale_config(workload, scale)
     over = spec.scenario

@@ -7,15 +7,14 @@ from dataclasses import dataclass
 
 from tpubench.scenarios import Scenario
 from tpubench.scenarios.generate import sweep
-from tpubench.scenarios.generate.schema import GenerateSection, check_scale
 from tpubench.scenarios.token_unit import TOKENS
-from tpubench.workload_spec.sections import as_list
+from tpubench.workload_spec.vocabulary import as_list
 
 
 @dataclass(frozen=True, kw_only=True)
 class Generate(Scenario):
     kind: str = "generate"
-    schema: type = GenerateSection
+    schema: str = "tpubench.scenarios.generate.schema:GenerateSection"
     measurement: str = "tpubench.scenarios.generate.measure:GenerateRun"
     cost_basis: str = "tpubench.scenarios.generate.cost:chip_seconds"
     report_kind: str = "offline"
@@ -26,6 +25,9 @@ class Generate(Scenario):
 
     def check_workload(self, workload, scale, config):
         """Lengths within the model's context, batches within their tokens (schema.check_scale)."""
+        # Imported here: the schema (pydantic) is for loading a workload, not for describing the kind.
+        from tpubench.scenarios.generate.schema import check_scale
+
         check_scale(workload, scale, config)
 
     sweep_axes = staticmethod(sweep.sweep_axes)

@@ -5,18 +5,18 @@ from __future__ import annotations
 import itertools
 
 from tpubench.workload_spec.point import RunPoint, layout_words, lengths_words, routing_label, shape_words
-from tpubench.workload_spec.sections import ScaleSpec, ScenarioOverride, as_list, routing_values
+from tpubench.workload_spec.vocabulary import as_list
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
-    spec = workload.scales.get(scale, ScaleSpec())
+    spec = workload.scale_spec(scale)
     scen = workload.scenario
     dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
-    over = spec.scenario or ScenarioOverride()
+    over = spec.overrides()
     return {
         "dtype": as_list(dtypes),
         "experts_implementation": as_list(workload.model.experts_implementation),
-        "routing": routing_values(workload.model),
+        "routing": workload.model.routing_axis(),
         "batch_size": as_list(over.batch_size or scen.batch_size),
         "input_length": as_list(over.input_length or scen.input_length),
         "output_length": as_list(over.output_length or scen.output_length),
@@ -29,7 +29,7 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
 
 
 def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
-    spec = workload.scales.get(scale, ScaleSpec())
+    spec = workload.scale_spec(scale)
     config = {**workload.model.config, **spec.config}
     out = []
     for combo in itertools.product(*axes.values()):

@@ -8,16 +8,14 @@ from dataclasses import dataclass
 from tpubench.errors import UserError
 from tpubench.scenarios import FieldProblem, Scenario
 from tpubench.scenarios.serve import sweep
-from tpubench.scenarios.serve.options import with_server_url
-from tpubench.scenarios.serve.schema import ServeSection
 from tpubench.scenarios.token_unit import TOKENS
-from tpubench.workload_spec.sections import FULL_SCALE, as_list
+from tpubench.workload_spec.vocabulary import FULL_SCALE, as_list
 
 
 @dataclass(frozen=True, kw_only=True)
 class Serve(Scenario):
     kind: str = "serve"
-    schema: type = ServeSection
+    schema: str = "tpubench.scenarios.serve.schema:ServeSection"
     measurement: str = "tpubench.scenarios.serve.measure:ServeRun"
     cost_basis: str = "tpubench.scenarios.serve.cost:chip_seconds"
     report_kind: str = "serve"
@@ -77,4 +75,7 @@ class Serve(Scenario):
 
     def with_option(self, workload, name, value):
         """`--server-url`: the workload pointed at a running server, its launch block dropped."""
+        # Imported here: it rebuilds the section (pydantic), which describing the kind never needs.
+        from tpubench.scenarios.serve.options import with_server_url
+
         return with_server_url(workload, value)

@@ -21,7 +21,6 @@ import math
 from typing import Annotated, Literal, Union
 
 from pydantic import (
-    BaseModel,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -412,36 +411,3 @@ def _within(value: float, bound: float, loc: tuple, what: str, unit: str, hint: 
     if value > bound:
         raise FieldProblem(loc, f"{what}: {value:,.0f} {unit}, more than a point's {bound:,.0f} "
                                 f"(docs/scenarios/serve.md, Bounds){hint}")
-
-
-def load_axis(load: Load) -> list[dict]:
-    """The load points of a sweep: one dict per concurrency or request rate."""
-    if load.concurrency is not None:
-        values = load.concurrency if isinstance(load.concurrency, list) else [load.concurrency]
-        return [{"concurrency": c} for c in values]
-    if load.find_capacity is not None:   # the search's first probe; the others follow its results
-        search = load.find_capacity.model_dump()
-        return [{"request_rate": search["min_rate"], "burstiness": load.burstiness,
-                 "max_concurrency": load.max_concurrency, "capacity": "probe", "find_capacity": search}]
-    values = load.request_rate if isinstance(load.request_rate, list) else [load.request_rate]
-    return [{"request_rate": r, "burstiness": load.burstiness, "max_concurrency": load.max_concurrency,
-             **({} if load.stop_at_saturation else {"stop_at_saturation": False})} for r in values]
-
-
-def length_axis(lengths: Lengths) -> list:
-    """Fixed lengths sweep; a drawn distribution is one value of the axis."""
-    if isinstance(lengths, list):
-        return list(lengths)
-    if isinstance(lengths, BaseModel):
-        return [lengths.model_dump()]
-    return [lengths]
-
-
-def load_label(load: dict) -> str:
-    if "time_scale" in load:     # a trace replayed on its own clock, scaled
-        return f"replay x{load['time_scale']:g}"
-    if "concurrency" in load:
-        return f"c{load['concurrency']}"
-    rate = load["request_rate"]
-    words = {"probe": "capacity probe ", "point": "capacity "}.get(load.get("capacity"), "")
-    return f"{words}rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"

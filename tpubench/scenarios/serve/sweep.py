@@ -4,13 +4,17 @@ points and their labels."""
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tpubench.scenarios.serve.capacity import search_slo
-from tpubench.scenarios.serve.schema import length_axis, load_axis, load_label
 from tpubench.serving.traffic import traffic_words
 from tpubench.workload_spec.point import RunPoint, layout_words, lengths_words, shape_words
-from tpubench.workload_spec.sections import FULL_SCALE
+from tpubench.workload_spec.vocabulary import FULL_SCALE
+
+if TYPE_CHECKING:   # the section's models, for annotations: the sweep and its labels import no pydantic
+    from tpubench.scenarios.serve.schema import Lengths, Load
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
@@ -99,3 +103,36 @@ def row_label(row) -> str:
         f"rate {rate:g}/s" if rate is not None and rate == rate else \
         f"replay {offered:.3g}/s" if offered is not None and offered == offered else "?"
     return f"{load} {lengths_words(row)} {row.get('server_name') or 'server'}"
+
+
+def load_axis(load: Load) -> list[dict]:
+    """The load points of a sweep: one dict per concurrency or request rate."""
+    if load.concurrency is not None:
+        values = load.concurrency if isinstance(load.concurrency, list) else [load.concurrency]
+        return [{"concurrency": c} for c in values]
+    if load.find_capacity is not None:   # the search's first probe; the others follow its results
+        search = load.find_capacity.model_dump()
+        return [{"request_rate": search["min_rate"], "burstiness": load.burstiness,
+                 "max_concurrency": load.max_concurrency, "capacity": "probe", "find_capacity": search}]
+    values = load.request_rate if isinstance(load.request_rate, list) else [load.request_rate]
+    return [{"request_rate": r, "burstiness": load.burstiness, "max_concurrency": load.max_concurrency,
+             **({} if load.stop_at_saturation else {"stop_at_saturation": False})} for r in values]
+
+
+def length_axis(lengths: Lengths) -> list:
+    """Fixed lengths sweep; a drawn distribution is one value of the axis."""
+    if isinstance(lengths, list):
+        return list(lengths)
+    if hasattr(lengths, "model_dump"):   # uniform or CSV lengths (the section's models)
+        return [lengths.model_dump()]
+    return [lengths]
+
+
+def load_label(load: dict) -> str:
+    if "time_scale" in load:     # a trace replayed on its own clock, scaled
+        return f"replay x{load['time_scale']:g}"
+    if "concurrency" in load:
+        return f"c{load['concurrency']}"
+    rate = load["request_rate"]
+    words = {"probe": "capacity probe ", "point": "capacity "}.get(load.get("capacity"), "")
+    return f"{words}rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"

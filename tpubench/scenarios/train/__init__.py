@@ -7,14 +7,13 @@ from dataclasses import dataclass
 
 from tpubench.scenarios import Scenario
 from tpubench.scenarios.train import sweep
-from tpubench.scenarios.train.schema import TrainSection, check_scale
 from tpubench.scenarios.train.unit import TRAINING_TOKENS
 
 
 @dataclass(frozen=True, kw_only=True)
 class Train(Scenario):
     kind: str = "train"
-    schema: type = TrainSection
+    schema: str = "tpubench.scenarios.train.schema:TrainSection"
     measurement: str = "tpubench.scenarios.train.measure:TrainRun"
     cost_basis: str = "tpubench.scenarios.train.cost:chip_seconds"
     report_kind: str = "train"
@@ -24,6 +23,9 @@ class Train(Scenario):
     def check_workload(self, workload, scale, config):
         """A training sequence longer than the model's positions, or a batch or step too large, is
         refused before anything is built (schema.check_scale)."""
+        # Imported here: the schema (pydantic) is for loading a workload, not for describing the kind.
+        from tpubench.scenarios.train.schema import check_scale
+
         check_scale(workload, scale, config)
 
     sweep_axes = staticmethod(sweep.sweep_axes)

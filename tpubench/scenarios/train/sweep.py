@@ -6,16 +6,16 @@ from __future__ import annotations
 import itertools
 
 from tpubench.workload_spec.point import RunPoint, layout_words, routing_label, shape_words
-from tpubench.workload_spec.sections import ScaleSpec, ScenarioOverride, as_list, routing_values
+from tpubench.workload_spec.vocabulary import as_list
 
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
-    spec = workload.scales.get(scale, ScaleSpec())
+    spec = workload.scale_spec(scale)
     scen = workload.scenario
-    over = spec.scenario or ScenarioOverride()
+    over = spec.overrides()
     return {"batch_size": as_list(over.batch_size or scen.batch_size),
             "input_length": as_list(over.sequence_length or scen.sequence_length),
-            "routing": routing_values(workload.model),
+            "routing": workload.model.routing_axis(),
             "execution_mode": as_list(workload.execution.mode),
             "matmul_precision": as_list(workload.execution.matmul_precision),
             "data_parallel": as_list(workload.parallel.data)}
@@ -23,7 +23,7 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
 
 def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
     scen = workload.scenario
-    spec = workload.scales.get(scale, ScaleSpec())
+    spec = workload.scale_spec(scale)
     config = {**workload.model.config, **spec.config}
     dtype = spec.dtype if spec.dtype is not None else workload.model.dtype
     params = {"gradient_accumulation": scen.gradient_accumulation, "optimizer": scen.optimizer.model_dump(),
