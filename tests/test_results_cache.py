@@ -4,16 +4,18 @@ comes out is what parsing every file gives, and a changed, damaged or foreign ca
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers_synthetic import make_result
 
-from tpubench.output import results_cache
+from tpubench.output import results_cache, rows_file
 from tpubench.output.frames import flatten, load_results
 from tpubench.records.result import read_results
 
@@ -129,6 +131,66 @@ def test_an_unwritable_cache_folder_costs_only_time(tmp_path, results, monkeypat
     monkeypatch.setenv("TPUBENCH_CACHE_DIR", str(blocker / "cache"))     # under a file: cannot exist
     monkeypatch.setattr(results_cache, "MIN_FILES", 1)
     pd.testing.assert_frame_equal(_load(results), _load(results))
+
+
+def _column_kinds() -> dict[str, list]:
+    """Columns of each form the cache file has (output/rows_file.py), with the values that tell a
+    careless encoding: True, 1 and 1.0 are equal keys; 0.0 and -0.0 are equal floats."""
+    n = 6
+    return {
+        "floats": [1.5, -0.0, 0.0, math.nan, math.inf, 1e-300],
+        "ints": [1, -2, 2 ** 63 - 1, -(2 ** 63), 0, 7],
+        "big_ints": [2 ** 63, 1, 1, 1, 1, 1],                          # beyond int64: kept as they are
+        "repeated": ["a", "b", "a", "a", None, "b"],
+        "equal_keys": [True, 1, 1.0, True, 1, 1.0],
+        "zeros": [0.0, -0.0, 0, 0.0, -0.0, 0],
+        "nans": [math.nan, None, math.nan, 2, math.nan, None],
+        "unique": [f"key-{i}" for i in range(n)],
+        "bools": [True, False, True, True, False, True],
+        "nested": [[1], [1], [1], [1], [1], [1]],                      # not a key: kept as it is
+    }
+
+
+def _same(a, b) -> bool:
+    """Equal values of the same types, NaN equal to NaN and -0.0 told from 0.0."""
+    return len(a) == len(b) and all(type(x) is type(y) and (x == y or x != x and y != y)
+                                    and (type(x) is not float or math.copysign(1, x) == math.copysign(1, y))
+                                    for x, y in zip(a, b))
+
+
+def test_the_cache_file_gives_back_every_value_of_every_kind():
+    columns = _column_kinds()
+    meta, decoded = rows_file.decode(rows_file.encode({"rows": 6, "files": ["f"] * 6}, columns))
+    assert list(decoded) == list(columns) and meta["files"] == ["f"] * 6
+    for name, values in columns.items():
+        got = decoded[name]
+        if isinstance(got, np.ndarray):       # float and int columns: numpy makes the pandas column
+            assert got.dtype == (np.float64 if name == "floats" else np.int64), name
+            got = got.tolist()
+        assert _same(got, values), (name, got, values)
+    assert rows_file.decode(rows_file.encode({"rows": 0}, {})) == ({"rows": 0, **_EMPTY}, {})
+
+
+_EMPTY = {"order": [], "float_columns": [], "int_columns": [], "coded_columns": [], "columns": {}}
+
+
+@pytest.mark.parametrize("where", [0, 9, 30, 100, -1])
+def test_any_damaged_byte_of_a_cache_file_is_seen(where):
+    blob = bytearray(rows_file.encode({"rows": 6}, _column_kinds()))
+    blob[where] ^= 0x01
+    assert rows_file.decode(bytes(blob)) is None
+
+
+def test_a_sound_file_with_codes_out_of_range_is_ignored(cache, results, monkeypatch):
+    _load(results)
+    (path,) = cache.glob("results-*.rows")
+    meta, _ = rows_file.decode(path.read_bytes())
+    dtype = meta["coded_columns"][0][1]
+    # One distinct value, and every row pointing past it: a file only a bug could write, checksum sound.
+    monkeypatch.setattr(rows_file, "_coded", lambda values, types: (dtype, ["only"], [5] * len(values)))
+    path.write_bytes(rows_file.encode({k: meta[k] for k in ("fingerprint", "rows", "files", "stats",
+                                                             "environment_keys")}, {"status": ["x"] * meta["rows"]}))
+    assert results_cache._read_cache(path) is None
 
 
 def _figure(title: str, points=None):
