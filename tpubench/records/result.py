@@ -191,7 +191,7 @@ def read_results(paths, *, warn: Callable[[str], None] | None = None) -> list[tu
     return out
 
 
-def read_usable_result(f: Path, warn: Callable[[str], None]) -> RunResult | None:
+def read_usable_result(f: str | Path, warn: Callable[[str], None]) -> RunResult | None:
     """The result in `f`, or None with a warning naming the file when it is corrupt, foreign or unusable."""
     try:
         result = read_result(f)
