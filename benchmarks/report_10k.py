@@ -1,6 +1,6 @@
 """Time the report pipeline on 10,000 synthetic result files: load_results + price + render HTML.
 
-    python benchmarks/report_10k.py [--n 10000] [--target-s 2] [--passes 2] [--keep DIR]
+    python benchmarks/report_10k.py [--n 10000] [--target-s 2] [--passes 2] [--keep DIR] [--format csv]
 
 Setup (not timed) compiles tpubench's bytecode, as pip does at install, and writes the files with
 the same JSON RunResult writes, including raw samples (20 iterations, 256 pooled inter-token
@@ -9,7 +9,8 @@ runs in a fresh Python process, as `tpubench report` does, its imports timed wit
 finds the results and figure caches empty (a folder of their own, output/results_cache.py); later
 passes find them filled, as a report run again over the same folder does, and draw no figure (the
 figure cache is keyed on the figures' inputs, report/figure_cache.py). Exit status 1 when the last
-pass takes longer than --target-s.
+pass takes longer than --target-s. `--format csv` renders `tpubench report -f csv` instead (every
+priced row, ~79 MB over 10k results: records/csv_writer.py).
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ def write_synthetic(out_dir: Path, count: int) -> None:
         (out_dir / f"bench_{n:05d}.json").write_text(result.model_dump_json(indent=1), encoding="utf-8")
 
 
-def one_pass(folder: Path, html_out: Path | None) -> dict:
+def _render_stage(fmt: str) -> str:
+    return "render html (figures included)" if fmt == "html" else f"render {fmt}"
+
+
+def one_pass(folder: Path, report_out: Path | None, fmt: str = "html") -> dict:
     """Time load + price + render in this process (imports included) and return the timings."""
     cpu_start = time.process_time()
     start = time.perf_counter()
@@ -80,19 +85,20 @@ def one_pass(folder: Path, html_out: Path | None) -> dict:
     data = build_report(df)
     timings["price + summarise"] = time.perf_counter() - t
     t = time.perf_counter()
-    html = render(data, "html")
-    timings["render html (figures included)"] = time.perf_counter() - t
+    text = render(data, fmt)
+    timings[_render_stage(fmt)] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - start
     timings["cpu"] = time.process_time() - cpu_start
-    if html_out:
-        html_out.write_text(html, encoding="utf-8")
+    if report_out:
+        report_out.write_text(text, encoding="utf-8")
     # A warm pass finds every figure in the figure cache and never imports matplotlib.
-    return {"timings": timings, "results": len(df), "priced": len(data.priced), "html_mib": len(html) / 2**20,
+    return {"timings": timings, "results": len(df), "priced": len(data.priced), "output_mib": len(text) / 2**20,
             "matplotlib": "matplotlib" in sys.modules}
 
 
-def run_pass(folder: Path, cache: Path, html_out: Path | None) -> dict:
-    command = [sys.executable, __file__, "--one-pass", str(folder)] + (["--html-out", str(html_out)] if html_out else [])
+def run_pass(folder: Path, cache: Path, report_out: Path | None, fmt: str) -> dict:
+    command = [sys.executable, __file__, "--one-pass", str(folder), "--format", fmt]
+    command += ["--report-out", str(report_out)] if report_out else []
     done = subprocess.run(command, env={**os.environ, "TPUBENCH_CACHE_DIR": str(cache)}, capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -103,12 +109,13 @@ def main(argv=None) -> int:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--target-s", type=float, default=2.0)
     parser.add_argument("--passes", type=int, default=2, help="1: cold caches only; 2 or more: then warm")
-    parser.add_argument("--keep", type=Path, help="write the files (and report.html) here and keep them")
+    parser.add_argument("--keep", type=Path, help="write the files (and report.html or .csv) here and keep them")
+    parser.add_argument("--format", choices=("html", "csv"), default="html", help="the report each pass renders")
     parser.add_argument("--one-pass", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--html-out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--report-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one_pass:
-        print(json.dumps(one_pass(args.one_pass, args.html_out)))
+        print(json.dumps(one_pass(args.one_pass, args.report_out, args.format)))
         return 0
 
     with tempfile.TemporaryDirectory(prefix="tpubench-bench-") as tmp:
@@ -123,15 +130,16 @@ def main(argv=None) -> int:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tpubench")], check=True)
         size = sum(f.stat().st_size for f in out.glob("*.json"))
         print(f"setup: wrote {args.n} files ({size / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s")
-        passes = [run_pass(out, cache, out / "report.html" if args.keep else None) for _ in range(max(1, args.passes))]
+        report_out = out / f"report.{args.format}" if args.keep else None
+        passes = [run_pass(out, cache, report_out, args.format) for _ in range(max(1, args.passes))]
 
     for n, done in enumerate(passes):
         timings = done["timings"]
         print(f"pass {n + 1} ({'cold caches' if n == 0 else 'warm caches'}), in a fresh process:")
-        for stage in ("load_results", "price + summarise", "render html (figures included)"):
+        for stage in ("load_results", "price + summarise", _render_stage(args.format)):
             print(f"  {stage:32s} {timings[stage]:6.2f} s")
         print(f"  {'total':32s} {timings['total']:6.2f} s  ({done['results']} results, {done['priced']} priced "
-              f"rows, {done['html_mib']:.1f} MiB of HTML); {timings['total'] / args.target_s:.2f}x the "
+              f"rows, {done['output_mib']:.1f} MiB of {args.format.upper()}); {timings['total'] / args.target_s:.2f}x the "
               f"{args.target_s:g} s target")
         # Wall time suffers when other work shares the cores; CPU time shows the pipeline's own cost.
         print(f"  {'total CPU time (that process)':32s} {timings['cpu']:6.2f} s")

@@ -48,6 +48,8 @@ def neutralize_frame(df):
             column = out.iloc[:, i].astype(object)
         elif is_object_dtype(dtype) or is_string_dtype(dtype):
             column = out.iloc[:, i]
+            if not _needs_neutralizing(column):
+                continue                     # the copy already holds these very values
         else:
             continue
         values = [neutralize_cell(v) for v in column]
@@ -58,3 +60,17 @@ def neutralize_frame(df):
     else:
         out.columns = pd.Index([neutralize_cell(c) for c in out.columns], name=out.columns.name)
     return out
+
+
+def _needs_neutralizing(column) -> bool:
+    """Whether any cell of text column `column` would change, tested once per distinct value: a
+    report's text columns repeat a few values over thousands of rows, and most need nothing.
+    Equal values neutralise alike (only a str is touched, and no non-str equals a str), so one
+    representative per value decides for all of them."""
+    import pandas as pd
+
+    try:
+        uniques = pd.unique(column)
+    except TypeError:                        # unhashable cells (lists, dicts): ask each cell
+        return True
+    return any(neutralize_cell(v) is not v for v in uniques)
