@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from tpubench.errors import UserError
 from tpubench.output.results_cache import read_table
 from tpubench.records import energy_verdict
-from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, routing_label
+from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, key_of_point_dict, routing_label
 
 if TYPE_CHECKING:   # the schema is imported where results are parsed, not to read the results cache
     from tpubench.records.result import RunResult
@@ -41,7 +41,7 @@ def arm_free_key(point: dict) -> str:
     known = _point_fields()
     data = {k: v for k, v in point.items() if k in known and k not in _ARM_FIELDS}
     try:
-        return RunPoint(**{**data, "params": params, **dict.fromkeys(_ARM_FIELDS)}).key()
+        return key_of_point_dict({**data, "params": params, **dict.fromkeys(_ARM_FIELDS)})
     except TypeError:   # a point lacking a field this version requires: its own fields, hashed alike
         blob = json.dumps({**point, "params": params, **dict.fromkeys(_ARM_FIELDS)}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

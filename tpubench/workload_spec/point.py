@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 
 # A point without a kind (results that predate scenarios) is an offline generate run.
 DEFAULT_KIND = "generate"
@@ -61,15 +62,7 @@ class RunPoint:
         # A shallow copy is enough (only top-level names are dropped) and skips asdict's deep copy,
         # the larger part of a report's cost per result file; _jsonable writes a nested dataclass
         # as asdict would, so the blob, and the key, are the same.
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", DEFAULT_KIND),
-                              ("params", {}), ("data_parallel", 1), ("routing", "natural")):
-            if data[name] == default:
-                del data[name]
-        if data.get("matmul_precision") in (None, "highest"):
-            data.pop("matmul_precision", None)
-        blob = json.dumps(data, sort_keys=True, default=_jsonable)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return _key_of_fields({f.name: getattr(self, f.name) for f in fields(self)})
 
     def model_identity(self) -> tuple:
         """What makes two points' models the same (one build serves both)."""
@@ -80,6 +73,46 @@ class RunPoint:
     def world_size(self) -> int:
         """Processes (one per chip) the point runs on."""
         return self.tensor_parallel * self.expert_parallel * self.data_parallel
+
+
+def _key_of_fields(data: dict) -> str:
+    """RunPoint.key of the point whose every field is in `data` (the dict is changed)."""
+    for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", DEFAULT_KIND),
+                          ("params", {}), ("data_parallel", 1), ("routing", "natural")):
+        if data[name] == default:
+            del data[name]
+    if data.get("matmul_precision") in (None, "highest"):
+        data.pop("matmul_precision", None)
+    blob = json.dumps(data, sort_keys=True, default=_jsonable)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+_REQUIRED = object()
+
+
+@functools.lru_cache(maxsize=1)
+def _field_defaults() -> tuple[tuple[str, object, object], ...]:
+    """(name, default, default_factory) of each RunPoint field, _REQUIRED where it has none."""
+    return tuple((f.name, _REQUIRED if f.default is MISSING else f.default,
+                  None if f.default_factory is MISSING else f.default_factory) for f in fields(RunPoint))
+
+
+def key_of_point_dict(point: dict) -> str:
+    """RunPoint(**point).key() without building the RunPoint (a frozen dataclass sets each field
+    through object.__setattr__: most of a key's cost when a report reads 10,000 result files).
+    `point` holds only RunPoint's field names; a required one missing raises TypeError, as the
+    constructor would. Fields are not type-checked by either, so the key is the same."""
+    data = {}
+    for name, default, factory in _field_defaults():
+        if name in point:
+            data[name] = point[name]
+        elif factory is not None:
+            data[name] = factory()
+        elif default is _REQUIRED:
+            raise TypeError(f"RunPoint missing required field {name!r}")
+        else:
+            data[name] = default
+    return _key_of_fields(data)
 
 
 def shape_words(point: dict) -> list[str]:
