@@ -222,11 +222,6 @@ def priced_from_chip_seconds(chip_s, usd_per_chip_s, scale: float):
     return np.multiply(chip_s, usd_per_chip_s) * scale
 
 
-def add_costs(priced: pd.DataFrame) -> pd.DataFrame:
-    """`priced` with `cost_figures` (replacing same-named columns)."""
-    return with_columns(priced, cost_figures(priced))
-
-
 def cost_figures(df: pd.DataFrame) -> dict:
     """For rows of results joined to prices, which carry their chip-seconds already (`chip_seconds`,
     in price_results), every registered unit's figures (name -> values on df's index): each
@@ -311,7 +306,7 @@ def choose_prices(prices: pd.DataFrame, plans=None, cloud=None, region=None, ins
 def _carried(ok: pd.DataFrame, basis: pd.DataFrame) -> pd.DataFrame:
     """What of the priced results the join to prices copies to every price row: the columns a
     priced row keeps (priced_columns), their chip-seconds, and every column that is not text (what
-    add_costs, add_energy and the units' hooks read, through numeric_column, which reads a text
+    cost_figures, energy_figures and the units' hooks read, through numeric_column, which reads a text
     column as NaN unless it holds numbers, and results' metrics are numbers). Copying the results'
     other text columns to 66,000 priced rows (10,000 results) was most of a report's pricing time."""
     kept = set(priced_columns()) | set(basis.columns) | {"priced_accelerator"}

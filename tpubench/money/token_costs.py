@@ -1,7 +1,7 @@
 """What the token unit (scenarios/token_unit.py) is priced with beyond its chip-seconds: the
 whole chip-hour charged to output tokens as published tables do (InferenceX-style $/Mtok, money/
 cost.py's module docstring), tokens per dollar, and tokens/s one user sees. Named by the unit's
-`extra_costs` and called by cost.add_costs for every priced row (NaN where a row has no tokens)."""
+`extra_costs` and called by cost.cost_figures for every priced row (NaN where a row has no tokens)."""
 
 from __future__ import annotations
 

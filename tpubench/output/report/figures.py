@@ -258,7 +258,7 @@ def _nearest_nice(value: float) -> float:
 def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, float] | None = None,
                                 price_label: str = "on-demand", price_names: dict[str, str] | None = None):
     """Output tokens/s per chip against interactivity (tokens/s per user: 1 / median TPOT; a
-    server's own `interactivity_tokens_per_s` where it has one, see cost.add_costs), one
+    server's own `interactivity_tokens_per_s` where it has one, see cost.cost_figures), one
     colour per `label` (e.g. 'torch on H100 (offline)', 'vllm 0.11 on H100 (serve)').
 
     Points on the Pareto front (not beaten in both) are ringed and joined. Dashed lines are
