@@ -1,0 +1,78 @@
+"""Read files of a public repository from a local git copy (a bare clone or a mirror such as
+`git clone --mirror`), at a pinned commit, without a work tree: `git show COMMIT:PATH`.
+
+The regeneration script never reaches the network: the maintainer fetches the repositories with
+git first; every row it writes names the repository, path and commit it was read from, and the
+commit's date.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+
+class MirrorMissing(RuntimeError):
+    """A repository (or a commit in it) that the regeneration needs is not in the mirrors folder."""
+
+
+@dataclass(frozen=True)
+class Mirror:
+    repo: str                 # owner/name as GitHub spells it, e.g. mlcommons/inference_results_v5.1
+    git_dir: Path
+    commit: str               # the full commit every file is read at
+
+    def _git(self, *args: str, binary: bool = False):
+        out = subprocess.run(["git", "--git-dir", str(self.git_dir), *args], capture_output=True, check=False)
+        if out.returncode != 0:
+            raise MirrorMissing(f"{self.repo}: git {' '.join(args)}: {out.stderr.decode(errors='replace').strip()}")
+        return out.stdout if binary else out.stdout.decode("utf-8", errors="replace")
+
+    @cached_property
+    def files(self) -> list[str]:
+        """Every file path in the tree at `commit`."""
+        return self._git("ls-tree", "-r", "--name-only", "-z", self.commit).split("\0")[:-1]
+
+    def glob(self, pattern: str) -> list[str]:
+        """Paths matching a shell pattern (fnmatch: `*` also crosses `/`), sorted."""
+        return sorted(p for p in self.files if fnmatch.fnmatchcase(p, pattern))
+
+    def text(self, path: str) -> str:
+        return self._git("show", f"{self.commit}:{path}")
+
+    def raw(self, path: str) -> bytes:
+        return self._git("show", f"{self.commit}:{path}", binary=True)
+
+    @cached_property
+    def date(self) -> str:
+        """The commit's date, YYYY-MM-DD (committer date, as GitHub shows it)."""
+        return self._git("show", "-s", "--format=%cs", self.commit).strip()
+
+    def last_change(self, path: str) -> tuple[str, str]:
+        """(commit, YYYY-MM-DD) of the last commit at or before `commit` that changed `path`."""
+        line = self._git("log", "-1", "--format=%H %cs", self.commit, "--", path).strip()
+        if not line:
+            raise MirrorMissing(f"{self.repo}: no commit touches {path}")
+        sha, day = line.split()
+        return sha, day
+
+    def cite(self, path: str, commit: str | None = None) -> str:
+        """`owner/name path@commit12`: how a row names where it was read."""
+        return f"{self.repo} {path}@{(commit or self.commit)[:12]}"
+
+
+def open_mirror(root: Path, repo: str, commit: str) -> Mirror:
+    """The git copy of `repo` under `root`: `root/owner+name/repo` (the layout the search tool's
+    fetch writes), `root/owner+name`, `root/owner/name` or `root/name`, bare or with a `.git`."""
+    owner, name = repo.split("/")
+    for candidate in (root / f"{owner}+{name}" / "repo", root / f"{owner}+{name}", root / owner / name, root / name):
+        for git_dir in (candidate / ".git", candidate):
+            if (git_dir / "HEAD").is_file() and (git_dir / "objects").is_dir():
+                mirror = Mirror(repo=repo, git_dir=git_dir, commit=commit)
+                full = mirror._git("rev-parse", "--verify", f"{commit}^{{commit}}").strip()
+                return Mirror(repo=repo, git_dir=git_dir, commit=full)
+    raise MirrorMissing(f"no git copy of {repo} under {root} (fetch it with git first: git clone --mirror "
+                        f"https://github.com/{repo} {root}/{owner}+{name}/repo)")
