@@ -68,6 +68,13 @@ def _truthy(value) -> bool:
     return bool(value) and not (isinstance(value, float) and math.isnan(value))
 
 
+def ran_batch(row: dict) -> float:
+    """The concurrency that ran: the server's batch cap where the source records one below the
+    client's concurrency (`running_batch`), else the concurrency."""
+    ran = _num(row.get("running_batch"))
+    return ran if ran > 0 and math.isfinite(ran) else _num(row.get("concurrency"))
+
+
 def _why_not(row: dict) -> str | None:
     if not row.get("valid", True):
         return "marked invalid by its publisher"
@@ -113,7 +120,7 @@ def observations(rows: pd.DataFrame) -> Observations:
             continue
         point = Point(shape=model[1], weight_bytes=wbytes, kv_bytes=cache_bytes(row.get("precision")),
                       compute_precision=compute_precision(row.get("precision")), chips=int(_num(row["chips"])),
-                      concurrency=_num(row["concurrency"]), input_len=_num(row["input_length"]),
+                      concurrency=ran_batch(row), input_len=_num(row["input_length"]),
                       output_len=_num(row["output_length"]))
         roof = roofline(point, spec.peak_flops, spec.peak_bytes_per_s)
         rate = _num(row["output_tokens_per_s_per_chip"])

@@ -35,11 +35,22 @@ COLUMNS = [
     # Where a $ figure came from: "list" (a cloud's list price) or the publisher's own cost model
     # (e.g. "InferenceX TCO"), with its $ per million output tokens; the two are never mixed.
     "cost_basis", "publisher_usd_per_mtok",
+    # Precision split as the source states it (`precision` stays the publisher's own summary word):
+    # the weights', the activations' (matmul inputs) and the KV cache's dtype; empty = not stated.
+    "weight_dtype", "activation_dtype", "kv_cache_dtype",
+    # What ran, beside what the client asked for: a server caps the sequences it batches at once
+    # (vLLM's --max-num-seqs), so a client concurrency above it queues; `running_batch` is the
+    # batch that ran (NaN = `concurrency`), and the estimate calibrates on it.
+    "running_batch",
+    # How `concurrency` and the lengths were obtained: e.g. "client" / "static batch" / "Little's
+    # law: completed samples/s x mean latency"; "exact" / "nominal (random-range-ratio 0.8)" /
+    # "dataset mean". Empty = as the source states them.
+    "concurrency_basis", "length_basis",
 ]
 _NUMERIC = {"input_length", "output_length", "concurrency", "chips", "output_tokens_per_s_per_chip",
             "total_tokens_per_s_per_chip", "interactivity_tokens_per_s", "ttft_p50_s", "ttft_mean_s",
             "ttft_p99_s", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "e2e_p50_s",
-            "decode_chips", "publisher_usd_per_mtok"}
+            "decode_chips", "publisher_usd_per_mtok", "running_batch"}
 
 
 def published_frame(rows: list[dict]) -> pd.DataFrame:
