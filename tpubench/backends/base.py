@@ -60,6 +60,7 @@ class Backend(Protocol):
     def estimate_memory(self, point) -> tuple[int, int | None]: ...   # (needed, available) bytes
     def available_memory(self) -> int | None: ...                       # free bytes, None where unknown
     def build(self, point) -> Any: ...                                  # the model, reused across shapes
+    def quantization_refusal(self, point) -> str | None: ...            # why the point's quantisation cannot run here
     def build_sharded(self, point, checkpoint: str) -> Any: ...         # one rank's part of a world's model
     def session(self, built: Any, point, prompt) -> Session: ...
     def torch_device(self) -> Any: ...                                  # where torch modules go (runs_torch_modules)

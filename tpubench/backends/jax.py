@@ -158,6 +158,12 @@ class JaxBackend:
         # The torch model is built on the host first, then converted: host memory holds both.
         return estimate_bytes(point) + weight_bytes(point), self.available_memory()
 
+    def quantization_refusal(self, point) -> str | None:
+        """The JAX twin runs the model dtype only: a quantised point is measured with --backend torch."""
+        if point.quantization == "none":
+            return None
+        return f"quantization {point.quantization}: the JAX twin has no quantised path (measured with --backend torch)"
+
     def build(self, point):
         import jax
 

@@ -243,7 +243,20 @@ class TorchBackend:
         model = build_model(point, init_device="cpu" if on_host else dev, device=self.device)
         if on_host and self.device != "cpu":
             model = model.to(dev)
-        return TorchModel(model, dev, identical_weights=on_host)
+        quality = None
+        if point.quantization != "none":   # measure.check refused it where it cannot run here
+            from tpubench.models.quantization import quantize_with_gate
+
+            quality = quantize_with_gate(model, point, dev)
+        return TorchModel(model, dev, identical_weights=on_host, quality=quality)
+
+    def quantization_refusal(self, point) -> str | None:
+        """Why this device cannot measure the point's quantisation (None: it can)."""
+        from tpubench.models.quantization import refusal
+
+        if point.quantization != "none" and point.world_size > 1:
+            return f"quantization {point.quantization} on a sharded layout is not measured yet (one chip only)"
+        return refusal(point.quantization, self.device)
 
     def session(self, built: "TorchModel", point, prompt) -> "TorchSession":
         import torch
@@ -303,9 +316,11 @@ class TorchBackend:
 
 
 class TorchModel:
-    def __init__(self, model, device, *, identical_weights: bool):
+    def __init__(self, model, device, *, identical_weights: bool, quality: dict | None = None):
         self.model = model
         self.device = device
+        # A quantised model's gate figures against its unquantised self (models/quality_gate.py).
+        self.quality = quality
         # True when weights came from the seed on the host, so they match on every device.
         self.identical_weights = identical_weights
 

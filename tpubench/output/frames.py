@@ -53,6 +53,13 @@ def _point_fields() -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(RunPoint))
 
 
+def _precision_columns(result: RunResult) -> dict[str, Any]:
+    """weight_dtype, activation_dtype, kv_cache_dtype: as the result records them, else its model dtype."""
+    recorded = result.precision or {}
+    dtype = result.point.get("dtype")
+    return {name: recorded.get(name, dtype) for name in ("weight_dtype", "activation_dtype", "kv_cache_dtype")}
+
+
 def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
     """One tidy row: identifying columns, then every metric as its own column."""
     p, env = result.point, result.environment
@@ -67,6 +74,8 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
         "scale": p.get("scale"),
         "family": p.get("family"),
         "dtype": p.get("dtype"),
+        "quantization": p.get("quantization") or "none",
+        **_precision_columns(result),
         "experts_implementation": p.get("experts_implementation"),
         "execution_mode": p.get("execution_mode"),
         "batch_size": p.get("batch_size"),

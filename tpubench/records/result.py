@@ -66,6 +66,9 @@ class RunResult(BaseModel):
     moe: dict[str, Any] = Field(default_factory=dict)
     # run --profile: one profiled pass after the timed loop, time by category (measure/profile.py).
     profile: dict[str, Any] = Field(default_factory=dict)
+    # The weights', activations' and KV cache's dtypes (workload_spec/precision.py); {} in results
+    # from before them, whose model dtype was all three.
+    precision: dict[str, str] = Field(default_factory=dict)
 
 
 def now_iso() -> str:

@@ -74,6 +74,10 @@ class Workload(Strict):
         refused = [f for f in used_layout(self.parallel) if f not in scenario.layout]
         if refused:
             raise ValueError(layout_refusal(scenario, refused))
+        if self.model is not None and not scenario.quantizes and as_list(self.model.quantization) != ["none"]:
+            takes = ", ".join(sorted(s.kind for s in SCENARIOS.values() if s.quantizes))
+            raise ValueError(f"scenario {scenario.kind} does not quantise the model it runs; model.quantization "
+                             f"is for scenario {takes} (a server takes its engine's own flag in its args)")
         return self
 
     @field_validator("scales")

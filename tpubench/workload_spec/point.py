@@ -47,6 +47,10 @@ class RunPoint:
     measurement: dict = field(default_factory=dict, hash=False)
     # model.routing (models/routing.py): "natural", "uniform" or a one-key dict (skewed, hot, trace).
     routing: object = field(default="natural", hash=False)
+    # model.quantization (workload_spec/precision.py): "none" or the quantisation the weights get.
+    quantization: str = "none"
+    # model.quality: the quantised point's tolerance against its unquantised reference.
+    quality: dict = field(default_factory=dict, hash=False)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,7 +62,8 @@ class RunPoint:
     def key(self) -> str:
         """A stable hash of everything that defines what is measured (for --resume). A single-chip
         layout is left out of it, so points measured before `parallel` existed keep their key; so is
-        matmul precision 'highest' (torch's own default before the field existed)."""
+        matmul precision 'highest' (torch's own default before the field existed), and so are no
+        quantisation and its (then unused) quality gate."""
         # A shallow copy is enough (only top-level names are dropped) and skips asdict's deep copy,
         # the larger part of a report's cost per result file; _jsonable writes a nested dataclass
         # as asdict would, so the blob, and the key, are the same.
@@ -67,7 +72,8 @@ class RunPoint:
     def model_identity(self) -> tuple:
         """What makes two points' models the same (one build serves both)."""
         return (self.family, self.hub_id, self.weights, self.dtype, self.experts_implementation,
-                repr(sorted(self.model_config.items())), self.measurement.get("seed"))
+                repr(sorted(self.model_config.items())), self.measurement.get("seed"), self.quantization,
+                repr(sorted(self.quality.items())))
 
     @property
     def world_size(self) -> int:
@@ -78,7 +84,8 @@ class RunPoint:
 def _key_of_fields(data: dict) -> str:
     """RunPoint.key of the point whose every field is in `data` (the dict is changed)."""
     for name, default in (("tensor_parallel", 1), ("expert_parallel", 1), ("scenario_kind", DEFAULT_KIND),
-                          ("params", {}), ("data_parallel", 1), ("routing", "natural")):
+                          ("params", {}), ("data_parallel", 1), ("routing", "natural"),
+                          ("quantization", "none"), ("quality", {})):
         if data[name] == default:
             del data[name]
     if data.get("matmul_precision") in (None, "highest"):

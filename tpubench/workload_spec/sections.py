@@ -25,6 +25,7 @@ from pydantic import (
 
 # The workload's names, re-exported: the schema modules (and code that builds or runs a workload)
 # take them from here; code that only describes points and results takes them from vocabulary.py.
+from tpubench.workload_spec.precision import Quantization
 from tpubench.workload_spec.vocabulary import (  # noqa: F401
     FULL_SCALE,
     HF_GENERATE,
@@ -171,6 +172,17 @@ Routing = Annotated[Union[Annotated[Literal["natural", "uniform"], Tag("name")],
                                                        "{hot: {experts: N, share: P}}, {trace: FILE}")]
 
 
+class QualityGate(Strict):
+    """The tolerance of a quantised point against its unquantised reference: the mean KL divergence
+    of next-token distributions (nats, reference || quantised) over the teacher-forced steps, and
+    the share of those steps whose greedy token agrees."""
+
+    max_mean_kl: float = Field(0.01, ge=0)
+    min_token_agreement: float = Field(0.9, ge=0, le=1)
+    # Greedy steps of the reference after the prompt that the check scores.
+    steps: int = Field(16, gt=0, le=1024)
+
+
 class ModelSpec(Strict):
     family: str = Field(description="transformers model_type, e.g. qwen3_moe, qwen3, gemma4_text")
     hub_id: str | None = None
@@ -181,8 +193,13 @@ class ModelSpec(Strict):
     config: dict[str, Any] = Field(default_factory=dict)
     # How tokens are routed to experts (a sweep axis): natural, uniform, skewed, hot or trace.
     routing: Union[Routing, list[Routing]] = "natural"
+    # Weight (and activation) quantisation, a sweep axis like dtype (workload_spec/precision.py).
+    quantization: Union[Quantization, list[Quantization]] = "none"
+    # How far a quantised point may stray from the unquantised model on the same weights and
+    # prompt before it is invalid (docs/precision.md).
+    quality: QualityGate = Field(default_factory=QualityGate)
 
-    _non_empty = field_validator("dtype", "experts_implementation", "routing")(
+    _non_empty = field_validator("dtype", "experts_implementation", "routing", "quantization")(
         classmethod(lambda cls, v: axis(v)))
 
     def routing_axis(self) -> list:

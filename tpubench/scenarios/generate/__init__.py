@@ -21,6 +21,7 @@ class Generate(Scenario):
     units: tuple = (TOKENS,)
     layout: tuple = ("tensor", "expert")
     calibrates_estimate: bool = True
+    quantizes: bool = True
     kernel_arms: bool = True
 
     def check_workload(self, workload, scale, config):

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from tpubench.errors import UserError
+from tpubench.errors import Unavailable, UserError
 from tpubench.measure.energy import WindowEnergy, energy_metrics, with_energy_ci
 from tpubench.measure.stats import summarize
 from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
@@ -31,6 +31,7 @@ from tpubench.measure.world import (
 from tpubench.models.routing import load_metrics
 from tpubench.records.result import RunResult, now_iso
 from tpubench.workload_spec.point import RunPoint
+from tpubench.workload_spec.precision import precision_of
 from tpubench.workload_spec.sections import HF_GENERATE
 
 FINGERPRINT_SAMPLES = 512
@@ -320,9 +321,11 @@ class GenerateRun:
         except UserError as exc:
             exc.where = exc.where or ctx.source
             raise
-        here = [p for p in points if p.key() not in elsewhere]
+        refused = {p.key(): Unavailable(why) for p in points if p.key() not in elsewhere
+                   for why in [ctx.backend.quantization_refusal(p)] if why}
+        here = [p for p in points if p.key() not in elsewhere and p.key() not in refused]
         cannot_fit, notes = check_fit(ctx.backend, here, ctx.source)
-        return {**elsewhere, **cannot_fit}, notes
+        return {**elsewhere, **refused, **cannot_fit}, notes
 
     @contextlib.contextmanager
     def open(self, ctx, points):
@@ -428,6 +431,10 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
                             exceeds_peak=exceeds_peak,
                             recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
                             fallback_ops=m.compile["cpu_fallback_ops_timed"])
+    quality = getattr(built, "quality", None)
+    if quality:   # a quantised point: its gate against the unquantised model decides too
+        reasons = reasons + quality["reasons"]
+        valid = valid and not quality["reasons"]
     warns = warnings_for(m.samples["output_tokens_per_s"], m.warmup_samples["e2e_s"], m.samples["e2e_s"],
                          point.measurement["max_cv"], graph_breaks=m.compile.get("graph_breaks", 0),
                          untimed_fallback_ops=m.compile["cpu_fallback_ops_untimed"])
@@ -438,8 +445,10 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
         warns.append(note)
     return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile, moe=moe,
                      samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
-                     metrics=metrics, numerics=m.numerics, validity={"valid": valid, "reasons": reasons},
-                     warnings=warns, energy=m.energy.as_dict() if m.energy is not None else {}, profile=profile)
+                     metrics=metrics, numerics={**m.numerics, **({"quality": quality} if quality else {})},
+                     validity={"valid": valid, "reasons": reasons},
+                     warnings=warns, energy=m.energy.as_dict() if m.energy is not None else {}, profile=profile,
+                     precision=precision_of(point.dtype, point.quantization).as_dict())
 
 
 def profile_after(be, session, point: RunPoint, m: GenerateMeasurement, out_dir, base: dict) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from tpubench.workload_spec.point import RunPoint, layout_words, lengths_words, routing_label, shape_words
+from tpubench.workload_spec.precision import precision_of
 from tpubench.workload_spec.vocabulary import as_list
 
 
@@ -17,6 +18,7 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
         "dtype": as_list(dtypes),
         "experts_implementation": as_list(workload.model.experts_implementation),
         "routing": workload.model.routing_axis(),
+        "quantization": as_list(workload.model.quantization),
         "batch_size": as_list(over.batch_size or scen.batch_size),
         "input_length": as_list(over.input_length or scen.input_length),
         "output_length": as_list(over.output_length or scen.output_length),
@@ -35,6 +37,8 @@ def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
     for combo in itertools.product(*axes.values()):
         values = dict(zip(axes, combo))
         loop = values.pop("decode_loop", "tpubench")
+        # The gate travels only with a quantised point: an unquantised one keeps its key.
+        quality = workload.model.quality.model_dump() if values.get("quantization", "none") != "none" else {}
         # In params only when not tpubench's own loop: points measured before the axis keep their key.
         params = {"decode_loop": loop} if loop != "tpubench" else {}
         out.append(RunPoint(
@@ -42,13 +46,15 @@ def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
             weights=workload.model.weights, trust_remote_code=workload.model.trust_remote_code,
             model_config=config, scenario_kind=workload.scenario.kind,
             compile_options=dict(workload.execution.compile_options),
-            measurement=workload.measurement.model_dump(), params=params, **values))
+            measurement=workload.measurement.model_dump(), params=params, quality=quality, **values))
     return out
 
 
 def label(point: RunPoint) -> str:
     parts = [f"b{point.batch_size}", f"in{point.input_length}", f"out{point.output_length}", point.dtype,
              point.execution_mode]
+    if point.quantization != "none":
+        parts.append(f"q={point.quantization}")
     if point.experts_implementation:
         parts.append(f"experts={point.experts_implementation}")
     if point.routing != "natural":
@@ -66,13 +72,16 @@ def label(point: RunPoint) -> str:
 
 def pair_label(point: dict) -> str:
     return " ".join([str(point.get("workload")), str(point.get("scale")), *shape_words(point),
-                     *layout_words(point), str(point.get("dtype"))])
+                     *layout_words(point), str(point.get("dtype")),
+                     *([f"q={point['quantization']}"] if point.get("quantization", "none") != "none" else [])])
 
 
 def row_label(row) -> str:
     """The row in a few words; the arm (experts implementation, generate() loop, routing) when the
     row has one, so rows of a kernel A/B read apart."""
     parts = [f"b{row['batch_size']}", lengths_words(row), str(row["device"])]
+    if _present(row.get("quantization")) and row["quantization"] != "none":
+        parts.append(precision_words(row))
     if _present(row.get("experts_implementation")):
         parts.append(f"experts={row['experts_implementation']}")
     if _present(row.get("decode_loop")):
@@ -80,6 +89,11 @@ def row_label(row) -> str:
     if _present(row.get("routing")) and row["routing"] != "natural":
         parts.append(f"routing={row['routing']}")
     return " ".join(parts)
+
+
+def precision_words(row) -> str:
+    """'int8_dynamic (w int8 / a int8 / kv f32)': a quantised row's quantisation and its dtypes."""
+    return f"{row['quantization']} ({precision_of(str(row['dtype']), row['quantization']).label()})"
 
 
 def _present(value) -> bool:
