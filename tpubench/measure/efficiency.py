@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import math
 
-from tpubench.hardware.accelerators import chip_peaks, normalize_accelerator
+from tpubench.errors import UserError
+from tpubench.hardware.accelerators import chip_peak_flops, chip_peaks, normalize_accelerator
 from tpubench.hardware.environment import device_chips
 
 # A probe measures what this host reached with its own shapes, not a nominal peak; a workload's
 # better-shaped matmuls can beat it, so only a clear excess counts as a timing bug on a CPU.
 CPU_PEAK_TOLERANCE = 1.5
 HALF_DTYPES = ("bfloat16", "float16")
+# Matmul input formats narrower than 16 bits (a quantised point's activations): their peak is the
+# chip's int8/fp8 figure, and the host probe measures none of them.
+NARROW_DTYPES = ("int8", "float8_e4m3fn", "float4_e2m1")
 
 
 def peaks_for(device: str, accelerator_name: str | None, dtype: str) -> dict | None:
@@ -33,7 +37,9 @@ def peaks_for(device: str, accelerator_name: str | None, dtype: str) -> dict | N
 
         probe = probe_host()
         key = "cpu_peak_bf16_flops" if dtype in HALF_DTYPES else "cpu_peak_fp32_flops"
-        return {"peak_flops": probe[key], "peak_bytes_per_s": probe["cpu_mem_bandwidth_bytes_per_s"],
+        # No int8/fp8 GEMM probe: MFU is left unknown rather than judged against a float peak
+        # that VNNI / AMX int8 matmuls can exceed several times.
+        return {"peak_flops": None if dtype in NARROW_DTYPES else probe[key], "peak_bytes_per_s": probe["cpu_mem_bandwidth_bytes_per_s"],
                 "interconnect_send_bytes_per_s": None, "shared_by_world": True,
                 "tolerance": CPU_PEAK_TOLERANCE, "source": "host probe (GEMM and memory copy, this machine)",
                 "probe": probe}
@@ -45,8 +51,10 @@ def peaks_for(device: str, accelerator_name: str | None, dtype: str) -> dict | N
     part = share["chips"]
     sending = spec["interconnect_send_bytes_per_s"]
     shown = f" x {part:g} chip per device ({share['chips_source']})" if part != 1 else ""
-    # The table lists dense bf16; for float32 runs that is still an upper bound on the chip.
-    return {"peak_flops": spec["peak_bf16_flops"] * part,
+    # The table lists dense bf16; for float32 runs that is still an upper bound on the chip. Int8 and
+    # fp8 matmuls are judged against the chip's own figure for them.
+    flops = chip_peak_flops(normalize_accelerator(accelerator_name, device), dtype) if dtype in NARROW_DTYPES else None
+    return {"peak_flops": (flops or spec["peak_bf16_flops"]) * part,
             "peak_bytes_per_s": spec["memory_bandwidth_bytes_per_s"] * part,
             "interconnect_send_bytes_per_s": sending * part if sending is not None else None, "shared_by_world": False,
             "tolerance": 1.0, "source": f"spec sheet: {spec['source'][:200]}{shown}"}
@@ -66,6 +74,7 @@ def roofline_metrics(point, metrics: dict, peaks: dict | None,
     used for the decode bytes instead of the uniform-routing expectation."""
     from tpubench.hardware.roofline import efficiency_for_run
     from tpubench.models.torch_models import full_config
+    from tpubench.workload_spec.precision import precision_of
 
     ttft, tpot = metrics.get("ttft_p50_s"), metrics.get("tpot_p50_s")
     if not ttft or not math.isfinite(ttft):
@@ -73,15 +82,16 @@ def roofline_metrics(point, metrics: dict, peaks: dict | None,
     n = getattr(point, "world_size", 1)
     peaks = peaks or {}
     try:
-        eff = efficiency_for_run(point.family, full_config(point), point.dtype, point.batch_size,
+        precision = precision_of(point.dtype, getattr(point, "quantization", "none"))
+        eff = efficiency_for_run(point.family, full_config(point), precision.weight_dtype, point.batch_size,
                                  point.input_length, point.output_length, ttft,
                                  tpot if tpot and math.isfinite(tpot) else None,
                                  _per_chip(peaks.get("peak_flops"), peaks, n),
                                  _per_chip(peaks.get("peak_bytes_per_s"), peaks, n),
-                                 distinct_experts=distinct_experts,
+                                 distinct_experts=distinct_experts, kv_dtype=precision.kv_cache_dtype,
                                  world_size=n, expert_parallel=getattr(point, "expert_parallel", 1) > 1,
                                  interconnect_send_bytes_per_s=peaks.get("interconnect_send_bytes_per_s"))
-    except (ValueError, KeyError, NotImplementedError):
+    except (ValueError, KeyError, NotImplementedError, UserError):   # fp4's half-byte elements: no roofline yet
         return {}, False
     keep = ("active_params", "prefill_flops", "prefill_achieved_flops_per_s", "prefill_mfu",
             "decode_bytes_per_step", "decode_achieved_bytes_per_s", "decode_mbu", "decode_flops_per_step",

@@ -21,6 +21,7 @@ from tpubench.errors import Unavailable, UserError
 from tpubench.hardware.energy_sources import find_source
 from tpubench.hardware.environment import environment_key, host_environment
 from tpubench.measure.efficiency import peaks_for
+from tpubench.workload_spec.precision import precision_of
 from tpubench.measure.energy import EnergyPlan
 from tpubench.measure.world import WorldFailed, in_user_world, join_world
 from tpubench.records.energy_verdict import with_verdict
@@ -238,7 +239,9 @@ def _environment(be, points: list[RunPoint]) -> tuple[dict, dict]:
     env = {**host_environment(), **be.environment()}
     platform = be.device if be.on_accelerator() else "cpu"
     # Only models tpubench runs itself have a roofline (a server's are its own business).
-    dtypes = {p.dtype for p in points if scenario_of(p.scenario_kind).builds_model}
+    # Keyed by the dtype the matmuls take (a quantised point's activations: int8, fp8), which picks the peak.
+    dtypes = {precision_of(p.dtype, p.quantization).activation_dtype for p in points
+              if scenario_of(p.scenario_kind).builds_model}
     peaks = {dtype: peaks_for(platform, env.get("accelerator_name"), dtype) for dtype in dtypes}
     env["roofline_peaks"] = {dtype: {k: v for k, v in p.items() if k != "probe"} if p else None
                              for dtype, p in peaks.items()}

@@ -334,7 +334,7 @@ class GenerateRun:
             checkpoints = Checkpoints(cleanup, shared=ctx.user_world)
 
             def measure(point, base):
-                peaks = plain_peaks(ctx.peaks.get(point.dtype))
+                peaks = plain_peaks(ctx.peaks.get(precision_of(point.dtype, point.quantization).activation_dtype))
                 if point.world_size > 1 or ctx.user_world or ctx.backend.process_environment(point):
                     # (a mode set in the environment before torch loads runs in a fresh process: a world of one)
                     single.release()   # one model in memory at a time
