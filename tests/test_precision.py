@@ -148,3 +148,31 @@ def test_a_broken_quantisation_is_reported_invalid(tmp_path, monkeypatch, capsys
     (result,) = [json.loads(f.read_text()) for f in (tmp_path / "r").glob("*.json")]
     assert result["status"] == "ok" and not result["validity"]["valid"]
     assert any("model.quality" in reason for reason in result["validity"]["reasons"])
+
+
+def _result(**point_fields):
+    from tpubench.records.result import RunResult
+    from tpubench.workload_spec.point import RunPoint
+
+    point = RunPoint(workload="w", scale="small", family="qwen3", hub_id=None, weights="random",
+                     trust_remote_code=False, dtype="float32", experts_implementation=None,
+                     model_config={"hidden_size": 8}, **point_fields).to_dict()
+    return RunResult(point=point, point_key="k", backend="torch", device="cpu", started_at="2026-12-05",
+                     metrics={"output_tokens_per_s": 100.0, "output_tokens_per_s_ci95_half": 1.0},
+                     environment={"chips": 1})
+
+
+def test_compare_pairs_like_with_like_unless_asked_and_says_when_a_pair_crosses():
+    from tpubench.output.compare import compare_results
+
+    plain, w8a8 = _result(), _result(quantization="int8_dynamic", quality=dict(GATE))
+    pairs, unmatched = compare_results([("a.json", plain)], [("b.json", w8a8)])
+    assert not pairs and any("quantization: none vs int8_dynamic" in u for u in unmatched)
+    pairs, _ = compare_results([("a.json", plain)], [("b.json", w8a8)], allow_precision_mix=True)
+    assert len(pairs) == 1 and "crosses precisions: float32 -> float32 q=int8_dynamic" in pairs[0].label
+    # A result from before the fields existed is the same point as an unquantised one now.
+    old = _result()
+    old.point.pop("quantization")
+    old.point.pop("quality")
+    pairs, _ = compare_results([("old.json", old)], [("new.json", plain)])
+    assert len(pairs) == 1 and "crosses" not in pairs[0].label

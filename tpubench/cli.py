@@ -585,16 +585,21 @@ def compare(
                                                    help="Exit 1 if, in a matched pair, B's output (or training) tokens/s "
                                                         "is more than PCT% below A's, beyond noise; per chip where the "
                                                         "chip counts differ. Unmatched points are listed, not judged."),
+    allow_precision_mix: bool = typer.Option(False, "--allow-precision-mix",
+                                             help="Pair points that differ only in dtype or quantisation "
+                                                  "(each such pair says it crosses precisions)."),
 ):
     """Compare two runs (or folders of runs): ratios with uncertainty, verdicts, numerics parity.
 
     Points pair up only when they are the same point: workload, scale, shapes or serving load,
-    lengths, endpoint, dtype, execution mode and parallel layout. Throughput is compared per chip
+    lengths, endpoint, dtype and quantisation (unless --allow-precision-mix), execution mode and
+    parallel layout. Throughput is compared per chip
     when the two sides ran on different numbers of chips."""
     from tpubench.console import render_comparisons
     from tpubench.output.compare import compare_results, slower_than
 
-    comparisons, unmatched = compare_results(_read([a]), _read([b]), numerics_only=numerics)
+    comparisons, unmatched = compare_results(_read([a]), _read([b]), numerics_only=numerics,
+                                             allow_precision_mix=allow_precision_mix)
     if not comparisons:
         why = next((u for u in unmatched if u.startswith("not the same point")), "")
         raise UserError(f"no matching successful runs between {a} and {b}" + (f": {why}" if why else ""))

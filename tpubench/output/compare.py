@@ -68,7 +68,10 @@ _PARAMS_NOT_DEFINING = frozenset({"server", "workload_dir", "request_timeout_s",
 # defaults are RunPoint's, except matmul precision, which before the field existed was torch's
 # own default, 'highest' (RunPoint.key treats the two alike too).
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunPoint) if f.default is not dataclasses.MISSING}
-_BEFORE_FIELD = {"matmul_precision": "highest"}
+_BEFORE_FIELD = {"matmul_precision": "highest", "quality": {}}
+# What a point's precision is made of: pairs agree on them unless a comparison across precisions is
+# asked for (compare --allow-precision-mix), and then say that they cross.
+PRECISION_FIELDS = ("dtype", "quantization", "quality")
 # A parallel layout is another way to compute the same numbers: a numerics check pairs across it.
 LAYOUT_FIELDS = frozenset({"tensor_parallel", "expert_parallel", "data_parallel"})
 
@@ -140,12 +143,13 @@ PER_CHIP_METRICS = tuple((name + PER_CHIP if name in THROUGHPUTS else name, high
 # ----------------------------------------------------------------------------- pairing
 
 
-def defining_point(point: dict, *, with_workload: bool = True, with_layout: bool = True) -> dict:
+def defining_point(point: dict, *, with_workload: bool = True, with_layout: bool = True,
+                   with_precision: bool = True) -> dict:
     """The parts of a result's point that define what was measured, defaults filled in."""
     out = {}
-    for name in sorted(set(point) | set(_DEFAULTS)):
+    for name in sorted(set(point) | set(_DEFAULTS) | set(_BEFORE_FIELD)):
         if name in _NOT_DEFINING or (name == "workload" and not with_workload) \
-                or (name in LAYOUT_FIELDS and not with_layout):
+                or (name in LAYOUT_FIELDS and not with_layout) or (name in PRECISION_FIELDS and not with_precision):
             continue
         value = point.get(name)
         if value is None:
@@ -156,10 +160,16 @@ def defining_point(point: dict, *, with_workload: bool = True, with_layout: bool
     return out
 
 
-def match_key(result, *, with_workload: bool = True, with_layout: bool = True) -> str:
+def match_key(result, *, with_workload: bool = True, with_layout: bool = True, with_precision: bool = True) -> str:
     """Equal for two results of the same point (a canonical JSON of defining_point)."""
-    return json.dumps(defining_point(result.point, with_workload=with_workload, with_layout=with_layout),
-                      sort_keys=True, default=str)
+    return json.dumps(defining_point(result.point, with_workload=with_workload, with_layout=with_layout,
+                                     with_precision=with_precision), sort_keys=True, default=str)
+
+
+def precision_words(point: dict) -> str:
+    """'float32' or 'float32 q=int8_dynamic': a point's precision in the words a pair label uses."""
+    q = point.get("quantization") or "none"
+    return f"{point.get('dtype')}" + (f" q={q}" if q != "none" else "")
 
 
 def point_differences(a: dict, b: dict) -> list[str]:
@@ -203,18 +213,21 @@ def point_label(result) -> str:
     return pair_label(result.point)
 
 
-def compare_results(a_results, b_results, *, numerics_only: bool = False) -> tuple[list[PairComparison], list[str]]:
+def compare_results(a_results, b_results, *, numerics_only: bool = False,
+                    allow_precision_mix: bool = False) -> tuple[list[PairComparison], list[str]]:
     """Pair up (path, RunResult) lists by match_key and compare each pair; the second value lists
     the points with no partner on the other side ('only in A: ...'). Two single files are paired
     whatever their workload names, if the rest of their points agree (else both are listed, with
     how they differ). For a numerics check alone (`numerics_only`) the parallel layout may differ:
-    a sharded model must compute what the unsharded one does."""
+    a sharded model must compute what the unsharded one does. Points pair only at the same
+    precision (dtype and quantisation) unless `allow_precision_mix`; a pair that then crosses
+    precisions says so in its label."""
     a_ok = [(f, r) for f, r in a_results if r.status == "ok"]
     b_ok = [(f, r) for f, r in b_results if r.status == "ok"]
     with_workload = not (len(a_ok) == 1 and len(b_ok) == 1)
 
     def key(r):
-        return match_key(r, with_workload=with_workload)
+        return match_key(r, with_workload=with_workload, with_precision=not allow_precision_mix)
 
     latest_a, latest_b = _latest_per_key(a_ok, key), _latest_per_key(b_ok, key)
     if numerics_only:
@@ -258,6 +271,9 @@ def compare_pair(a, b) -> PairComparison:
     (fa, ra), (fb, rb) = a, b
     ca, cb = chips_of(ra), chips_of(rb)
     label = f"{point_label(ra)}: {ra.backend}:{ra.device} -> {rb.backend}:{rb.device}"
+    pa, pb = precision_words(ra.point), precision_words(rb.point)
+    if pa != pb:
+        label += f" (crosses precisions: {pa} -> {pb})"
     if ca == cb:
         metrics, basis = compare_metrics(ra.metrics, rb.metrics), "total"
     elif ca is None or cb is None:

@@ -23,7 +23,10 @@ PLATFORM_KEYS = ["priced_accelerator", "cloud", "region", "instance_type"]
 # The software a point's tokens came from: an offline run, or a serving stack (a platform may have
 # both, and a budget owner compares them).
 STACK_KEYS = ["scenario_kind", "server_name", "server_version"]
-GROUP_KEYS = ["workload", "scale"] + PLATFORM_KEYS + STACK_KEYS + ["plan"]
+# A quantised model is an option of its own beside the unquantised one (its verdict says when it
+# is compared across precisions).
+PRECISION_KEYS = ["quantization"]
+GROUP_KEYS = ["workload", "scale"] + PLATFORM_KEYS + STACK_KEYS + PRECISION_KEYS + ["plan"]
 
 
 @dataclass
@@ -99,6 +102,8 @@ def summarise(priced: pd.DataFrame, unit=None) -> pd.DataFrame:
     `unit` take part (cost.unit_rows: by their scenario kind)."""
     unit = unit or registry.units()[0]
     column = unit.headline
+    if "quantization" not in priced:   # rows made before the axis (or by hand): all unquantised
+        priced = priced.assign(quantization="none")
     in_unit = _positions_of(priced, unit)
     if not len(in_unit):
         return priced.iloc[in_unit].assign(vs_cheapest=pd.Series(dtype=object))
@@ -116,9 +121,16 @@ def summarise(priced: pd.DataFrame, unit=None) -> pd.DataFrame:
                 verdicts.append((idx, "cheapest"))
                 continue
             half = cost.half_width(row[f"{column}_ci95_low"], row[f"{column}_ci95_high"])
-            verdicts.append((idx, cost.compare_costs(row[column], _finite(half), ref[column], _finite(ref_half))))
+            said = cost.compare_costs(row[column], _finite(half), ref[column], _finite(ref_half))
+            verdicts.append((idx, said + (" (crosses precisions)" if _precision(row) != _precision(ref) else "")))
     best["vs_cheapest"] = pd.Series(dict(verdicts))
     return best.reset_index(drop=True)
+
+
+def _precision(row) -> tuple:
+    """A row's dtype and quantisation, a missing quantisation (a published row, an old result) as none."""
+    q = row.get("quantization")
+    return str(row.get("dtype")), q if isinstance(q, str) and q else "none"
 
 
 def _positions_of(priced: pd.DataFrame, unit) -> np.ndarray:
