@@ -17,7 +17,7 @@ from tpubench.models.quantization import refusal
 from tpubench.workload_spec.precision import precision_of
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_dense_quant.yaml"
-GATE = {"max_mean_kl": 0.01, "min_token_agreement": 0.9, "steps": 16}
+GATE = {"max_mean_kl": 0.01, "min_token_agreement": 0.8, "steps": 32}
 
 
 def test_precision_of_names_each_dtype():
@@ -111,7 +111,7 @@ def test_int8_points_are_measured_and_gated_fp8_is_skipped_on_the_cpu(tmp_path, 
     for name in ("int8_weight_only", "int8_dynamic"):
         r = results[name]
         assert r["status"] == "ok" and r["validity"]["valid"], r["validity"]
-        assert r["numerics"]["quality"]["mean_kl"] < 0.01 and r["numerics"]["quality"]["token_agreement"] >= 0.9
+        assert r["numerics"]["quality"]["mean_kl"] < 0.01 and r["numerics"]["quality"]["token_agreement"] >= 0.8
         assert r["precision"]["weight_dtype"] == "int8"
     assert results["int8_dynamic"]["precision"]["activation_dtype"] == "int8"
     assert results["none"]["precision"] == {"weight_dtype": "float32", "activation_dtype": "float32",

@@ -107,7 +107,8 @@ def half_width(low, high):
 
 # Result columns carried into every priced row: what was measured, on which hardware and software.
 IDENTITY_COLUMNS = [
-    "file", "workload", "scale", "family", "dtype", "experts_implementation", "execution_mode",
+    "file", "workload", "scale", "family", "dtype", "quantization", "weight_dtype", "activation_dtype",
+    "kv_cache_dtype", "experts_implementation", "execution_mode",
     "batch_size", "input_length", "output_length", "backend", "device", "accelerator", "chips",
     "tensor_parallel", "expert_parallel", "world_size", "valid", "invalid_reasons", "host", "torch_version",
     "transformers_version", "jax_version",

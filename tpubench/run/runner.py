@@ -21,7 +21,6 @@ from tpubench.errors import Unavailable, UserError
 from tpubench.hardware.energy_sources import find_source
 from tpubench.hardware.environment import environment_key, host_environment
 from tpubench.measure.efficiency import peaks_for
-from tpubench.workload_spec.precision import precision_of
 from tpubench.measure.energy import EnergyPlan
 from tpubench.measure.world import WorldFailed, in_user_world, join_world
 from tpubench.records.energy_verdict import with_verdict
@@ -32,6 +31,7 @@ from tpubench.run.workload import load_workload
 from tpubench.scenarios import SweepContext
 from tpubench.scenarios.registry import measurement_of, scenario_of
 from tpubench.workload_spec.point import RunPoint
+from tpubench.workload_spec.precision import precision_of
 from tpubench.workload_spec.sections import FULL_SCALE
 
 SMALL_SCALE = "small"

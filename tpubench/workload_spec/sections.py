@@ -175,12 +175,15 @@ Routing = Annotated[Union[Annotated[Literal["natural", "uniform"], Tag("name")],
 class QualityGate(Strict):
     """The tolerance of a quantised point against its unquantised reference: the mean KL divergence
     of next-token distributions (nats, reference || quantised) over the teacher-forced steps, and
-    the share of those steps whose greedy token agrees."""
+    the share of those steps whose greedy token agrees. KL is the gate's main figure: agreement
+    also counts near-ties that any rounding flips (a random-weight model's top logits lie close
+    together: int8 weights move its argmax at about 1 step in 8 while its KL stays near 1e-4 nats),
+    so its default is lenient."""
 
     max_mean_kl: float = Field(0.01, ge=0)
-    min_token_agreement: float = Field(0.9, ge=0, le=1)
+    min_token_agreement: float = Field(0.8, ge=0, le=1)
     # Greedy steps of the reference after the prompt that the check scores.
-    steps: int = Field(16, gt=0, le=1024)
+    steps: int = Field(32, gt=0, le=1024)
 
 
 class ModelSpec(Strict):

@@ -11,6 +11,7 @@ from tpubench.scenarios.registry import SCENARIOS, describing
 
 # The reports' unit formatters, used here and as `format.sig`, `format.usd`, ... by the renderers.
 from tpubench.units import finite, ms, number, pct, share, sig, usd, usd_whole, with_ci  # noqa: F401
+from tpubench.workload_spec.precision import Precision
 
 
 def ci_cell(row, column: str) -> str:
@@ -83,8 +84,19 @@ def point_label(row) -> str:
     for key in ("dtype", "execution_mode"):
         if _present(row.get(key)):
             parts.append(str(row[key]))
-    parts += arm_words(row)
+    parts += precision_words(row) + arm_words(row)
     return " ".join(p for p in parts if p)
+
+
+def precision_words(row) -> list[str]:
+    """['q=int8_dynamic (w int8 / a int8 / kv f32)'] for a quantised row; [] otherwise."""
+    q = row.get("quantization")
+    if not _present(q) or q in ("", "none"):
+        return []
+    dtypes = [row.get(k) for k in ("weight_dtype", "activation_dtype", "kv_cache_dtype")]
+    if all(_present(d) for d in dtypes):
+        return [f"q={q} ({Precision(*map(str, dtypes)).label()})"]
+    return [f"q={q}"]
 
 
 # Experts arms named for a package whose kernel is chosen per device (models/hub_kernels.py,
