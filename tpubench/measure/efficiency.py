@@ -39,7 +39,8 @@ def peaks_for(device: str, accelerator_name: str | None, dtype: str) -> dict | N
         key = "cpu_peak_bf16_flops" if dtype in HALF_DTYPES else "cpu_peak_fp32_flops"
         # No int8/fp8 GEMM probe: MFU is left unknown rather than judged against a float peak
         # that VNNI / AMX int8 matmuls can exceed several times.
-        return {"peak_flops": None if dtype in NARROW_DTYPES else probe[key], "peak_bytes_per_s": probe["cpu_mem_bandwidth_bytes_per_s"],
+        return {"peak_flops": None if dtype in NARROW_DTYPES else probe[key],
+                "peak_bytes_per_s": probe["cpu_mem_bandwidth_bytes_per_s"],
                 "interconnect_send_bytes_per_s": None, "shared_by_world": True,
                 "tolerance": CPU_PEAK_TOLERANCE, "source": "host probe (GEMM and memory copy, this machine)",
                 "probe": probe}
