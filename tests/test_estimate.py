@@ -80,7 +80,8 @@ def test_decode_roofline_is_the_bytes_one_chip_reads_over_its_bandwidth():
     chip_bytes = sum(decode_bytes_per_chip(shape, 4, lambda layer: layer.attended(1500), 2.0, 2.0, None, 8).values())
     assert roof.decode_bound == "memory"
     assert roof.decode_step_s == pytest.approx(chip_bytes / 1e12)
-    assert roof.cycle_s == pytest.approx(roof.prefill_s + 1000 * roof.decode_step_s)
+    # Prefill makes the first of the 1000 output tokens: 999 decode steps follow.
+    assert roof.cycle_s == pytest.approx(roof.prefill_s + 999 * roof.decode_step_s)
 
 
 def test_deepseek_r1_shape_has_latent_attention_and_its_published_size():
@@ -141,7 +142,7 @@ def test_deepseek_r1_on_8_h200_by_hand():
     assert step_s == pytest.approx(step_bytes / bw)                           # decode: memory-bound
     assert prefill_s == pytest.approx(prefill_flops / 8 / fp8)                # prefill: compute-bound
     observed = 64 * 8192 / (255.02 * 8)                                       # one cycle, Little's law
-    efficiency = (prefill_s + 8192 * step_s) / observed
+    efficiency = (prefill_s + 8191 * step_s) / observed                      # prefill made token 1
 
     spec = chip("H200", compute_precision("fp8"))
     assert (spec.peak_bytes_per_s, spec.peak_flops) == (bw, fp8)

@@ -104,7 +104,9 @@ def test_html_is_one_self_contained_file(html, data):
     assert "url(" not in html and "@import" not in html
     images = re.findall(r'<img [^>]*src="data:image/(png|svg\+xml);base64,', html)
     shipped = re.findall(r'<figure id="published-ref-\d+"><img [^>]*src="data:image/', html)
-    assert len(images) - len(shipped) == 3                             # cost, Pareto, latency
+    answers = re.findall(r'<figure id="answer-\d+"><img [^>]*src="data:image/', html)
+    assert len(answers) == 1                                           # the answer table's options, by plan
+    assert len(images) - len(shipped) - len(answers) == 3              # cost, Pareto, latency
     assert shipped            # and the published reference rows shipped with tpubench (report/published_list.py)
     assert 'class="invalid"' in html and "INVALID: recompiled during timing" in html
     assert "2026-01-22" in html and "skypilot-org/skypilot-catalog" in html

@@ -2,7 +2,7 @@
 
 from tpubench.version import __version__
 
-__all__ = ["__version__", "compare_published", "load_requests", "load_results"]
+__all__ = ["__version__", "answer", "compare_published", "load_requests", "load_results"]
 
 
 def load_results(paths, *, warn=None, keep="latest", include_published=False, shipped=False):
@@ -41,3 +41,19 @@ def compare_published(paths, *, tolerance=0.10, warn=None, keep="latest"):
     from tpubench.output.published import read_published
 
     return _compare(_load(paths, warn=warn, keep=keep), read_published(paths, warn=warn), tolerance)
+
+
+def answer(paths, *, on=(), prices=None, plans=None, warn=None, shipped=True):
+    """The report's answer table as a pandas DataFrame: per workload and purchase plan, every option
+    (your measured points, estimates for the chips each workload's `compare_on` or `on` names,
+    the nearest published rows) with its blended $/Mtok, interval and where its figure comes from
+    (`source`: measured, estimate or published), and its table's verdict (`verdict_*` columns);
+    see tpubench.output.report.answer. `prices` is a price table (money.pricing.load_prices; the
+    shipped one when None)."""
+    from tpubench.estimate.for_reports import estimates_for_report
+    from tpubench.output.report import build_report
+    from tpubench.output.report.answer import frame
+
+    data = build_report(paths, prices=prices, plans=plans, warn=warn, include_shipped=shipped, on=list(on),
+                        estimator=estimates_for_report)
+    return frame(data.answer)

@@ -224,8 +224,16 @@ def report(
                                                            "at each tier's rate beside the list price."),
     no_shipped: bool = typer.Option(False, "--no-shipped", help="Leave out the published reference rows shipped "
                                                                 "with tpubench (listed apart, never priced)."),
+    on: List[str] = typer.Option([], "--on", help="A chip to decide on for every workload, beside its compare_on: "
+                                                  "tpu-v6e-8, H100:8, H100:8@fp8, trn2 (repeatable); estimated, "
+                                                  "labelled so, in the answer table."),
+    table: str = typer.Option("report", "--table", help="report (everything) or answer (only the answer table: "
+                                                        "with --format csv, its options and verdicts)."),
 ):
-    """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV."""
+    """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV.
+    Opens with the answer: per workload and plan, measured, estimated and published options priced
+    side by side, with a verdict."""
+    from tpubench.estimate.for_reports import estimates_for_report
     from tpubench.money.tco import load_tco
     from tpubench.output.report import build_report, render
 
@@ -233,11 +241,12 @@ def report(
                         region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
                         keep="all" if all_runs else "latest", include_flagged=include_flagged,
                         grid_gco2_per_kwh=grid_gco2_per_kwh, published_tolerance=published_tolerance / 100,
-                        tco_tiers=None if tco is None else load_tco(tco), include_shipped=not no_shipped)
+                        tco_tiers=None if tco is None else load_tco(tco), include_shipped=not no_shipped, on=on,
+                        estimator=estimates_for_report)
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
-    text = render(data, fmt)
+    text = render(data, fmt, table=table)
     _emit(text, out)
 
 
@@ -558,17 +567,30 @@ def estimate(
     plan: List[str] = typer.Option([], "--plan", help="Purchase plans to price (default: every plan priced)."),
     discount: Optional[float] = typer.Option(None, "--discount", help="Add a plan: on-demand less this percent."),
     fmt: str = typer.Option("table", "--format", "-f", help="table, json or csv."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also keep the estimates as a record in "
+                                                          "OUT/estimates/ (JSON, source: estimate): `tpubench report "
+                                                          "OUT` puts them in its answer table."),
 ):
     """Estimate throughput, latency and $/Mtok on chips you have not measured: the roofline of the
     workload's model over an efficiency fitted on published (and your measured) rows of the chip's
-    family, with a 90% prediction interval. Labelled estimate; never a measurement."""
+    family, with a 90% prediction interval. Labelled estimate; never a measurement. A chip may name
+    a quantisation to estimate the model at (H100:8@fp8, tpu-v6e-8@int8_dynamic); the workload's
+    own `compare_on` chips are estimated too."""
     if fmt not in ("table", "json", "csv"):
         raise UserError(f"unknown format '{fmt}': table, json or csv", field="--format")
     from tpubench.estimate.command import run_estimate
     from tpubench.estimate.render import as_csv, as_json, print_table
+    from tpubench.output.published.store import all_published
 
     report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
-                          plans=plan or None, warn=_warn_stderr)
+                          published=all_published(results, warn=_warn_stderr), plans=plan or None)
+    if out is not None:
+        import json
+
+        from tpubench.estimate.records import write_record
+
+        path = write_record(json.loads(as_json(report)), report.workload, out)
+        _console(stderr=True).print(f"wrote estimate record {escape(str(path))}")
     if fmt == "table":
         print_table(_console(), report)
     else:

@@ -22,7 +22,7 @@ import pandas as pd
 from tpubench.errors import UserError
 from tpubench.estimate.chips import Chip, chip, chip_family
 from tpubench.estimate.features import TERMS, Point, observed_cycle_s, roofline, terms
-from tpubench.estimate.models import cache_bytes, compute_precision, precision_bytes, published_model
+from tpubench.estimate.models import published_model, row_precision
 from tpubench.hardware.model_shape import ModelShape
 
 
@@ -42,6 +42,21 @@ class Observations:
         return Observations(X=self.X[keep], y=self.y[keep], families=[self.families[i] for i in pick],
                             rows=self.rows[keep].reset_index(drop=True), points=[self.points[i] for i in pick],
                             specs=[self.specs[i] for i in pick])
+
+    def mine(self, pick: np.ndarray) -> "Observations":
+        """The observations at positions `pick`, as if measured by you (`source` measured): what
+        the leave-one-out check hands the calibration as your own rows (estimate/validate.py)."""
+        keep = np.zeros(len(self.y), dtype=bool)
+        keep[pick] = True
+        out = self.subset(keep)
+        out.rows["source"] = "measured"
+        return out
+
+    def __add__(self, other: "Observations") -> "Observations":
+        return Observations(X=np.vstack([self.X, other.X]), y=np.concatenate([self.y, other.y]),
+                            families=self.families + other.families,
+                            rows=pd.concat([self.rows, other.rows], ignore_index=True),
+                            points=self.points + other.points, specs=self.specs + other.specs)
 
 
 SWEEP = ("publisher", "model", "accelerator")
@@ -75,7 +90,8 @@ def ran_batch(row: dict) -> float:
     return ran if ran > 0 and math.isfinite(ran) else _num(row.get("concurrency"))
 
 
-def _why_not(row: dict) -> str | None:
+def excluded(row: dict) -> str | None:
+    """Why a row does not calibrate (module notes: it means another system, or lacks a figure), or None."""
     if not row.get("valid", True):
         return "marked invalid by its publisher"
     if _truthy(row.get("spec_decoding")):
@@ -97,31 +113,63 @@ def _model(row: dict) -> tuple[str, ModelShape] | None:
     return published_model(row.get("model")) or published_model(row.get("published_model"))
 
 
+# What makes two rows runs of one configuration: a publisher's stack at one operating point.
+CONFIGURATION = ("source", "publisher", "model", "published_model", "accelerator", "chips", "framework", "precision",
+                 "weight_dtype", "activation_dtype", "kv_cache_dtype", "input_length", "output_length", "concurrency",
+                 "running_batch", "spec_decoding", "disaggregated", "multinode")
+SUPERSEDED = "superseded by a newer run of the same configuration"
+REPEATED = "the same measurement listed twice"
+
+
+def _cell(value) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def runs_left_out(records: list[dict]) -> list[str | None]:
+    """Per row, why it does not calibrate although it could: a run superseded by a newer run of the
+    same configuration (CONFIGURATION; a publisher re-measures as its software improves, and the
+    estimate is for the stack as it runs today, so only the newest run of a configuration
+    calibrates), or the same measurement listed a second time (MLPerf's llama2-70b-99 and -99.9 of
+    one system: one run, two accuracy targets). Rows without a date are never superseded."""
+    newest: dict[tuple, str] = {}
+    keys = [tuple(_cell(r.get(c)) for c in CONFIGURATION if c != "published_model") for r in records]
+    for key, r in zip(keys, records):
+        newest[key] = max(newest.get(key, ""), _cell(r.get("date"))[:10])
+    out, seen = [], set()
+    for key, r in zip(keys, records):
+        date = _cell(r.get("date"))[:10]
+        measured = (key, date, _cell(r.get("output_tokens_per_s_per_chip")))
+        out.append(SUPERSEDED if date and date < newest[key] else REPEATED if measured in seen else None)
+        seen.add(measured)
+    return out
+
+
 def observations(rows: pd.DataFrame) -> Observations:
     """Observations from rows with the columns of tpubench.output.published.rows (plus `source`,
     `measured` or `published`; published when absent)."""
     xs, ys, fams, kept, points, specs = [], [], [], [], [], []
     left: Counter = Counter()
-    for row in rows.to_dict("records"):
-        why = _why_not(row)
+    records = rows.to_dict("records")
+    for row, repeat in zip(records, runs_left_out(records)):
+        why = excluded(row) or repeat
         model = _model(row) if why is None else None
-        wbytes = precision_bytes(row.get("precision"))
+        precision = row_precision(row)
         accelerator = str(row.get("accelerator")) if row.get("accelerator") else None
-        spec = chip(accelerator, compute_precision(row.get("precision"))) if accelerator else None
+        spec = chip(accelerator, precision.compute) if accelerator and precision else None
         family = chip_family(accelerator)
         if why is None and model is None:
             why = "model architecture not in data/published_models.json"
-        if why is None and wbytes is None:
+        if why is None and precision is None:
             why = "unknown precision"
         if why is None and (spec is None or family is None):
             why = "chip has no peaks in data/accelerators.csv"
         if why:
             left[why] += 1
             continue
-        point = Point(shape=model[1], weight_bytes=wbytes, kv_bytes=cache_bytes(row.get("precision")),
-                      compute_precision=compute_precision(row.get("precision")), chips=int(_num(row["chips"])),
+        point = Point(shape=model[1], weight_bytes=precision.weight_bytes, kv_bytes=precision.kv_bytes,
+                      compute_precision=precision.compute, chips=int(_num(row["chips"])),
                       concurrency=ran_batch(row), input_len=_num(row["input_length"]),
-                      output_len=_num(row["output_length"]))
+                      output_len=_num(row["output_length"]), precision=precision.label)
         roof = roofline(point, spec.peak_flops, spec.peak_bytes_per_s)
         rate = _num(row["output_tokens_per_s_per_chip"])
         observed = observed_cycle_s(point, rate)
@@ -135,7 +183,7 @@ def observations(rows: pd.DataFrame) -> Observations:
             "reference": row.get("reference"), "date": row.get("date"), "model": model[0],
             "accelerator": spec.accelerator, "family": family, "chips": point.chips,
             "concurrency": point.concurrency, "input_length": point.input_len, "output_length": point.output_len,
-            "precision": row.get("precision"), "framework": row.get("framework"),
+            "precision": precision.label, "framework": row.get("framework"),
             "output_tokens_per_s_per_chip": rate, "roofline_cycle_s": roof.cycle_s, "observed_cycle_s": observed,
             "efficiency": roof.cycle_s / observed, "decode_bound": roof.decode_bound,
         })
@@ -168,6 +216,9 @@ def measured_rows(paths) -> pd.DataFrame:
         rows.append({
             "source": "measured", "publisher": "you", "reference": str(f), "date": result.started_at,
             "model": point.get("workload"), "shape": shape, "precision": point.get("dtype"),
+            # The three dtypes the point ran in (results since model.quantization); older results
+            # name only `dtype`, which says all three.
+            **{k: (result.precision or {}).get(k) for k in ("weight_dtype", "activation_dtype", "kv_cache_dtype")},
             "accelerator": normalize_accelerator(env.get("accelerator_name"), result.device),
             "chips": chips, "concurrency": point.get("batch_size"), "input_length": point.get("input_length"),
             "output_length": point.get("output_length"),
@@ -176,4 +227,4 @@ def measured_rows(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["SWEEP", "Observations", "measured_rows", "observations", "sweeps"]
+__all__ = ["CONFIGURATION", "SWEEP", "Observations", "excluded", "measured_rows", "observations", "runs_left_out", "sweeps"]

@@ -1,5 +1,6 @@
 """`tpubench estimate`: a workload's operating points on chips one has not measured, calibrated on
-the shipped published rows and the user's own measured rows, priced per purchase plan."""
+published rows (the shipped ones and your imports, which the caller gathers) and your own measured
+rows, priced per purchase plan."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.estimate.calibration import measured_rows
-from tpubench.estimate.chips import chip, parse_target
-from tpubench.estimate.points import workload_points
+from tpubench.estimate.chips import Target, chip, parse_target
+from tpubench.estimate.points import WorkloadPoints, point_precision, with_precision, workload_points
 from tpubench.estimate.predict import Calibration, Estimate, calibrate, estimate
 from tpubench.estimate.pricing import plan_prices, priced
 
@@ -22,36 +23,63 @@ class EstimateReport:
     calibration: Calibration
     estimates: list[Estimate]
     prices: list[list[dict]]          # per estimate, one dict per plan (empty when unpriced)
+    workload_file: str = ""
 
 
-def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, results: list[Path] | None = None,
-                 plans: list[str] | None = None, warn=None) -> EstimateReport:
-    """Estimates of `workload` on each `--on` chip, calibrated on the shipped published rows, plus
-    the rows imported and measured under `results`."""
-    from tpubench.output.published.store import read_published, shipped_published
-
-    if not on:
-        raise UserError("name at least one chip: --on tpu-v6e-8 --on H100:8 --on trn2", field="--on")
-    targets = [parse_target(spec, prices) for spec in on]   # every --on checked before any work
-    published = shipped_published(warn=warn)
-    if results:
-        published = pd.concat([published, read_published(results, warn=warn)], ignore_index=True)
+def calibration(published: pd.DataFrame, results: list[Path] | None = None) -> Calibration:
+    """The estimate's calibration: `published` rows (rows.COLUMNS) and your measured rows under
+    `results`."""
     rows = published.assign(source="published")
     if results:
         mine = measured_rows(results)
         if not mine.empty:
             rows = pd.concat([rows, mine], ignore_index=True)
-    cal = calibrate(rows)
-    name, serving, points = workload_points(workload)
+    return calibrate(rows)
+
+
+def targets_of(on: list[str], wl: WorkloadPoints, prices: pd.DataFrame, workload: str | Path) -> list[Target]:
+    """The workload's own `compare_on` chips, then `on`'s, each once; every one checked before any
+    work (a bad one is a UserError naming its field)."""
+    named = [(spec, "compare_on", str(workload)) for spec in wl.compare_on] + [(spec, "--on", None) for spec in on]
+    out, seen = [], set()
+    for spec, field, where in named:
+        target = parse_target(spec, prices, field=field, where=where)
+        if target.spec not in seen:
+            seen.add(target.spec)
+            out.append(target)
+    return out
+
+
+def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, published: pd.DataFrame,
+                 results: list[Path] | None = None, plans: list[str] | None = None,
+                 cal: Calibration | None = None) -> EstimateReport:
+    """Estimates of `workload` on each chip of its `compare_on` and of `on` (module notes); `cal`
+    reuses a calibration already made."""
+    wl = workload_points(workload)
+    targets = targets_of(on, wl, prices, workload)
+    if not targets:
+        raise UserError("name at least one chip: --on tpu-v6e-8 --on H100:8 --on trn2 (or compare_on in the "
+                        "workload)", field="--on")
+    cal = cal or calibration(published, results)
     estimates, priced_rows = [], []
     for target in targets:
         table = plan_prices(prices, target, plans)
-        for point in (replace(p, chips=target.chips) for p in points):
-            spec = chip(target.accelerator, point.compute_precision)
-            est = estimate(cal, target, spec, point, serving=serving)
+        for point in _points_on(wl, target):
+            est = estimate(cal, target, chip(target.accelerator, point.compute_precision), point, serving=wl.serving)
             estimates.append(est)
             priced_rows.append([] if est.refused else [priced(est, row) for _, row in table.iterrows()])
-    return EstimateReport(workload=name, calibration=cal, estimates=estimates, prices=priced_rows)
+    return EstimateReport(workload=wl.name, calibration=cal, estimates=estimates, prices=priced_rows,
+                          workload_file=str(workload))
 
 
-__all__ = ["EstimateReport", "run_estimate"]
+def _points_on(wl: WorkloadPoints, target: Target):
+    """The workload's points on the target's chips, at the target's quantisation where it names one
+    (every point then at that precision, once), else at each precision the workload sweeps."""
+    points = [replace(p, chips=target.chips) for p in wl.points]
+    if target.quantization is None:
+        return points
+    precision, _ = point_precision(wl.dtype, target.quantization)
+    return list({(p.concurrency, p.input_len, p.output_len): with_precision(p, precision) for p in points}.values())
+
+
+__all__ = ["EstimateReport", "calibration", "run_estimate", "targets_of"]

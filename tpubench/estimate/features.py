@@ -17,8 +17,10 @@ of `input_len` tokens and answers of `output_len`. Its roofline is what the chip
   chips, and a latent-attention cache (DeepSeek's MLA: one latent per token, no heads to split)
   is read in full by every chip of a tensor-parallel group.
 
-A cycle produces concurrency x output_len tokens and takes prefill + output_len decode steps;
-`cycle_s` is its roofline time. The observed cycle of a published row is
+A cycle produces concurrency x output_len tokens and takes prefill + (output_len - 1) decode steps
+(prefill makes each sequence's first token, as a measured batch's E2E - TTFT is O - 1 steps:
+measure/per_token.batch_chip_seconds_per_token charges both alike); `cycle_s` is its roofline
+time. The observed cycle of a published row is
 concurrency x output_len / (output tokens/s per chip x chips): what a closed loop of that many users
 (Little's law) or a static batch takes. Efficiency = roofline / observed (<= 1 on an honest row).
 Interconnect time is not counted: it is part of what the efficiency (its log-chips term) absorbs.
@@ -50,6 +52,7 @@ class Point:
     concurrency: float       # sequences decoded together
     input_len: float
     output_len: float
+    precision: str = ""      # how tables name it: 'bf16', 'w fp8 / a fp8 / kv bf16' (models.PointPrecision)
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,13 @@ class Roofline:
     decode_bound: str
 
     @property
+    def decode_steps(self) -> float:
+        """Decode steps after prefill: prefill makes the first output token (module notes)."""
+        return max(self.output_len - 1, 0.0)
+
+    @property
     def cycle_s(self) -> float:
-        return self.prefill_s + self.output_len * self.decode_step_s
+        return self.prefill_s + self.decode_steps * self.decode_step_s
 
     @property
     def prefill_share(self) -> float:

@@ -1,5 +1,7 @@
 """Model shapes for the estimate: the published models' architectures (shipped as data, with their
-sources: data/published_models.json) and the bytes per element of a published precision."""
+sources: data/published_models.json), the bytes per element of a published precision, and a
+point's precision as the roofline needs it (bytes per weight and per cached value, the format its
+matmuls run in) from three dtypes or a publisher's one-word summary."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import functools
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +20,11 @@ PUBLISHED_MODELS = Path(__file__).resolve().parent.parent / "data" / "published_
 # Bytes per weight of the formats publishers name. Block-scaled 4-bit formats (MXFP4, NVFP4) carry
 # a scale per 16-32 weights: 4.25-4.5 bits, taken as 0.5 byte (the efficiency absorbs the rest).
 _PRECISION_BYTES = {"fp32": 4.0, "float32": 4.0, "bf16": 2.0, "bfloat16": 2.0, "fp16": 2.0, "float16": 2.0,
-                    "fp8": 1.0, "float8": 1.0, "int8": 1.0, "w8a8": 1.0, "fp4": 0.5, "mxfp4": 0.5,
+                    "fp8": 1.0, "float8": 1.0, "int8": 1.0, "w8a8": 1.0, "fp4": 0.5, "float4": 0.5, "mxfp4": 0.5,
                     "nvfp4": 0.5, "int4": 0.5, "w4a16": 0.5}
+_SHORT = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
+          "float8e4m3fn": "fp8", "float8e5m2": "fp8", "float8": "fp8", "fp8": "fp8", "int8": "int8",
+          "float4e2m1": "fp4", "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4", "int4": "int4"}
 
 
 def _key(name: str) -> str:
@@ -90,4 +96,59 @@ def cache_bytes(precision: Any) -> float | None:
     return None if size is None else max(2.0, size)
 
 
-__all__ = ["PUBLISHED_MODELS", "cache_bytes", "compute_precision", "precision_bytes", "published_model"]
+def _given(value: Any) -> str | None:
+    """A dtype cell as text; None when empty or NaN (the source does not state it)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def short_dtype(dtype: Any) -> str:
+    """'bfloat16' -> 'bf16', 'float8_e4m3fn' -> 'fp8', 'int8 weights' -> 'int8'; unknown names as
+    written."""
+    label = _label(dtype) or ""
+    if label in _SHORT:
+        return _SHORT[label]
+    for tag, short in sorted(_SHORT.items(), key=lambda kv: -len(kv[0])):
+        if tag in label:
+            return short
+    return str(dtype)
+
+
+@dataclass(frozen=True)
+class PointPrecision:
+    """What the roofline needs of a point's precision, and how tables name it."""
+
+    weight_bytes: float
+    kv_bytes: float
+    compute: str       # the format the matmuls take as inputs: picks the chip's peak FLOP/s
+    label: str         # 'bf16', or 'w fp8 / a fp8 / kv bf16' when the three differ
+
+    @staticmethod
+    def of(weight: Any, activation: Any, kv_cache: Any, summary: Any = None) -> "PointPrecision | None":
+        """From three dtypes, each falling back on `summary` (a publisher's one word: 'fp8', 'int8
+        weights') where not given: the weights' bytes from `weight`, the cache's from `kv_cache`
+        (cache_bytes' rule for a summary), the matmul format from `activation` (compute_precision's
+        rule for a summary). None when the weights' or the cache's bytes cannot be told."""
+        weight, activation, kv_cache = _given(weight), _given(activation), _given(kv_cache)
+        weight_bytes = precision_bytes(weight) if weight else precision_bytes(summary)
+        kv_bytes = precision_bytes(kv_cache) if kv_cache else cache_bytes(summary)
+        if weight_bytes is None or kv_bytes is None:
+            return None
+        compute = _label(activation) if activation else compute_precision(summary)
+        cache_name = short_dtype(kv_cache) if kv_cache else {4.0: "fp32", 2.0: "bf16"}.get(kv_bytes, short_dtype(summary))
+        names = [short_dtype(weight or summary), short_dtype(compute), cache_name]
+        label = names[0] if len(set(names)) == 1 else f"w {names[0]} / a {names[1]} / kv {names[2]}"
+        return PointPrecision(weight_bytes=weight_bytes, kv_bytes=kv_bytes, compute=compute, label=label)
+
+
+def row_precision(row: dict) -> PointPrecision | None:
+    """A calibration row's precision: its weight/activation/KV dtype columns where the source states
+    them, else its `precision` summary."""
+    return PointPrecision.of(row.get("weight_dtype"), row.get("activation_dtype"), row.get("kv_cache_dtype"),
+                             row.get("precision"))
+
+
+__all__ = ["PUBLISHED_MODELS", "PointPrecision", "cache_bytes", "compute_precision", "precision_bytes",
+           "published_model", "row_precision", "short_dtype"]

@@ -1,22 +1,45 @@
 """A workload file's operating points for the estimate: its model (the full architecture, not a
-smaller scale) and each batch size (generate) or concurrency (serve) with its lengths."""
+smaller scale) at each precision it sweeps (model.dtype and model.quantization), and each batch size
+(generate) or concurrency (serve) with its lengths."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpubench.errors import UserError
 from tpubench.estimate.features import Point
-from tpubench.estimate.models import cache_bytes, compute_precision, precision_bytes
+from tpubench.estimate.models import PointPrecision
 from tpubench.hardware.model_shape import ModelShape
+from tpubench.workload_spec.precision import precision_of
 from tpubench.workload_spec.sections import as_list
 
 
-def workload_points(path: str | Path) -> tuple[str, bool, list[Point]]:
-    """(workload name, serving?, points on one chip: the command sets each target's chips). A
-    workload without a model, or a serve workload without closed-loop concurrency and fixed
-    lengths, is refused with why."""
+@dataclass(frozen=True)
+class WorkloadPoints:
+    name: str
+    serving: bool              # a server (not tpubench) holds the model: it prefills request by request
+    points: list[Point]        # on one chip: the command sets each target's chips
+    dtype: str                 # the model's dtype (a target's quantisation applies to it)
+    compare_on: tuple[str, ...] = ()   # the chips the workload is being decided between
+    hub_id: str | None = None  # the model's Hugging Face id, where the workload names one
+
+
+def point_precision(dtype: str, quantization: str | None) -> tuple[PointPrecision, str]:
+    """(precision, quantisation name) of the model in `dtype` quantised by `quantization`."""
+    p = precision_of(dtype, quantization)
+    return PointPrecision.of(p.weight_dtype, p.activation_dtype, p.kv_cache_dtype), quantization or "none"
+
+
+def with_precision(point: Point, precision: PointPrecision) -> Point:
+    return replace(point, weight_bytes=precision.weight_bytes, kv_bytes=precision.kv_bytes,
+                   compute_precision=precision.compute, precision=precision.label)
+
+
+def workload_points(path: str | Path) -> WorkloadPoints:
+    """The workload's points (module notes). A workload without a model, or a serve workload
+    without closed-loop concurrency and fixed lengths, is refused with why."""
     from tpubench.run.workload import load_workload
     from tpubench.scenarios.registry import scenario_of
 
@@ -25,7 +48,6 @@ def workload_points(path: str | Path) -> tuple[str, bool, list[Point]]:
         raise UserError("the estimate needs the model's architecture: this workload has no model section",
                         where=str(path), field="model")
     dtype = as_list(wl.model.dtype)[0]
-    weight_bytes = precision_bytes(dtype)
     shape = ModelShape.from_config(wl.model.family, wl.model.config)
     sc = wl.scenario
     scenario = scenario_of(sc.kind)
@@ -33,15 +55,15 @@ def workload_points(path: str | Path) -> tuple[str, bool, list[Point]]:
     if not loads:
         raise UserError(f"the estimate needs a load of concurrent sequences (generate: batch_size; serve: "
                         f"load.concurrency); this {sc.kind} scenario gives none", where=str(path), field="scenario")
-    serving = not scenario.builds_model   # a server (not tpubench) holds the model: it prefills request by request
     inputs, outputs = as_list(sc.input_length), as_list(sc.output_length)
     if not all(isinstance(v, int) for v in [*inputs, *outputs]):
         raise UserError("the estimate needs fixed input and output lengths", where=str(path), field="scenario")
-    points = [Point(shape=shape, weight_bytes=weight_bytes, kv_bytes=cache_bytes(dtype),
-                    compute_precision=compute_precision(dtype), chips=1,
-                    concurrency=float(c), input_len=float(i), output_len=float(o))
-              for c, i, o in itertools.product(loads, inputs, outputs)]
-    return wl.name, serving, points
+    precisions = [point_precision(dtype, q)[0] for q in as_list(wl.model.quantization)]
+    points = [with_precision(Point(shape=shape, weight_bytes=0.0, kv_bytes=0.0, compute_precision="", chips=1,
+                                   concurrency=float(c), input_len=float(i), output_len=float(o)), p)
+              for p, c, i, o in itertools.product(precisions, loads, inputs, outputs)]
+    return WorkloadPoints(name=wl.name, serving=not scenario.builds_model, points=points, dtype=dtype,
+                          compare_on=tuple(wl.compare_on), hub_id=wl.model.hub_id)
 
 
-__all__ = ["workload_points"]
+__all__ = ["WorkloadPoints", "point_precision", "with_precision", "workload_points"]

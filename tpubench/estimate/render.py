@@ -18,11 +18,11 @@ def flat_rows(report: EstimateReport) -> list[dict]:
         base = {"source": LABEL, "workload": report.workload, "target": est.target,
                 "accelerator": est.accelerator, "chip_family": est.family, "chips": est.chips,
                 "concurrency": est.concurrency, "input_length": est.input_length,
-                "output_length": est.output_length, "refused": est.refused or "",
+                "output_length": est.output_length, "precision": est.precision, "refused": est.refused or "",
                 "efficiency": est.efficiency, "decode_bound": est.decode_bound,
                 "interval_coverage": COVERAGE, "interval_nominal": est.interval_nominal,
                 "interval_basis": est.interval_basis, "calibration_rows": est.calibration_rows,
-                "calibration_rows_same_chip": est.calibration_chip_rows,
+                "calibration_rows_same_chip": est.calibration_chip_rows, "own_rows": est.own_rows,
                 "calibrated_by": " | ".join(est.calibrated_by), "notes": "; ".join(est.notes)}
         for name in _TRIPLES:
             value, low, high = getattr(est, name)
@@ -46,7 +46,8 @@ def band(triple, scale: float = 1.0, digits: int = 3) -> str:
 def as_json(report: EstimateReport) -> str:
     import json
 
-    payload = {"source": LABEL, "workload": report.workload, "interval_coverage": COVERAGE,
+    payload = {"source": LABEL, "workload": report.workload, "workload_file": report.workload_file,
+               "interval_coverage": COVERAGE,
                "calibration": calibration_summary(report),
                "estimates": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                               for k, v in row.items()} for row in flat_rows(report)]}
@@ -86,20 +87,21 @@ def print_table(console, report: EstimateReport) -> None:
     plans = list(dict.fromkeys(p["plan"] for plans in report.prices for p in plans))
     table = Table(title=f"{report.workload}: ESTIMATE (not measured; {COVERAGE:.0%} prediction intervals)",
                   title_justify="left")
-    for name in ("target", "chips", "load", "tok/s/chip", "TTFT s", "TPOT ms", "bound",
+    for name in ("target", "chips", "load", "precision", "tok/s/chip", "TTFT s", "TPOT ms", "bound",
                  *[f"$/Mtok {p}" for p in plans]):
         table.add_column(name, justify="left" if name == "target" else "right")
     for est, priced in zip(report.estimates, report.prices):
         load = f"{est.concurrency:g}"
         if est.refused:
-            table.add_row(escape(est.target), str(est.chips), load, f"[yellow]no estimate: {escape(est.refused)}[/yellow]",
-                          *[""] * (3 + len(plans)))
+            table.add_row(escape(est.target), str(est.chips), load, escape(est.precision),
+                          f"[yellow]no estimate: {escape(est.refused)}[/yellow]", *[""] * (3 + len(plans)))
             continue
         by_plan = {p["plan"]: p for p in priced}
         cost = [band((by_plan[p]["blended_usd_per_mtok"], by_plan[p]["blended_usd_per_mtok_low"],
                       by_plan[p]["blended_usd_per_mtok_high"])) if p in by_plan else "-" for p in plans]
         mark = " *" if est.notes else ""
-        table.add_row(escape(est.target) + mark, str(est.chips), load, band(est.output_tokens_per_s_per_chip),
+        table.add_row(escape(est.target) + mark, str(est.chips), load, escape(est.precision),
+                      band(est.output_tokens_per_s_per_chip),
                       band(est.ttft_s), band(est.tpot_s, 1e3), est.decode_bound, *cost)
     console.print(table)
     for est in report.estimates:

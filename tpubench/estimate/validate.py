@@ -16,6 +16,11 @@ Rows from one sweep (a publisher's run of one model on one chip at several concu
 close together, so holding out one of them still leaves its neighbours in: `by="sweep"`
 holds out the whole sweep instead, which is closer to the question a user asks (my model, a chip
 whose rows are of other models).
+
+`with_own_rows` asks what a user's own measurements add: it holds out each sweep of at least
+OWN_CANDIDATES + 1 rows, hands the calibration 0, 1 or 3 of that sweep's rows as if the user had
+measured them (`source` measured: they pull their family, predict.Calibration.own_offset), and
+scores the sweep's other rows, the same rows for every count.
 """
 
 from __future__ import annotations
@@ -29,12 +34,29 @@ from tpubench.estimate.fit import DEFAULT_RIDGE
 from tpubench.estimate.predict import calibrated, estimate
 
 GROUPINGS = ("row", "sweep")
+OWN_CANDIDATES = 3       # rows of a held-out sweep that may be handed over as yours
 
 
 def _groups(obs: Observations, by: str) -> np.ndarray:
     if by not in GROUPINGS:
         raise ValueError(f"unknown grouping {by!r}: one of {', '.join(GROUPINGS)}")
     return np.arange(len(obs.y)) if by == "row" else np.asarray(sweeps(obs.rows))
+
+
+def _scored(obs: Observations, cal, i: int, rest: Observations) -> dict:
+    """Row i asked of the estimate under calibration `cal` (module notes)."""
+    row, point = obs.rows.iloc[i], obs.points[i]
+    target = Target(spec=f"{row['accelerator']}:{point.chips}", accelerator=row["accelerator"],
+                    chips=point.chips, instance_type=None)
+    est = estimate(cal, target, obs.specs[i], point)
+    published = row["output_tokens_per_s_per_chip"]
+    value, low, high = est.output_tokens_per_s_per_chip
+    return {"accelerator": row["accelerator"], "family": obs.families[i], "model": row["model"],
+            "published": published, "estimated": value,
+            "error_pct": 100 * (value / published - 1), "covered": bool(low <= published <= high),
+            "interval_factor": high / value, "nominal": est.interval_nominal,
+            "refused": est.refused or "",
+            "family_rows_left": sum(1 for f in rest.families if f == obs.families[i])}
 
 
 def held_out(obs: Observations, *, ridge: float = DEFAULT_RIDGE, by: str = "row") -> pd.DataFrame:
@@ -45,19 +67,31 @@ def held_out(obs: Observations, *, ridge: float = DEFAULT_RIDGE, by: str = "row"
     for g in np.unique(groups):
         rest = obs.subset(groups != g)
         cal = calibrated(rest, ridge=ridge)
-        for i in np.flatnonzero(groups == g):
-            row, point = obs.rows.iloc[i], obs.points[i]
-            target = Target(spec=f"{row['accelerator']}:{point.chips}", accelerator=row["accelerator"],
-                            chips=point.chips, instance_type=None)
-            est = estimate(cal, target, obs.specs[i], point)
-            published = row["output_tokens_per_s_per_chip"]
-            value, low, high = est.output_tokens_per_s_per_chip
-            out.append({"accelerator": row["accelerator"], "family": obs.families[i], "model": row["model"],
-                        "published": published, "estimated": value,
-                        "error_pct": 100 * (value / published - 1), "covered": bool(low <= published <= high),
-                        "interval_factor": high / value, "nominal": est.interval_nominal,
-                        "refused": est.refused or "",
-                        "family_rows_left": sum(1 for f in rest.families if f == obs.families[i])})
+        out += [_scored(obs, cal, i, rest) for i in np.flatnonzero(groups == g)]
+    return pd.DataFrame(out)
+
+
+def own_candidates(obs: Observations, members: np.ndarray) -> np.ndarray:
+    """OWN_CANDIDATES rows of a sweep spread over its loads (lowest, middle, highest concurrency)."""
+    order = members[np.argsort([obs.points[i].concurrency for i in members], kind="stable")]
+    return order[np.unique(np.linspace(0, len(order) - 1, OWN_CANDIDATES).round().astype(int))]
+
+
+def with_own_rows(obs: Observations, counts=(0, 1, 3), *, ridge: float = DEFAULT_RIDGE) -> pd.DataFrame:
+    """Per count of your rows (module notes), one row per scored published row, with `own_rows`."""
+    groups = np.asarray(sweeps(obs.rows))
+    out = []
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        if len(members) <= OWN_CANDIDATES:
+            continue
+        candidates = own_candidates(obs, members)
+        scored = np.setdiff1d(members, candidates)
+        rest = obs.subset(groups != g)
+        for count in counts:
+            handed = candidates[[len(candidates) // 2]] if count == 1 else candidates[:count]
+            cal = calibrated(rest + obs.mine(handed) if count else rest, ridge=ridge)
+            out += [{**_scored(obs, cal, i, rest), "own_rows": count} for i in scored]
     return pd.DataFrame(out)
 
 
@@ -74,4 +108,4 @@ def summary(per_row: pd.DataFrame, by: str = "accelerator") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["GROUPINGS", "held_out", "summary"]
+__all__ = ["GROUPINGS", "OWN_CANDIDATES", "held_out", "own_candidates", "summary", "with_own_rows"]

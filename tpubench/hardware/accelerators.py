@@ -49,10 +49,15 @@ _ACCELERATOR_PATTERNS = [(re.compile(p), name) for p, name in [
     (r"\ba100\b", "A100 40GB"),          # the GCP/AWS catalogs' plain "A100" is the 40GB part
     (r"\bl40s\b", "L40S"),
     (r"\bl4\b", "L4"),
+    # RTX PRO 6000 Blackwell: the Server Edition (1597 GB/s) is the data-center card benchmarks name
+    # ("NVIDIA RTX PRO 6000 Blackwell Server Edition"); the Workstation and Max-Q editions (1792 GB/s)
+    # are other SKUs with no row, so a name that says so matches nothing.
+    (r"rtx[\s_-]*pro[\s_-]*6000(?!.*\b(workstation|max[\s_-]*q)\b)", "RTX PRO 6000 Blackwell Server Edition"),
     (r"\ba10g\b", "A10G"),
     # AMD Instinct: "AMD Instinct MI300X 192GB HBM3" (MLPerf), InferenceX's "mi355x" keys.
     (r"\bmi300x\b", "MI300X"),
     (r"\bmi325x\b", "MI325X"),
+    (r"\bmi350x\b", "MI350X"),
     (r"\bmi355x\b", "MI355X"),
 ]]
 _ARM_CPU = re.compile(r"\barm|aarch64|neoverse|graviton|ampere|axion|apple m\d|cortex")
@@ -141,12 +146,18 @@ def chip_peaks(canonical: str | None) -> dict[str, float] | None:
 
 
 def chip_peak_flops(canonical: str | None, precision: str | None) -> float | None:
-    """Peak dense FLOP/s of one chip for a number format: the fp8 figure for fp8 and narrower
-    formats (fp4, int8 weights) where the table has one, else the bf16 figure; None when unknown."""
+    """Peak dense FLOP/s of one chip for the number format its matmuls take as inputs: integer
+    formats (int8, int4) at the int8 figure, else the fp8 one; float8 and narrower floats (fp4) at
+    the fp8 figure; each falling back to the bf16 figure where the table has none (a chip without
+    such units, TPU v6e's fp8 say, runs those matmuls at its bf16 rate); None when unknown."""
     row = _specs().get(canonical or "")
     if not row:
         return None
     narrow = str(precision or "").lower().replace("-", "").replace("_", "")
-    if any(tag in narrow for tag in ("fp8", "fp4", "int8", "int4", "e4m3", "e5m2")) and row.get("peak_fp8_flops"):
+    integer = any(tag in narrow for tag in ("int8", "int4", "w8a8"))
+    if integer and row.get("peak_int8_ops"):
+        return float(row["peak_int8_ops"])
+    narrow_float = any(tag in narrow for tag in ("fp8", "fp4", "float8", "float4", "e4m3", "e5m2"))
+    if (integer or narrow_float) and row.get("peak_fp8_flops"):
         return float(row["peak_fp8_flops"])
     return float(row["peak_bf16_flops"]) if row.get("peak_bf16_flops") else None

@@ -18,6 +18,10 @@ Counting conventions (docs/definitions.md#roofline), chosen so that an efficienc
   cache), and the batch's embedding rows. Activations and the new K/V writes are left out.
 - A decode step at `context_len` processes one token per sequence that attends to `context_len`
   tokens (the cache after this token is appended); a sliding layer attends to min(context, window).
+  A linear-attention layer (Gated DeltaNet: Qwen3.5, Qwen3-Next) keeps no per-token cache: its
+  fixed-size state is one slot (`window = 1`), read whole every step and counted as that slot's
+  bytes, and its recurrence costs the same FLOPs per token at any context
+  (`model_shape.LinearAttentionLayerShape`).
 
 Multi-chip (docs/multi-chip.md), a world of N chips sharded the way transformers 5.24 shards it (read off
 its `distributed/` code and checked by counting the collectives of one forward on 2 CPU ranks):
@@ -128,10 +132,12 @@ def train_flops_per_token(shape: ModelShape, seq_len: int) -> float:
     out (< 0.1%). 12 L H Q T is attention's QK^T and PV over T keys, forward and backward, written
     as a sum over layers of 12 H_l Q_l T so that layers with their own head count or head dim
     (Gemma 4's global layers) count what they are; as in PaLM every layer attends to all T tokens
-    (no causal halving, no sliding window). Activation recomputation is not counted (MFU, not HFU).
+    (no causal halving, no sliding window). A linear-attention layer (Gated DeltaNet) has no such
+    term: its recurrence costs the same per token at any T, 3x its forward FLOPs
+    (`LayerShape.train_attention_flops_per_token`). Activation recomputation is not counted (MFU, not HFU).
     """
     check_positive(seq_len=seq_len)
-    attention = sum(12 * layer.n_heads * layer.head_dim * seq_len for layer in shape.layers)
+    attention = sum(layer.train_attention_flops_per_token(seq_len) for layer in shape.layers)
     return 6 * shape.active_params + attention
 
 

@@ -3,8 +3,13 @@
 Pure functions over a transformers-style config dict (the keys of `XxxConfig.to_dict()` or of a
 checkpoint's config.json); no torch. Families with exact parameter accounting: `qwen3_moe`,
 `qwen3`, `gemma4_text` (and `gemma4`, whose `text_config` is used), `deepseek_v3` (MLA, 671.0B
-for DeepSeek-V3/R1 without its MTP layer, 36.6B active); anything else is read as a
-llama-like decoder (q/k/v/o attention, gated MLP, optional uniform MoE), which is approximate.
+for DeepSeek-V3/R1 without its MTP layer, 36.6B active; also `kimi_k2`, and `glm_moe_dsa` with its
+sparse-attention indexer), `gpt_oss` (sliding/full layers, sinks, biased experts), `glm4_moe`,
+`minimax_m2`, `llama4_text` (interleaved MoE, chunked attention) and the hybrid `qwen3_5_moe_text` /
+`qwen3_next` (Gated DeltaNet linear attention: a fixed-size state, no KV cache, beside full-attention
+layers); multimodal configs are read through their `text_config` (vision towers left out). Anything
+else is read as a llama-like decoder (q/k/v/o attention, gated MLP, optional uniform MoE: exact for
+llama, qwen2 and mixtral, approximate beyond).
 
 The shape is what the FLOP and byte counts (`hardware.counts`) and the efficiency of a run
 (`hardware.roofline`) are computed from; it also sizes weights for memory-fit checks and plans.
@@ -94,6 +99,10 @@ class LayerShape:
         """Bytes of K and V one cached token holds in this layer."""
         return 2 * self.n_kv_heads * self.head_dim * kv_dtype_bytes
 
+    def train_attention_flops_per_token(self, seq_len: int) -> float:
+        """PaLM's 12 H Q T: QK^T and PV over all `seq_len` keys, forward and backward."""
+        return 12 * self.n_heads * self.head_dim * seq_len
+
 
 @dataclass(frozen=True)
 class LatentAttentionLayerShape(LayerShape):
@@ -104,13 +113,55 @@ class LatentAttentionLayerShape(LayerShape):
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # DeepSeek sparse attention (GLM-5's glm_moe_dsa): a lightweight indexer scores every cached key
+    # (index_n_heads x index_head_dim per key) and caches one index_head_dim key per token; the MLA
+    # then attends only the index_topk best keys. That selection is not modelled: attention is
+    # counted over the whole context, exact up to index_topk tokens and an upper bound beyond.
+    indexer_heads: int = 0
+    indexer_head_dim: int = 0
 
     def attention_flops_per_token(self, attended_len: float) -> float:
         # head_dim holds qk_nope + qk_rope: QK^T over it, PV over v_head_dim (2 FLOPs per MAC).
-        return 2 * self.n_heads * (self.head_dim + self.v_head_dim) * attended_len
+        return 2 * (self.n_heads * (self.head_dim + self.v_head_dim)
+                    + self.indexer_heads * self.indexer_head_dim) * attended_len
 
     def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
-        return (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype_bytes
+        return (self.kv_lora_rank + self.qk_rope_head_dim + self.indexer_head_dim) * kv_dtype_bytes
+
+
+@dataclass(frozen=True)
+class LinearAttentionLayerShape(LayerShape):
+    """A linear-attention layer (Gated DeltaNet: Qwen3-Next, Qwen3.5). It keeps no KV cache: each
+    sequence holds a fixed-size state, per value head a key_head_dim x value_head_dim matrix, plus
+    the short convolution's last conv_kernel - 1 inputs (conv_dim channels), and every decode step
+    reads (and rewrites) that whole state however long the context is; nothing grows per token.
+
+    The counts (`hardware.counts`) charge a layer `kv_bytes_per_token x attended` cache bytes and
+    `attention_flops_per_token(attended)`, attended summed over the positions of a prefill. This
+    layer is one fixed slot: `window = 1`, so it attends 1 "token" at any context (the count of
+    positions over a prompt), that slot's bytes are the state's, and its FLOPs the recurrence's.
+    n_heads = n_kv_heads = the value heads, so chips of a tensor-parallel group split the state.
+    The recurrent state is kept in the cache dtype, as vLLM does by default (its mamba_ssm_cache_dtype
+    'auto' follows the cache; the config's mamba_ssm_dtype float32 would double it)."""
+
+    value_head_dim: int = 0
+    conv_dim: int = 0
+    conv_kernel: int = 0
+
+    def attention_flops_per_token(self, attended_len: float) -> float:
+        # Per token and value head, three state-sized products (retrieve S^T k, the rank-1 delta
+        # update of S, read out S^T q), 2 FLOPs per MAC; the decay and gates are elementwise and,
+        # like the convolution and norms, left out. `attended_len` counts the tokens (1 per step).
+        return 6 * self.n_heads * self.head_dim * self.value_head_dim * attended_len
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
+        """Bytes of the state one sequence keeps in this layer (the one slot)."""
+        state = self.n_heads * self.head_dim * self.value_head_dim
+        return (state + self.conv_dim * (self.conv_kernel - 1)) * kv_dtype_bytes
+
+    def train_attention_flops_per_token(self, seq_len: int) -> float:
+        # Forward and backward, 3x the forward recurrence per token whatever the sequence length.
+        return 3 * self.attention_flops_per_token(1)
 
 
 @dataclass(frozen=True)
@@ -134,9 +185,12 @@ class ModelShape:
         """Build from `family` (a transformers model_type; None reads `config["model_type"]`)."""
         family = family or config.get("model_type") or ""
         text = config.get("text_config")
-        # A multimodal config (Gemma 4's `gemma4`) nests the language model's config.
+        # A multimodal config (Gemma 4's `gemma4`, Qwen3.5's `qwen3_5_moe`, Llama 4's `llama4`)
+        # nests the language model's config; some state tie_word_embeddings only at the top.
         if isinstance(text, Mapping) and (family == "gemma4" or "hidden_size" not in config):
             inner = text.get("model_type") or ("gemma4_text" if family == "gemma4" else family)
+            if text.get("tie_word_embeddings") is None and config.get("tie_word_embeddings") is not None:
+                text = {**text, "tie_word_embeddings": config["tie_word_embeddings"]}
             return cls.from_config(inner, text)
         return _BUILDERS.get(family, _llama_like)(family, config)
 
@@ -401,9 +455,12 @@ def _finish(family: str, config: Mapping[str, Any], layers: tuple[LayerShape, ..
 
 
 def _deepseek_v3(family: str, config: Mapping[str, Any]) -> ModelShape:
-    """DeepSeek-V3 / R1 (transformers' deepseek_v3 keys): MLA attention, the first
-    `first_k_dense_replace` layers dense, the rest routed experts plus `n_shared_experts` shared
-    ones (always active, so counted as a dense MLP). The multi-token-prediction layer is left out."""
+    """DeepSeek-V3 / R1 (transformers' deepseek_v3 keys; Kimi K2's kimi_k2 is the same architecture):
+    MLA attention, the first `first_k_dense_replace` layers dense, the rest routed experts plus
+    `n_shared_experts` shared ones (always active, so counted as a dense MLP). GLM-5's glm_moe_dsa
+    adds a sparse-attention indexer per layer (`index_n_heads` x `index_head_dim`: its query from the
+    q latent, one key and per-head weights from the hidden state; LatentAttentionLayerShape notes).
+    The multi-token-prediction layer is left out."""
     _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
              "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
     hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
@@ -415,6 +472,11 @@ def _deepseek_v3(family: str, config: Mapping[str, Any]) -> ModelShape:
     q_weights = hidden * int(q_rank) + int(q_rank) * q_dim if q_rank else hidden * q_dim
     attn_w = q_weights + hidden * (kv_rank + rope) + kv_rank * n_heads * (nope + v_dim) + n_heads * v_dim * hidden
     norms = (int(q_rank) if q_rank else 0) + kv_rank + 2 * hidden
+    idx_heads, idx_dim = int(_get(config, "index_n_heads", 0)), int(_get(config, "index_head_dim", 0))
+    if idx_heads and idx_dim:
+        # wq_b (from the q latent, or the hidden state without one), wk, weights_proj; k_norm (w, b).
+        attn_w += (int(q_rank) if q_rank else hidden) * idx_heads * idx_dim + hidden * (idx_dim + idx_heads)
+        norms += 2 * idx_dim
     n_experts = int(_get(config, "n_routed_experts", 0))
     top_k = int(_get(config, "num_experts_per_tok", 0))
     moe_inter = int(_get(config, "moe_intermediate_size", 0))
@@ -434,16 +496,214 @@ def _deepseek_v3(family: str, config: Mapping[str, Any]) -> ModelShape:
             params_per_expert=3 * hidden * moe_inter if sparse else 0,
             other_params=norms + (n_experts if sparse else 0),  # + the router's score-correction bias
             kv_lora_rank=kv_rank, qk_rope_head_dim=rope, v_head_dim=v_dim,
+            indexer_heads=idx_heads if idx_dim else 0, indexer_head_dim=idx_dim if idx_heads else 0,
         ))
+    return _finish(family, config, tuple(layers), tied_default=False)
+
+
+def _gpt_oss(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """OpenAI gpt-oss: every layer an MoE block (num_local_experts, experts_per_token of them per
+    token), attention alternating sliding-window (sliding_window tokens) and full layers as
+    `layer_types` says, biases on q/k/v/o, on the router and on each expert's projections, and one
+    learned sink logit per head (`sinks`: stored and read, no matmul; its softmax term is left out).
+    An expert's biases are read with it, so they count in its size (0.03%)."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+             "intermediate_size")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    n_layers = int(config["num_hidden_layers"])
+    n_kv = int(_get(config, "num_key_value_heads", n_heads))
+    head_dim = _head_dim(config)
+    inter = int(config["intermediate_size"])
+    n_experts = int(_get(config, "num_local_experts", _get(config, "num_experts", 0)))
+    top_k = int(_get(config, "num_experts_per_tok", _get(config, "experts_per_token", 0)))
+    sliding_window = config.get("sliding_window")
+    types = list(config.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention"
+                                               for i in range(n_layers)])
+    attn_w, attn_b = _attention(hidden, n_heads, n_kv, head_dim, bool(_get(config, "attention_bias", True)))
+    layers = tuple(
+        LayerShape(
+            attention_type=t, n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
+            window=_window(t, sliding_window), attn_matmul_params=attn_w,
+            router_params=hidden * n_experts, n_experts=n_experts, top_k=top_k,
+            params_per_expert=3 * hidden * inter + 2 * inter + hidden,  # gate_up, down and their biases
+            other_params=attn_b + n_heads + n_experts + 2 * hidden,      # sinks, router bias, 2 norms
+        )
+        for t in types
+    )
+    return _finish(family, config, layers, tied_default=False)
+
+
+def _glm4_moe(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """GLM-4.5 / 4.6 (glm4_moe): GQA attention with q/k/v biases (attention_bias; none on o) and,
+    with use_qk_norm, per-head q/k norms; the first `first_k_dense_replace` layers dense, the rest
+    `n_routed_experts` experts (top num_experts_per_tok) plus `n_shared_experts` always-active ones,
+    the router with a score-correction bias. The multi-token-prediction layer is left out."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+             "intermediate_size", "moe_intermediate_size")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    n_kv = int(_get(config, "num_key_value_heads", n_heads))
+    head_dim = _head_dim(config)
+    attn_w, attn_b = _attention(hidden, n_heads, n_kv, head_dim, bool(config.get("attention_bias")),
+                                o_bias=False)
+    qk_norm = 2 * head_dim if config.get("use_qk_norm") else 0
+    n_experts = int(_get(config, "n_routed_experts", 0))
+    top_k = int(_get(config, "num_experts_per_tok", 0))
+    moe_inter = int(config["moe_intermediate_size"])
+    shared = int(_get(config, "n_shared_experts", 0))
+    first_dense = int(_get(config, "first_k_dense_replace", 0))
+    layers = []
+    for i in range(int(config["num_hidden_layers"])):
+        sparse = n_experts > 0 and i >= first_dense
+        layers.append(LayerShape(
+            attention_type="full_attention", n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
+            window=None, attn_matmul_params=attn_w,
+            mlp_matmul_params=(3 * hidden * moe_inter * shared if sparse
+                               else 3 * hidden * int(config["intermediate_size"])),
+            router_params=hidden * n_experts if sparse else 0,
+            n_experts=n_experts if sparse else 0, top_k=top_k if sparse else 0,
+            params_per_expert=3 * hidden * moe_inter if sparse else 0,
+            other_params=attn_b + qk_norm + 2 * hidden + (n_experts if sparse else 0),
+        ))
+    return _finish(family, config, tuple(layers), tied_default=False)
+
+
+def _minimax_m2(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """MiniMax-M2 / M2.5 (minimax_m2): GQA attention without biases, q and k normed over all heads
+    at once (qk_norm_type per_layer: n_heads x head_dim and n_kv x head_dim scales), every layer
+    `num_local_experts` experts of `intermediate_size` (top num_experts_per_tok), a router with a
+    score-correction bias, and no shared expert. The multi-token-prediction modules are left out."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+             "intermediate_size", "num_local_experts")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    n_kv = int(_get(config, "num_key_value_heads", n_heads))
+    head_dim = _head_dim(config)
+    n_experts, top_k = int(config["num_local_experts"]), int(_get(config, "num_experts_per_tok", 0))
+    attn_w, attn_b = _attention(hidden, n_heads, n_kv, head_dim, bool(config.get("attention_bias")))
+    qk_norm = (n_heads + n_kv) * head_dim if config.get("use_qk_norm", True) else 0
+    shared = int(_get(config, "shared_intermediate_size", 0))
+    layers = tuple(
+        LayerShape(
+            attention_type="full_attention", n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
+            window=None, attn_matmul_params=attn_w, mlp_matmul_params=3 * hidden * shared,
+            router_params=hidden * n_experts, n_experts=n_experts, top_k=top_k,
+            params_per_expert=3 * hidden * int(config["intermediate_size"]),
+            other_params=attn_b + qk_norm + n_experts + 2 * hidden,
+        )
+        for _ in range(int(config["num_hidden_layers"]))
+    )
+    return _finish(family, config, layers, tied_default=False)
+
+
+def _llama4_text(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """Llama 4 (llama4_text): MoE layers every `interleave_moe_layer_step` (or as `moe_layers` lists
+    them) with `num_local_experts` experts of `intermediate_size` (top num_experts_per_tok) plus one
+    shared expert of the same size, dense layers of `intermediate_size_mlp` between them; q/k norms
+    without weights. Three layers in four (the RoPE ones, `no_rope_layers` 1) attend within chunks
+    of `attention_chunk_size` tokens: counted as a sliding window of the chunk size, exact up to one
+    chunk of context and an upper bound beyond (a chunked query sees 1 to chunk-size tokens)."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+             "intermediate_size")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    n_layers = int(config["num_hidden_layers"])
+    n_kv = int(_get(config, "num_key_value_heads", n_heads))
+    head_dim = _head_dim(config)
+    inter, dense_inter = int(config["intermediate_size"]), int(_get(config, "intermediate_size_mlp", 16384))
+    n_experts, top_k = int(_get(config, "num_local_experts", 0)), int(_get(config, "num_experts_per_tok", 1))
+    step = int(_get(config, "interleave_moe_layer_step", 1))
+    moe_layers = set(_get(config, "moe_layers", range(step - 1, n_layers, step)) if n_experts else ())
+    chunk = config.get("attention_chunk_size")
+    rope = _get(config, "no_rope_layers", [int((i + 1) % 4 != 0) for i in range(n_layers)])
+    types = list(config.get("layer_types") or
+                 ["chunked_attention" if rope[i] and chunk else "full_attention" for i in range(n_layers)])
+    attn_w, attn_b = _attention(hidden, n_heads, n_kv, head_dim, bool(config.get("attention_bias")))
+    layers = []
+    for i, t in enumerate(types):
+        sparse = i in moe_layers
+        layers.append(LayerShape(
+            attention_type=t, n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
+            window=int(chunk) if t == "chunked_attention" and chunk else None,
+            attn_matmul_params=attn_w,
+            mlp_matmul_params=3 * hidden * (inter if sparse else dense_inter),  # shared expert or dense MLP
+            router_params=hidden * n_experts if sparse else 0,
+            n_experts=n_experts if sparse else 0, top_k=top_k if sparse else 0,
+            params_per_expert=3 * hidden * inter if sparse else 0,
+            other_params=attn_b + 2 * hidden,
+        ))
+    return _finish(family, config, tuple(layers), tied_default=False)
+
+
+def _qwen3_5_moe(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """Qwen3.5 MoE (qwen3_5_moe_text) and Qwen3-Next (qwen3_next): `layer_types` mixes Gated DeltaNet
+    linear-attention layers (LinearAttentionLayerShape: a fixed-size state per sequence, no KV cache)
+    with full-attention ones (every `full_attention_interval`-th when layer_types is absent), whose
+    q_proj also yields a sigmoid output gate (attn_output_gate) and whose q/k are normed per head.
+    Every layer (bar mlp_only_layers) is an MoE: `num_experts` of moe_intermediate_size (top
+    num_experts_per_tok) plus one always-active shared expert of shared_expert_intermediate_size behind
+    a hidden -> 1 gate. Linear layers: q, k (linear_num_key_heads x linear_key_head_dim) and v, z
+    (linear_num_value_heads x linear_value_head_dim) projections, two per-head scalars (b, a), a
+    depthwise convolution of linear_conv_kernel_dim taps over q, k, v, a gated norm and out_proj.
+    The vision tower and the multi-token-prediction layer are left out."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+             "linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
+             "linear_value_head_dim")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    n_layers = int(config["num_hidden_layers"])
+    n_kv = int(_get(config, "num_key_value_heads", n_heads))
+    head_dim = _head_dim(config)
+    interval = int(_get(config, "full_attention_interval", 4))
+    types = list(config.get("layer_types") or ["full_attention" if (i + 1) % interval == 0
+                                               else "linear_attention" for i in range(n_layers)])
+    gate = 2 if _get(config, "attn_output_gate", True) else 1
+    attn_w = hidden * n_heads * head_dim * gate + 2 * hidden * n_kv * head_dim + n_heads * head_dim * hidden
+    k_heads, k_dim = int(config["linear_num_key_heads"]), int(config["linear_key_head_dim"])
+    v_heads, v_dim = int(config["linear_num_value_heads"]), int(config["linear_value_head_dim"])
+    key_dim, value_dim = k_heads * k_dim, v_heads * v_dim
+    conv_dim, kernel = 2 * key_dim + value_dim, int(_get(config, "linear_conv_kernel_dim", 4))
+    linear_w = hidden * (2 * key_dim + 2 * value_dim + 2 * v_heads) + value_dim * hidden
+    linear_other = conv_dim * kernel + 2 * v_heads + v_dim   # conv taps, dt_bias and A_log, gated norm
+    n_experts = int(_get(config, "num_experts", 0))
+    top_k = int(_get(config, "num_experts_per_tok", 0))
+    moe_inter = int(_get(config, "moe_intermediate_size", 0))
+    shared_inter = int(_get(config, "shared_expert_intermediate_size", 0))
+    sparse_step = int(_get(config, "decoder_sparse_step", 1))
+    mlp_only = set(_get(config, "mlp_only_layers", []))
+    layers = []
+    for i, t in enumerate(types):
+        sparse = i not in mlp_only and n_experts > 0 and (i + 1) % sparse_step == 0
+        mlp = dict(
+            mlp_matmul_params=3 * hidden * (shared_inter if sparse else int(_get(config, "intermediate_size", 0))),
+            router_params=hidden * (n_experts + (1 if shared_inter else 0)) if sparse else 0,
+            n_experts=n_experts if sparse else 0, top_k=top_k if sparse else 0,
+            params_per_expert=3 * hidden * moe_inter if sparse else 0,
+        )
+        if t == "linear_attention":
+            layers.append(LinearAttentionLayerShape(
+                attention_type=t, n_heads=v_heads, n_kv_heads=v_heads, head_dim=k_dim, window=1,
+                attn_matmul_params=linear_w, other_params=linear_other + 2 * hidden,
+                value_head_dim=v_dim, conv_dim=conv_dim, conv_kernel=kernel, **mlp))
+        else:
+            layers.append(LayerShape(
+                attention_type=t, n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, window=None,
+                attn_matmul_params=attn_w, other_params=2 * head_dim + 2 * hidden, **mlp))
     return _finish(family, config, tuple(layers), tied_default=False)
 
 
 _BUILDERS: dict[str, Callable[[str, Mapping[str, Any]], ModelShape]] = {
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
+    "qwen3_vl_moe_text": _qwen3_moe,     # Qwen3-VL's language model: Qwen3-MoE layers
+    "qwen3_5_moe_text": _qwen3_5_moe,
+    "qwen3_next": _qwen3_5_moe,
     "gemma4_text": _gemma4_text,
     "deepseek_v3": _deepseek_v3,
+    "kimi_k2": _deepseek_v3,             # Kimi K2 / K2.5: DeepseekV3ForCausalLM
+    "glm_moe_dsa": _deepseek_v3,         # GLM-5: MLA + sparse-attention indexer
+    "gpt_oss": _gpt_oss,
+    "glm4_moe": _glm4_moe,
+    "minimax_m2": _minimax_m2,
+    "llama4_text": _llama4_text,
 }
 
 
-__all__ = ["LatentAttentionLayerShape", "LayerShape", "ModelShape", "bytes_per_element"]
+__all__ = ["LatentAttentionLayerShape", "LayerShape", "LinearAttentionLayerShape", "ModelShape",
+           "bytes_per_element"]

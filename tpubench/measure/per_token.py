@@ -9,7 +9,10 @@ numpy/pandas arrays alike.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
 
 TOKENS_PER_MTOK = 1e6
 
@@ -40,3 +43,43 @@ def mix_rate(input_chip_s_per_token, output_chip_s_per_token, output_share: floa
                                                np.asarray(output_chip_s_per_token, dtype=float),
                                                output_share)
         return 1.0 / per_token
+
+
+@dataclass(frozen=True)
+class ChipSecondsPerToken:
+    """Chip-seconds spent per input token, per output token and per token of either kind."""
+
+    input: float
+    output: float
+    blended: float
+
+
+def _nan_unless(mask, values):
+    """`values` where `mask`, NaN elsewhere; a pandas Series keeps its index, a scalar stays one."""
+    if isinstance(values, pd.Series):
+        return values.where(mask)
+    out = np.where(mask, values, np.nan)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def batch_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length,
+                                 output_length) -> ChipSecondsPerToken:
+    """A batch of B sequences of I input and O output tokens that took TTFT to its first tokens and
+    E2E to its last, on `chips` chips, is charged (docs/definitions.md#cost):
+
+        c_in  = TTFT * chips         / (B * I)          prefill chip-seconds per input token
+        c_out = (E2E - TTFT) * chips / (B * O)          decode chip-seconds per output token (O > 1)
+        c_all = E2E * chips          / (B * (I + O))    all chip-seconds per token
+
+    Prefill makes the first output token, so E2E - TTFT is O - 1 decode steps; a single output
+    token has no decode time to attribute (c_out NaN for O = 1). A measured offline batch (scenario
+    generate's cost basis) and an estimated one (tpubench/estimate) are both charged by this."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        input_tokens = np.multiply(batch_size, input_length)
+        output_tokens = np.multiply(batch_size, output_length)
+        decode = np.divide(np.multiply(np.subtract(e2e_s, ttft_s), chips), output_tokens)
+        return ChipSecondsPerToken(
+            input=np.divide(np.multiply(ttft_s, chips), input_tokens),
+            output=_nan_unless(np.asarray(output_length, dtype=float) > 1, decode),
+            blended=np.divide(np.multiply(e2e_s, chips), input_tokens + output_tokens),
+        )

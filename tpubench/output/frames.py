@@ -241,12 +241,9 @@ def _with_published(df, paths, warn, shipped: bool = False):
     import pandas as pd
 
     from tpubench.output.published.rows import as_result_rows
-    from tpubench.output.published.store import read_published, shipped_published
+    from tpubench.output.published.store import all_published
 
-    published = read_published(paths, warn=warn)
-    if shipped:
-        reference = shipped_published(warn=warn)
-        published = pd.concat([published, reference], ignore_index=True) if len(published) else reference
+    published = all_published(paths, warn=warn, shipped=shipped)
     if published.empty:
         return df
     left_out = df.attrs.get("older_runs_left_out", 0)

@@ -50,6 +50,11 @@ def readable_by_all(fd: int) -> None:
     os.fchmod(fd, 0o666 & ~umask)
 
 
+# Where `tpubench estimate --out DIR` writes its records (DIR/estimates/*.json): not results, so the
+# walk for result files never enters a folder of this name (a report reads them apart).
+ESTIMATES_FOLDER = "estimates"
+
+
 def iter_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The result files under `paths` (see result_file_names), as Paths."""
     return [Path(f) for f in result_file_names(paths)]
@@ -78,7 +83,8 @@ def result_file_names(paths: str | Path | Iterable[str | Path]) -> list[str]:
 def _json_files(folder: str) -> list[str]:
     """The *.json files under `folder` as `Path(folder).rglob("*.json")` finds them (symlinked folders
     not entered, unreadable ones skipped), less temporary files and anything not a regular file:
-    reading a FIFO (or a socket, a device) named *.json would wait forever. One scandir per folder,
+    reading a FIFO (or a socket, a device) named *.json would wait forever, and estimate records
+    (folders named ESTIMATES_FOLDER). One scandir per folder,
     which knows an entry's type without a stat: half the time of rglob + is_file over 10,000 files.
 
     In the order of their path parts: walking each folder's entries sorted by name, entering a
@@ -97,7 +103,7 @@ def _json_files(folder: str) -> list[str]:
                     found.append(prefix + name)
             except OSError:
                 continue
-            if is_dir:      # enter it now; this folder's remaining entries resume after it
+            if is_dir and name != ESTIMATES_FOLDER:   # enter it now; this folder's remaining entries resume after it
                 stack.append((prefix + name + os.sep, iter(_sorted_entries(prefix + name))))
                 break
         else:

@@ -32,6 +32,7 @@ from tpubench.workload_spec.sections import (
     bad_number,
     safe_name,
 )
+from tpubench.workload_spec.targets import split_target
 
 LAYOUT_FIELDS = ("tensor", "expert", "data")
 
@@ -51,8 +52,18 @@ class Workload(Strict):
     execution: Execution = Execution()
     measurement: Measurement = Measurement()
     parallel: Parallel = Parallel()
+    # The chips this workload is being decided between (`tpu-v6e-8`, `H100:8@fp8`, `trn2`): the
+    # report estimates it on each and prices them beside your measured points (docs/answer.md).
+    compare_on: list[str] = Field(default_factory=list)
 
     _name_is_safe = field_validator("name")(classmethod(lambda cls, v: safe_name(v)))
+
+    @field_validator("compare_on")
+    @classmethod
+    def _targets_are_chips(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            split_target(spec)      # its ValueError names what is wrong
+        return value
 
     def scale_spec(self, scale: str) -> ScaleSpec:
         """A scale's spec; the full scale (the architecture under model.config) is the default one."""

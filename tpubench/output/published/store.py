@@ -87,3 +87,13 @@ def shipped_published(*, warn: Callable[[str], None] | None = None) -> pd.DataFr
     operating points, each naming its publisher, date and reference), as read_published gives
     them: COLUMNS plus `file` (the shipped CSV it came from)."""
     return read_published(sorted(SHIPPED_DIR.glob("*.csv")), warn=warn)
+
+
+def all_published(paths, *, warn: Callable[[str], None] | None = None, shipped: bool = True) -> pd.DataFrame:
+    """The imports stored under `paths` and, with `shipped`, the reference rows shipped with
+    tpubench: every published row a report or an estimate knows."""
+    imported = read_published(paths or [], warn=warn)
+    if not shipped:
+        return imported
+    reference = shipped_published(warn=warn)
+    return pd.concat([imported, reference], ignore_index=True) if len(imported) else reference

@@ -26,9 +26,17 @@ def _format(fmt: str) -> str:
         raise UserError(f"unknown format '{fmt}'; choose one of {', '.join(FORMATS)}", field="--format") from None
 
 
-def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200) -> str:
-    """Format an already built ReportData."""
+TABLES = ("report", "answer")
+
+
+def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200, table: str = "report") -> str:
+    """Format an already built ReportData: the whole report, or (`table="answer"`) only its answer
+    table (report/answer.py; as CSV, its options with their verdicts)."""
     fmt = _format(fmt)
+    if table not in TABLES:
+        raise UserError(f"unknown table '{table}'; choose one of {', '.join(TABLES)}", field="--table")
+    if table == "answer":
+        return _render_answer(data, fmt)
     if fmt == "html":
         from tpubench.output.report.html import render_html
 
@@ -41,6 +49,22 @@ def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200) -> s
     from tpubench.output.safe_text import markdown_text
 
     return markdown_text(render_markdown(data, max_rows=max_rows))   # a result's text never becomes HTML
+
+
+def _render_answer(data: ReportData, fmt: str) -> str:
+    if fmt == "csv":
+        from tpubench.output.report.answer import frame
+        from tpubench.records.csv_safety import neutralize_frame
+
+        return neutralize_frame(frame(data.answer)).to_csv(index=False, float_format="%.6g")
+    if fmt == "html":
+        from tpubench.output.report.html import render_answer_html
+
+        return render_answer_html(data)
+    from tpubench.output.report.markdown import answer_markdown
+    from tpubench.output.safe_text import markdown_text
+
+    return markdown_text("\n".join(answer_markdown(data)))
 
 
 def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Sequence[str | Path] = (),

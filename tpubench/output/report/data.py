@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from tpubench.money import cost, pricing, tco
-from tpubench.output.report import headline
+from tpubench.output.report import answer, headline
+from tpubench.output.report.answer_published import candidates, published_options
 from tpubench.output.report.format import flagged_price_notes
 from tpubench.output.report.kernel_speedups import speedups
 from tpubench.output.report.published import DEFAULT_TOLERANCE, published_beside
@@ -62,6 +63,9 @@ class ReportData:
     # The report's first section (report/headline.py): the summaries' 'cheapest' row per workload and
     # plan, per unit; empty: nothing priced.
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The answer (report/answer.py): per workload and plan, measured, estimated and published options
+    # priced side by side, and a verdict; what "At a glance" opens with.
+    answer: answer.Answer = field(default_factory=answer.Answer)
 
     def summary_of(self, unit) -> pd.DataFrame:
         """The summary of `unit` (an OutputUnit), empty when none of its rows was priced."""
@@ -177,7 +181,8 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                  keep: str = "latest", include_flagged: bool = False,
                  grid_gco2_per_kwh: float | None = None,
                  published_tolerance: float = DEFAULT_TOLERANCE, include_shipped: bool = True,
-                 tco_tiers: pd.DataFrame | None = None) -> ReportData:
+                 tco_tiers: pd.DataFrame | None = None, on: Sequence[str] = (),
+                 estimator: Callable | None = None) -> ReportData:
     """Load results (paths or a DataFrame from `load_results`), price them and summarise.
 
     `keep` is load_results': "latest" counts a point measured several times once (its most recent
@@ -189,7 +194,11 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     results imported beside the results are compared with them (within `published_tolerance`,
     a fraction) and never priced (report/published.py); so are the reference rows shipped with
     tpubench (data/published/) unless `include_shipped` is False. `tco_tiers` (money/tco.load_tco) adds each
-    platform's on-demand $/Mtok at each TCO tier's rate (`ReportData.tco`).
+    platform's on-demand $/Mtok at each TCO tier's rate (`ReportData.tco`). `estimator`
+    (estimate.for_reports.estimates_for_report: the commands pass it) makes the answer table's
+    estimates and reads its workloads' architectures (report/answer.py); without it the answer holds
+    your measured options only. `on` names chips to estimate every workload on, beside those its
+    workload file's `compare_on` names.
     """
     today = today or pricing.today_utc()
     from tpubench.output.frames import check_keep, load_results
@@ -232,9 +241,26 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
         data.tco, tco_notes = tco.tier_usd_per_mtok(data.summary, tco_tiers)
         warnings += tco_notes
     data.headline = headline.pick(data)
+    data.answer = _answer(data, source, prices, plans, on, estimator, warn)
     if data.counts["invalid"]:
         warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy")
     return data
+
+
+def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[str], estimator, warn) -> answer.Answer:
+    """The answer table (report/answer.py): your measured options of the first unit (inference
+    tokens), and with an `estimator` the estimates for the chips each workload is decided between
+    and the published rows nearest its architecture."""
+    unit = registry.units()[0]
+    estimates, contexts, notes = (estimator(source, data.results, on=on, prices=prices, published=data.published_list,
+                                            plans=plans, warn=warn) if estimator else (pd.DataFrame(), {}, []))
+    plans = list(plans or pricing.plan_names(prices))
+    options = answer.measured_options(data.summary, unit.headline, unit.throughput)
+    options += answer.estimate_options(estimates, plans)
+    nearby = candidates(data.published_list) if contexts else None
+    for workload, (_, wl) in contexts.items():
+        options += published_options(nearby, wl, workload, prices, plans, answer.MAX_PUBLISHED)
+    return answer.assemble(options, {w: path for w, (path, _) in contexts.items()}, notes)
 
 
 def result_rows(data: ReportData, unit=None) -> pd.DataFrame:

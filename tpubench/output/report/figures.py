@@ -16,6 +16,7 @@ import pandas as pd
 
 from tpubench.money.cost import interactivity_tokens_per_s, unit_rows
 from tpubench.output.published.match import pareto_mask
+from tpubench.output.report.answer import source_label
 from tpubench.output.report.figure_cache import Drawing
 from tpubench.output.report.format import kind_label, load_label, plan_label, platform_label, stack_label, workload_label
 from tpubench.records.columns import records
@@ -652,3 +653,64 @@ def training_drawings(training: pd.DataFrame) -> list[tuple[str, str, Drawing, s
                         Drawing(training_cost_vs_throughput, (rows, f"Training: throughput per chip vs cost, {tag}")),
                         "svg"))
     return figures
+
+
+_SOURCE_COLOURS = {"measured": "C0", "estimate": "C1", "published": "C2"}
+
+
+def answer_costs(rows: pd.DataFrame, title: str):
+    """The answer table of one workload as bars: blended $/Mtok per option (log scale), one panel
+    per plan, coloured by where the figure comes from, whiskers its interval (95% CI measured, 90%
+    prediction interval estimated, none published); an option left out of the verdict is pale."""
+    rows = rows[np.isfinite(rows["usd_per_mtok"].astype(float))]
+    plans = list(pd.unique(rows["plan"]))
+    labels = [f"{r['option']} · {source_label(r)}" for _, r in rows.iterrows()]
+    left = label_margin(labels, 8, 10)
+    per_plan = [len(rows[rows["plan"] == p]) for p in plans]
+    fig = new_figure(10, max(2.5, 0.28 * sum(per_plan) + 0.9 * len(plans) + 0.6), left=left, top_in=0.6)
+    axes = fig.subplots(len(plans), 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": [max(n, 1) for n in per_plan], "hspace": 0.35})[:, 0]
+    for ax, plan in zip(axes, plans):
+        mine = rows[rows["plan"] == plan].iloc[::-1]     # cheapest at the top
+        y = np.arange(len(mine))
+        value = mine["usd_per_mtok"].to_numpy(float)
+        low = np.nan_to_num(value - mine["usd_per_mtok_low"].to_numpy(float), nan=0.0)
+        high = np.nan_to_num(mine["usd_per_mtok_high"].to_numpy(float) - value, nan=0.0, posinf=0.0)
+        ranked = mine["in_verdict"].astype(bool).to_numpy()
+        ax.barh(y, value, xerr=np.vstack([low, high]), capsize=3, ecolor="black",
+                color=[_SOURCE_COLOURS.get(s, "C7") for s in mine["source"]],
+                alpha=None, edgecolor="black", linewidth=0.3)
+        for yi in y[~ranked]:
+            ax.patches[yi].set_alpha(0.35)
+        names = [fit_label(f"{r['option']} · {source_label(r)}", left * 10 - 0.3, 8) for _, r in mine.iterrows()]
+        ax.set_yticks(y, names, fontsize=8)
+        ax.set_title(plan_label(plan), fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    log_axis(axes[-1], "x")
+    axes[-1].set_xlabel("blended $ per million tokens (log scale); pale: listed, not in the verdict")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=c, label=s) for s, c in _SOURCE_COLOURS.items() if s in set(rows["source"])]
+    # Above the panels, clear of every bar and whisker.
+    fig.legend(handles=handles, fontsize=8, loc="upper right", ncol=len(handles), frameon=False,
+               bbox_to_anchor=(0.97, 1 - 0.3 / fig.get_figheight()))
+    set_suptitle(fig, title, fontsize=11)
+    return fig
+
+
+def answer_drawings(data) -> list[tuple[str, str, Drawing, str]]:
+    """(id, caption, Drawing, kind) per workload of the answer table with a priced option."""
+    options = data.answer.options
+    if options.empty:
+        return []
+    out = []
+    columns = ["plan", "option", "source", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high", "in_verdict",
+               "why_not"]
+    for n, (workload, rows) in enumerate(options.groupby("workload", sort=False)):
+        priced = rows[np.isfinite(rows["usd_per_mtok"].astype(float))]
+        if priced.empty or n >= MAX_WORKLOADS:
+            continue
+        caption = f"{workload}: $/Mtok per option with its interval, by plan"
+        out.append((f"answer-{n}", caption, Drawing(answer_costs, (priced[columns].reset_index(drop=True), caption)),
+                    "svg"))
+    return out

@@ -82,7 +82,20 @@ def row_counts(data) -> str:
     """How many rows of each kind the report holds, in one sentence (the line above it breaks the
     measured ones down by status)."""
     published = data.published_rows
+    options = data.answer.options
+    estimated = int((options["source"] == "estimate").sum()) if len(options) else 0
+    beside = int((options["source"] == "published").sum()) if len(options) else 0
     return (f"Rows: {data.counts['results']} measured (your result files, {data.counts['priced']} priced); "
-            f"{published} published (" + ("shipped with tpubench or imported; " if published else "")
-            + "listed apart, never priced); 0 estimated (`tpubench estimate` makes estimates, which never "
-            "enter this report).")
+            f"{published} published (shipped with tpubench or imported; {beside} priced beside yours in the options "
+            f"below, all listed apart); {estimated} estimated (" + (
+                "for the chips each workload is decided between: its `compare_on`, or `--on`; labelled, never "
+                "measurements)." if estimated else
+                "name the chips a workload is decided between with `compare_on` in it, `tpubench report --on`, "
+                "or `tpubench estimate --out`)."))
+
+
+def tables_besides_answer(headline: pd.DataFrame) -> list[tuple[str, list[str], pd.DataFrame]]:
+    """The per-unit 'cheapest option' tables of the units the answer table does not cover (the
+    answer holds the first unit's, inference tokens)."""
+    first = registry.units()[0].title
+    return [t for t in tables(headline) if not t[0].startswith(f"{first}:")]

@@ -7,8 +7,8 @@ import base64
 import html
 import re
 
+from tpubench.output.report import answer, headline, kernel_speedups, published, published_list
 from tpubench.output.report import format as f
-from tpubench.output.report import headline, kernel_speedups, published, published_list
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
 from tpubench.output.report.markdown import unit_section
@@ -38,6 +38,7 @@ tr.invalid td{background:#fff0f0}tr.invalid td.validity{color:#b00020;font-weigh
 .note{color:#555;font-size:.85rem}figure{margin:1rem 0;max-width:100%}figcaption{font-size:.85rem;color:#444}
 img{max-width:100%;height:auto;box-sizing:border-box;border:1px solid #eee}
 .verdict-cheapest{font-weight:600;color:#0a7d32}.verdict-dearer{color:#8a1c1c}
+tr.listed td{color:#5b6470}p.verdict{margin:.4rem 0 .2rem}
 @media (max-width:800px){body{margin:1rem auto;padding:0 .5rem}
 th:first-child,td:first-child,.glance th:first-child,.glance td:first-child{min-width:7rem;max-width:10rem}}
 """
@@ -120,18 +121,64 @@ def _published_list(data: ReportData, max_rows: int, figures: bool = True) -> li
 _CODE = re.compile(r"`([^`]+)`")      # a command named in `backticks` (escaped text: no markup inside)
 
 
-def _glance(data: ReportData) -> list[str]:
-    """The first section (report/headline.py): what the report holds, and the cheapest option per plan."""
-    counts = _CODE.sub(r"<code>\1</code>", escape_html(headline.row_counts(data)))
+def _with_code(text: str) -> str:
+    return _CODE.sub(r"<code>\1</code>", escape_html(text))
+
+
+def _answer(data: ReportData, figures: bool) -> list[str]:
+    """Per workload and plan the options priced side by side and the verdict (report/answer.py), then
+    the workload's figure."""
+    from tpubench.output.report.figures import answer_drawings
+
+    result, body = data.answer, []
+    drawings = {caption.split(":")[0]: (fig_id, caption, d, kind) for fig_id, caption, d, kind in answer_drawings(data)} \
+        if figures else {}
+    for workload in dict.fromkeys(w for w, _ in result.groups()):
+        for plan in dict.fromkeys(p for w, p in result.groups() if w == workload):
+            rows, v = result.of(workload, plan)
+            body.append(f"<h3>{escape_html(answer.title(workload, plan))}</h3>")
+            body.append(html_table(answer.HEADERS, [answer.cells(r) for r in records(rows)], answer.NUMERIC,
+                                   ["" if bool(x) else "listed" for x in rows["in_verdict"]], wrap=answer.WRAP))
+            lines = answer.verdict_lines(v)
+            body += [f'<p class="verdict"><strong>{_with_code(lines[0])}</strong></p>'] if lines else []
+            body += [f"<p>{_with_code(line)}</p>" for line in lines[1:]]
+        if workload in drawings:
+            body.append(html_figures(data, lambda _data, d=drawings[workload]: [d]))
+    if result.groups():
+        body.append(f'<p class="note">{escape_html(answer.NOTE)}</p>')
+        body += [f'<p class="note">{escape_html(n)}</p>' for n in result.notes]
+    return body
+
+
+def _glance(data: ReportData, figures: bool = True) -> list[str]:
+    """The first section: what the report holds; per workload and plan the options side by side with
+    a verdict (report/answer.py); the other units' cheapest option per plan (report/headline.py)."""
+    counts = _with_code(headline.row_counts(data))
     body = ['<section class="glance" id="at-a-glance"><h2>At a glance</h2>', f"<p>{counts}</p>"]
-    for title, headers, rows in headline.tables(data.headline):
+    body += _answer(data, figures)
+    others = headline.tables_besides_answer(data.headline)
+    for title, headers, rows in others:
         body.append(f"<h3>{escape_html(title)}</h3>")
         body.append(html_table(headers, [headline.cells(r) for r in records(rows)], headline.NUMERIC,
                            ["" if bool(v) else "invalid" for v in rows["valid"]], {6: lambda v: "validity"},
                            wrap=headline.WRAP))
-    if len(data.headline):
+    if others:
         body.append(f'<p class="note">{escape_html(headline.NOTE)}</p>')
     return body + ["</section>"]
+
+
+def _page(body: list[str]) -> str:
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<title>tpubench cost report</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+
+
+def render_answer_html(data: ReportData, figures: bool = True) -> str:
+    """Only the answer (`tpubench report --table answer --format html`)."""
+    counts = _with_code(headline.row_counts(data))
+    return _page(['<section class="glance" id="answer"><h2>The answer</h2>', f"<p>{counts}</p>",
+                  *_answer(data, figures), "</section>"])
 
 
 def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> str:
@@ -141,7 +188,7 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
             f"{c['results']} result(s): {c['ok']} ok ({c['invalid']} invalid), {c['failed']} failed; "
             f"{c['priced']} priced, {c['unpriced']} not priced. Plans: "
             f"{escape_html(', '.join(f.plan_label(p) for p in data.plans) or 'none')}.</p>"]
-    body += _glance(data)
+    body += _glance(data, figures)
     if data.warnings:
         body.append('<div class="warn"><strong>Warnings</strong><ul>'
                     + "".join(f"<li>{escape_html(w)}</li>" for w in data.warnings) + "</ul></div>")
@@ -168,7 +215,4 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
     body.append(html_table(["Source", "As of", "Age (days)", "Instance rows"],
                        [[r.source, r.as_of, f"{r.age_days}" + (" (stale)" if r.stale else ""), r.instance_rows]
                         for r in data.price_sources.itertuples()], {2, 3}, wrap={0}))
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<title>tpubench cost report</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+    return _page(body)

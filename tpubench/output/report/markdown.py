@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tpubench.money.budget import SIZING_SPLIT
+from tpubench.output.report import answer, headline, kernel_speedups, published, published_list
 from tpubench.output.report import format as f
-from tpubench.output.report import headline, kernel_speedups, published, published_list
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
 from tpubench.records.columns import records
@@ -81,12 +81,26 @@ def runs_section(data: ReportData, title: str, runs, header_templates, cells, ma
     return out + [""]
 
 
+def answer_markdown(data: ReportData) -> list[str]:
+    """Per workload and plan the options priced side by side, and the verdict (report/answer.py)."""
+    out, result = [], data.answer
+    for workload, plan in result.groups():
+        rows, v = result.of(workload, plan)
+        out += [f"### {answer.title(workload, plan)}", "", table(answer.HEADERS, [answer.cells(r) for r in records(rows)]),
+                ""] + [f"**{line}**" if i == 0 else line for i, line in enumerate(answer.verdict_lines(v))] + [""]
+    if result.groups():
+        out += [f"- {answer.NOTE}"] + [f"- {n}" for n in result.notes] + [""]
+    return out
+
+
 def _glance(data: ReportData) -> list[str]:
-    """The first section (report/headline.py): what the report holds, and the cheapest option per plan."""
-    out = ["## At a glance", "", headline.row_counts(data), ""]
-    for title, headers, rows in headline.tables(data.headline):
+    """The first section: what the report holds; the answer (answer_markdown); the other units'
+    cheapest option per plan (report/headline.py)."""
+    out = ["## At a glance", "", headline.row_counts(data), ""] + answer_markdown(data)
+    others = headline.tables_besides_answer(data.headline)
+    for title, headers, rows in others:
         out += [f"### {title}", "", table(headers, [headline.cells(r) for r in records(rows)]), ""]
-    if len(data.headline):
+    if others:
         out += [f"- {headline.NOTE}", ""]
     return out
 

@@ -1,14 +1,10 @@
 """The cost basis of scenario `generate`: the chip-seconds one token of an offline batch is charged
 (docs/definitions.md#cost; money/cost.py prices them).
 
-An offline batch of B sequences, input length I, output length O spends, from its mean TTFT and E2E:
-
-    c_in  = TTFT * chips         / (B * I)          prefill chip-seconds per input token
-    c_out = (E2E - TTFT) * chips / (B * O)          decode chip-seconds per output token (O > 1)
-    c_all = E2E * chips          / (B * (I + O))    all chip-seconds per token
-
-with CIs from the TTFT, TPOT (decode time is TPOT * (O - 1)) and E2E CIs. A single output token
-is produced by prefill: there is no decode time to attribute, so c_out is NaN for O = 1.
+An offline batch of B sequences, input length I, output length O is charged, from its mean TTFT
+and E2E, the chip-seconds per token of measure/per_token.batch_chip_seconds_per_token (the one
+definition, which the estimate uses too), with CIs from the TTFT, TPOT (decode time is
+TPOT * (O - 1)) and E2E CIs.
 
 Prefill and decode chip time are really apart in an offline batch, so the split is
 `split_method` "time-attributed". The functions accept floats or numpy/pandas arrays alike.
@@ -21,20 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tpubench.measure.per_token import mix_rate, usd_per_mtok_from_chip_seconds
+from tpubench.measure.per_token import batch_chip_seconds_per_token, mix_rate, usd_per_mtok_from_chip_seconds
 from tpubench.measure.stats import cost_ci_from_time_ci
 from tpubench.records.columns import numeric_column
 
 SPLIT_TIME_ATTRIBUTED = "time-attributed"
-
-
-@dataclass(frozen=True)
-class ChipSecondsPerToken:
-    """Chip-seconds spent per input token, per output token and per token of either kind."""
-
-    input: float
-    output: float
-    blended: float
 
 
 @dataclass(frozen=True)
@@ -44,34 +31,11 @@ class TokenCosts:
     blended_usd_per_mtok: float
 
 
-def _nan_unless(mask, values):
-    """`values` where `mask`, NaN elsewhere; a pandas Series keeps its index, a scalar stays one."""
-    if isinstance(values, pd.Series):
-        return values.where(mask)
-    out = np.where(mask, values, np.nan)
-    return float(out) if np.ndim(out) == 0 else out
-
-
-def generate_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length,
-                                    output_length) -> ChipSecondsPerToken:
-    """An offline batch: prefill chip-seconds over input tokens, decode chip-seconds over output
-    tokens (NaN for a single output token: prefill made it), all chip-seconds over all tokens."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        input_tokens = np.multiply(batch_size, input_length)
-        output_tokens = np.multiply(batch_size, output_length)
-        decode = np.divide(np.multiply(np.subtract(e2e_s, ttft_s), chips), output_tokens)
-        return ChipSecondsPerToken(
-            input=np.divide(np.multiply(ttft_s, chips), input_tokens),
-            output=_nan_unless(np.asarray(output_length, dtype=float) > 1, decode),
-            blended=np.divide(np.multiply(e2e_s, chips), input_tokens + output_tokens),
-        )
-
-
 def time_attributed_costs(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
                           usd_per_chip_s) -> TokenCosts:
     """An offline batch priced: prefill chip-seconds over input tokens, decode chip-seconds over
     output tokens, and all chip-seconds over all tokens."""
-    c = generate_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length, output_length)
+    c = batch_chip_seconds_per_token(ttft_s, e2e_s, chips, batch_size, input_length, output_length)
     return TokenCosts(
         input_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.input, usd_per_chip_s),
         output_usd_per_mtok=usd_per_mtok_from_chip_seconds(c.output, usd_per_chip_s),
@@ -83,10 +47,9 @@ def mix_tokens_per_s_per_chip(ttft_s, e2e_s, chips, batch_size, input_length, ou
                               output_share: float):
     """Tokens/s per chip for a traffic mix of an offline batch (see money/budget.py's docstring); NaN
     when the point cannot serve the mix (no decode time measured for output tokens)."""
-    c = generate_chip_seconds_per_token(np.asarray(ttft_s, dtype=float), np.asarray(e2e_s, dtype=float),
-                                        np.asarray(chips, dtype=float), np.asarray(batch_size, dtype=float),
-                                        np.asarray(input_length, dtype=float),
-                                        np.asarray(output_length, dtype=float))
+    c = batch_chip_seconds_per_token(np.asarray(ttft_s, dtype=float), np.asarray(e2e_s, dtype=float),
+                                     np.asarray(chips, dtype=float), np.asarray(batch_size, dtype=float),
+                                     np.asarray(input_length, dtype=float), np.asarray(output_length, dtype=float))
     return mix_rate(c.input, c.output, output_share)
 
 
@@ -96,8 +59,8 @@ def chip_seconds(rows: pd.DataFrame) -> pd.DataFrame:
     E2E (module docstring), and `split_method` "time-attributed"."""
     chips = numeric_column(rows, "chips")
     ttft, e2e = numeric_column(rows, "ttft_mean_s"), numeric_column(rows, "e2e_mean_s")
-    computed = generate_chip_seconds_per_token(ttft, e2e, chips, numeric_column(rows, "batch_size"),
-                                               numeric_column(rows, "input_length"), numeric_column(rows, "output_length"))
+    computed = batch_chip_seconds_per_token(ttft, e2e, chips, numeric_column(rows, "batch_size"),
+                                            numeric_column(rows, "input_length"), numeric_column(rows, "output_length"))
     # The measured time each figure is proportional to, for its CI.
     drivers = {"input": ("ttft_mean_s", "ttft_ci95_low_s", "ttft_ci95_high_s"),
                "output": ("tpot_mean_s", "tpot_ci95_low_s", "tpot_ci95_high_s"),
