@@ -1,14 +1,17 @@
 """Shapes of the published models tpubench ships (data/published_models.json): every entry's
 parameter count against its maker's published size, the new layer kinds' FLOPs and bytes worked out
 by hand (a sliding window, gpt-oss's sinks and biased experts, a linear-attention state, the GLM-5
-indexer, Llama 4's chunks), and each new builder against the model transformers itself builds."""
+indexer, Llama 4's chunks, MiMo-V2-Flash's per-kind KV heads and narrow values), and each new builder
+against the model transformers itself builds."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from tpubench.estimate.features import kv_cache_bytes_per_chip
-from tpubench.estimate.models import published_model
+from tpubench.estimate.models import PUBLISHED_MODELS, published_model
 from tpubench.hardware.counts import (
     decode_bytes_breakdown,
     decode_flops_per_step,
@@ -20,8 +23,9 @@ from tpubench.hardware.model_shape import LatentAttentionLayerShape, LinearAtten
 
 # (entry, published total, published active, the exact count tpubench derives). The published
 # figures are the makers' model cards (rounded; "active" labels such as A17B are rounded names and
-# count the embedding row or not, hence the looser band). The exact counts equal what transformers
-# 5.25 builds from the same config on the meta device, so they pin the accounting itself.
+# count the embedding row or not, or neither it nor the lm_head, hence the looser band). The exact
+# counts equal what transformers 5.25 builds from the same config on the meta device, so they pin
+# the accounting itself.
 SIZES = [
     ("gpt-oss-120b", 116.8e9, 5.1e9, 116_829_156_672),
     ("gpt-oss-20b", 20.9e9, 3.6e9, 20_914_757_184),
@@ -43,6 +47,19 @@ SIZES = [
     ("llama-2-13b", 13.0e9, 13.0e9, 13_015_864_320),
     ("codellama-13b", 13.0e9, 13.0e9, 13_016_028_160),
     ("mistral-7b-v0.2", 7.24e9, 7.24e9, 7_241_732_096),
+    ("qwen3-8b", 8.2e9, 8.2e9, 8_190_735_360),
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9, 30_532_122_624),
+    ("glm-4.5-air", 106e9, 12e9, 106_852_251_264),            # without the MTP layer
+    ("gemma-2-27b", 27e9, 27e9, 27_227_128_320),              # tied embeddings
+    ("deepseek-v2-lite", 16e9, 2.4e9, 15_706_484_224),
+    ("mimo-v2-flash", 309e9, 15e9, 308_778_780_864),          # without the MTP layers
+]
+
+# Entries whose maker gives only a size class ("7B"): the count is pinned exactly instead, and
+# against transformers below (Qwen v1 and MiMo are Qwen2 layouts under remote code).
+NOMINAL = [
+    ("qwen-7b-chat", 7_721_324_544),
+    ("mimo-7b-rl", 7_622_619_136),                            # without the MTP layer
 ]
 
 
@@ -53,8 +70,15 @@ def test_published_model_matches_its_published_size(name, total, active, exact):
     # Kimi's "1T" is rounded to one significant figure: 2.6% below it is still 1T.
     assert shape.total_params == pytest.approx(total, rel=0.03 if name.startswith("kimi") else 0.02)
     with_embedding_row = shape.active_params + (0 if shape.tied_embeddings else shape.embedding_params)
+    without_lm_head = shape.active_params - shape.lm_head_params   # GLM-4.5-Air's 12B
     assert (shape.active_params == pytest.approx(active, rel=0.06)
-            or with_embedding_row == pytest.approx(active, rel=0.03))
+            or with_embedding_row == pytest.approx(active, rel=0.03)
+            or without_lm_head == pytest.approx(active, rel=0.03))
+
+
+@pytest.mark.parametrize("name,exact", NOMINAL, ids=[n[0] for n in NOMINAL])
+def test_size_class_entries_are_pinned_exactly(name, exact):
+    assert published_model(name)[1].total_params == exact
 
 
 @pytest.mark.parametrize("alias,entry", [
@@ -69,6 +93,14 @@ def test_published_model_matches_its_published_size(name, total, active, exact):
     ("meta-llama/Llama-2-7b-hf", "llama-2-7b"), ("meta-llama/Llama-2-13b-hf", "llama-2-13b"),
     ("codellama/CodeLlama-13b-hf", "codellama-13b"), ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b-v0.2"),
     ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"), ("meta-llama/Meta-Llama-3.1-70B", "llama-3.3-70b"),
+    # the names SGLang-JAX's TPU rows use (model and published_model columns)
+    ("Qwen/Qwen3-8B", "qwen3-8b"), ("Qwen3-8B", "qwen3-8b"), ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+    ("zai-org/GLM-4.5-Air", "glm-4.5-air"), ("GLM-4.5-Air", "glm-4.5-air"), ("zai-org/GLM-4.5", "glm-4.5"),
+    ("google/gemma-2-27b-it", "gemma-2-27b"), ("gemma-2-27b-it", "gemma-2-27b"),
+    ("Qwen/Qwen-7B-Chat", "qwen-7b-chat"), ("Qwen-7B-Chat", "qwen-7b-chat"),
+    ("XiaomiMiMo/MiMo-7B-RL", "mimo-7b-rl"), ("MiMo-7B-RL", "mimo-7b-rl"),
+    ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite"), ("DeepSeek-V2-Lite", "deepseek-v2-lite"),
+    ("XiaomiMiMo/MiMo-V2-Flash", "mimo-v2-flash"), ("MiMo-V2-Flash", "mimo-v2-flash"),
 ])
 def test_publishers_names_reach_their_entry(alias, entry):
     assert published_model(alias)[0] == entry
@@ -205,6 +237,45 @@ def test_llama4_chunked_layers_and_interleaved_experts():
     assert kv_cache_bytes(scout, 1, 10000, 2) == per_token * (36 * 8192 + 12 * 10000)
 
 
+# --- MiMo-V2-Flash, Gemma 2, DeepSeek-V2-Lite ---------------------------------------------------
+
+def test_mimo_v2_flash_kv_heads_windows_and_narrow_values_by_hand():
+    shape = published_model("XiaomiMiMo/MiMo-V2-Flash")[1]
+    full = [i for i, layer in enumerate(shape.layers) if layer.window is None]
+    assert full == [0, 5, 11, 17, 23, 29, 35, 41, 47] and len(shape.layers) == 48
+    # Sliding layers: 128 previous tokens plus the query, 8 KV heads; full layers 4 KV heads.
+    assert {(layer.window, layer.n_kv_heads) for layer in shape.layers} == {(None, 4), (129, 8)}
+    # Keys 192 wide, values 128: a cached token holds 4 x (192 + 128) values in a full layer, 8 x in a
+    # sliding one (bf16); a query reads QK^T over 192 and PV over 128 for each of 64 heads.
+    assert shape.layers[0].kv_bytes_per_token(2) == 4 * (192 + 128) * 2
+    assert shape.layers[1].kv_bytes_per_token(2) == 8 * (192 + 128) * 2
+    assert shape.layers[1].attention_flops_per_token(1) == 2 * 64 * (192 + 128)
+    assert kv_cache_bytes(shape, 1, 4096, 2) == 9 * 2560 * 4096 + 39 * 5120 * 129
+    attention = 2 * 64 * (192 + 128) * (9 * 4096 + 39 * 129)
+    assert decode_flops_per_step(shape, 1, 4096) == 2 * shape.active_params + attention
+    # Layer 0 dense; 47 MoE layers of 256 experts (top 8), no shared expert.
+    assert shape.layers[0].mlp_matmul_params == 3 * 4096 * 16384 and not shape.layers[0].is_moe
+    assert (len(shape.moe_layers), shape.n_experts, shape.top_k) == (47, 256, 8)
+    assert shape.layers[1].mlp_matmul_params == 0
+
+
+def test_gemma2_alternates_sliding_and_global_layers():
+    shape = published_model("google/gemma-2-27b-it")[1]
+    assert [layer.window for layer in shape.layers[:4]] == [4096, None, 4096, None]
+    assert shape.tied_embeddings and len(shape.layers) == 46
+    # 16 KV heads of 128 (bf16): 8192 B per token and layer; 23 layers keep 4096 tokens, 23 all.
+    assert kv_cache_bytes(shape, 1, 8192, 2) == 8192 * (23 * 4096 + 23 * 8192)
+
+
+def test_deepseek_v2_lite_mla_without_router_bias():
+    shape = published_model("deepseek-ai/DeepSeek-V2-Lite")[1]
+    layer = shape.layers[1]
+    assert isinstance(layer, LatentAttentionLayerShape) and layer.kv_bytes_per_token(1) == 512 + 64
+    # Norms only (kv_a 512, two of 2048): V2's greedy router has no score-correction bias.
+    assert layer.other_params == 512 + 2 * 2048
+    assert (len(shape.moe_layers), shape.n_experts, shape.top_k) == (26, 64, 6)
+
+
 def test_multimodal_configs_read_their_text_config_with_the_top_level_tie():
     nested = {"model_type": "qwen3_5_moe", "tie_word_embeddings": False,
               "text_config": {"model_type": "qwen3_5_moe_text", **{k: v for k, v in TINY_QWEN35.items()
@@ -242,6 +313,17 @@ TINY = {
     "mixtral": {"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
                 "intermediate_size": 6, "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 10,
                 "tie_word_embeddings": False},
+    "gemma2": {"hidden_size": 8, "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": 1,
+               "head_dim": 4, "intermediate_size": 12, "sliding_window": 3, "vocab_size": 10},
+    "deepseek_v2": {"hidden_size": 16, "num_hidden_layers": 3, "num_attention_heads": 2, "vocab_size": 10,
+                    "q_lora_rank": None, "kv_lora_rank": 8, "qk_nope_head_dim": 4, "qk_rope_head_dim": 2,
+                    "v_head_dim": 4, "intermediate_size": 12, "moe_intermediate_size": 6, "n_routed_experts": 4,
+                    "n_shared_experts": 2, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+                    "tie_word_embeddings": False},
+    "mimo_v2_flash": {"hidden_size": 16, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1,
+                      "swa_num_key_value_heads": 2, "head_dim": 6, "v_head_dim": 4, "intermediate_size": 20,
+                      "moe_intermediate_size": 6, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                      "sliding_window_size": 3, "vocab_size": 10, "tie_word_embeddings": False},
 }
 
 
@@ -256,3 +338,22 @@ def test_each_new_builder_counts_what_transformers_builds(family):
     expected = (sum(p.numel() for p in model.parameters())
                 + sum(b.numel() for name, b in model.named_buffers() if "e_score_correction_bias" in name))
     assert ModelShape.from_config(family, TINY[family]).total_params == expected
+
+
+# The entries added for SGLang-JAX's TPU rows, as shipped, against transformers' own model: the
+# remote-code models (Qwen v1, MiMo) through the Qwen2 class whose layout they share.
+NEW_ENTRIES = ["qwen3-8b", "qwen3-30b-a3b", "glm-4.5-air", "gemma-2-27b", "qwen-7b-chat", "mimo-7b-rl",
+               "deepseek-v2-lite", "mimo-v2-flash"]
+
+
+@pytest.mark.parametrize("name", NEW_ENTRIES)
+def test_shipped_entry_counts_what_transformers_builds_from_it(name):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    entry = json.loads(PUBLISHED_MODELS.read_text(encoding="utf-8"))["models"][name]
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.CONFIG_MAPPING[entry["family"]](**entry["config"]))
+    expected = (sum(p.numel() for p in model.parameters())
+                + sum(b.numel() for n, b in model.named_buffers() if "e_score_correction_bias" in n))
+    assert published_model(name)[1].total_params == expected

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.estimate.chips import Chip, chip, chip_family
-from tpubench.estimate.features import TERMS, Point, observed_cycle_s, roofline, terms
+from tpubench.estimate.features import TERMS, Point, observed_cycle_s, roofline, sequences_that_fit, terms
 from tpubench.estimate.models import published_model, row_precision
 from tpubench.hardware.model_shape import ModelShape
 
@@ -170,6 +170,10 @@ def observations(rows: pd.DataFrame) -> Observations:
                       compute_precision=precision.compute, chips=int(_num(row["chips"])),
                       concurrency=ran_batch(row), input_len=_num(row["input_length"]),
                       output_len=_num(row["output_length"]), precision=precision.label)
+        point, why = _what_ran(point, spec)
+        if why:
+            left[why] += 1
+            continue
         roof = roofline(point, spec.peak_flops, spec.peak_bytes_per_s)
         rate = _num(row["output_tokens_per_s_per_chip"])
         observed = observed_cycle_s(point, rate)
@@ -190,6 +194,16 @@ def observations(rows: pd.DataFrame) -> Observations:
     X = np.array(xs) if xs else np.zeros((0, len(TERMS)))
     return Observations(X=X, y=np.array(ys), families=fams, rows=pd.DataFrame(kept), points=points, specs=specs,
                         left_out=left)
+
+
+def _what_ran(point: Point, spec: Chip) -> tuple[Point, str | None]:
+    """The point with the batch that could run: no more sequences than the chips' memory holds
+    beside the weights (features.sequences_that_fit; a client sending more only queues), or why the
+    row cannot have run as stated (not even one sequence fits: its figures say otherwise)."""
+    fits = sequences_that_fit(point, spec.memory_bytes)
+    if fits < 1:
+        return point, "the weights and one sequence do not fit in its chips' memory as modelled"
+    return (replace(point, concurrency=float(math.floor(fits))) if point.concurrency > fits else point), None
 
 
 def measured_rows(paths) -> pd.DataFrame:

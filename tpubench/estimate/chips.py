@@ -24,6 +24,7 @@ _FAMILIES = (
     (re.compile(r"^(GH|H)\d00"), "NVIDIA Hopper"),
     (re.compile(r"^A100"), "NVIDIA Ampere"),
     (re.compile(r"^(L4|L40S|A10G)"), "NVIDIA Ada/Ampere PCIe"),
+    (re.compile(r"^RTX PRO"), "NVIDIA RTX PRO (Blackwell, GDDR7)"),
 )
 # Short names a user types that the runtime-name patterns do not know.
 _ALIASES = {"trn2": "Trainium2", "trn1": "Trainium", "inf2": "Inferentia2", "v6e": "TPU v6e",

@@ -38,8 +38,16 @@ from tpubench.hardware.model_shape import ModelShape
 
 # log_decode_step_roofline_s: the shorter the ideal step, the more fixed costs (kernel launches,
 # collectives' latency, the host) weigh in it; a small model spread over many chips runs far below
-# its roofline for that reason, not for lack of bandwidth.
-TERMS = ("intercept", "log_concurrency", "log_chips", "prefill_share", "log_decode_step_roofline_s")
+# its roofline for that reason, not for lack of bandwidth. decode_compute_excess: how far past the
+# ridge a decode step's FLOPs are, max(0, ln(compute time / memory time)): real steps do not switch
+# sharply from bandwidth- to compute-bound at the ridge (the two overlap imperfectly, and large
+# batched matmuls reach their peak less often than streaming reaches its bandwidth), so a point
+# well past it runs below the max() roofline by more than one at the ridge.
+TERMS = ("intercept", "log_concurrency", "log_chips", "prefill_share", "log_decode_step_roofline_s",
+         "decode_compute_excess")
+# The share of a chip's memory a server gives its weights and KV cache (vLLM's default
+# --gpu-memory-utilization): the sequences that fit in the rest are the most that can run at once.
+MEMORY_UTILIZATION = 0.9
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,8 @@ class Roofline:
     output_len: float
     prefill_bound: str       # "compute" or "memory"
     decode_bound: str
+    decode_compute_s: float = 0.0   # a step's FLOPs over the peak, and its bytes over the bandwidth
+    decode_memory_s: float = 0.0
 
     @property
     def decode_steps(self) -> float:
@@ -106,13 +116,27 @@ def roofline(point: Point, peak_flops: float, peak_bytes_per_s: float) -> Roofli
     return Roofline(prefill_s=max(p_compute, p_memory), decode_step_s=max(d_compute, d_memory),
                     output_len=p.output_len,
                     prefill_bound="compute" if p_compute >= p_memory else "memory",
-                    decode_bound="compute" if d_compute >= d_memory else "memory")
+                    decode_bound="compute" if d_compute >= d_memory else "memory",
+                    decode_compute_s=d_compute, decode_memory_s=d_memory)
 
 
 def terms(point: Point, roof: Roofline) -> np.ndarray:
     """The fit's terms (TERMS) for one point."""
     return np.array([1.0, math.log(point.concurrency), math.log(point.chips), roof.prefill_share,
-                     math.log(roof.decode_step_s)])
+                     math.log(roof.decode_step_s), max(0.0, math.log(roof.decode_compute_s / roof.decode_memory_s))])
+
+
+def sequences_that_fit(point: Point, memory_bytes: float | None) -> float:
+    """How many sequences of input_len + output_len tokens the chips' memory holds beside the
+    weights (MEMORY_UTILIZATION of it; a sliding window or a linear-attention state caps a layer's
+    cache): inf when the memory is unknown. A server runs no more at once, whatever its clients
+    send; a static batch of more does not fit."""
+    if not memory_bytes:
+        return math.inf
+    free = memory_bytes * point.chips * MEMORY_UTILIZATION - point.shape.total_params * point.weight_bytes
+    per_sequence = sum(layer.kv_bytes_per_token(point.kv_bytes) * layer.attended(point.input_len + point.output_len)
+                       for layer in point.shape.layers)
+    return max(free, 0.0) / per_sequence if per_sequence > 0 else math.inf
 
 
 def observed_cycle_s(point: Point, output_tokens_per_s_per_chip: float) -> float:
@@ -120,5 +144,5 @@ def observed_cycle_s(point: Point, output_tokens_per_s_per_chip: float) -> float
     return point.concurrency * point.output_len / (output_tokens_per_s_per_chip * point.chips)
 
 
-__all__ = ["Point", "Roofline", "TERMS", "decode_step_bytes_per_chip", "kv_cache_bytes_per_chip",
-           "observed_cycle_s", "roofline", "terms"]
+__all__ = ["MEMORY_UTILIZATION", "Point", "Roofline", "TERMS", "decode_step_bytes_per_chip", "kv_cache_bytes_per_chip",
+           "observed_cycle_s", "roofline", "sequences_that_fit", "terms"]

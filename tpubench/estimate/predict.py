@@ -28,7 +28,7 @@ deserves.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,7 @@ import pandas as pd
 from tpubench.errors import UserError
 from tpubench.estimate.calibration import Observations, observations, sweeps
 from tpubench.estimate.chips import Chip, Target, chip_family
-from tpubench.estimate.features import TERMS, Point, roofline, terms
+from tpubench.estimate.features import TERMS, Point, roofline, sequences_that_fit, terms
 from tpubench.estimate.fit import DEFAULT_RIDGE, Fit, conformal_halfwidth, fit_efficiency, loo_residuals
 from tpubench.estimate.records import LABEL
 from tpubench.measure.per_token import batch_chip_seconds_per_token
@@ -151,8 +151,18 @@ def estimate(cal: Calibration, target: Target, spec: Chip, point: Point, *, serv
     if memory and weights > memory * point.chips:
         return Estimate(**common, refused=(f"the weights ({weights / 1e9:,.0f} GB) do not fit in "
                                            f"{point.chips} x {memory / 1e9:,.0f} GB"))
+    fits = sequences_that_fit(point, spec.memory_bytes)
+    if point.concurrency > fits:
+        if not serving or fits < 1:     # a static batch of more does not fit at all
+            return Estimate(**common, refused=(f"{point.concurrency:g} sequences of {point.input_len + point.output_len:g} "
+                                               f"tokens do not fit beside the weights in {point.chips} x "
+                                               f"{memory / 1e9:,.0f} GB (at most {math.floor(fits)})"))
+    notes = []
+    if point.concurrency > fits:        # a server runs what fits; the rest of its clients queue
+        notes.append(f"only {math.floor(fits)} of {point.concurrency:g} sequences fit at once: estimated at that batch")
+        point = replace(point, concurrency=float(math.floor(fits)))
     roof = roofline(point, spec.peak_flops, spec.peak_bytes_per_s)
-    notes = _extrapolation(cal, terms(point, roof))
+    notes += _extrapolation(cal, terms(point, roof))
     offset, own = cal.own_offset(family)
     if own:
         notes.append(f"calibrated on {own} of your rows")

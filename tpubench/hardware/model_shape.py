@@ -2,14 +2,15 @@
 
 Pure functions over a transformers-style config dict (the keys of `XxxConfig.to_dict()` or of a
 checkpoint's config.json); no torch. Families with exact parameter accounting: `qwen3_moe`,
-`qwen3`, `gemma4_text` (and `gemma4`, whose `text_config` is used), `deepseek_v3` (MLA, 671.0B
-for DeepSeek-V3/R1 without its MTP layer, 36.6B active; also `kimi_k2`, and `glm_moe_dsa` with its
-sparse-attention indexer), `gpt_oss` (sliding/full layers, sinks, biased experts), `glm4_moe`,
-`minimax_m2`, `llama4_text` (interleaved MoE, chunked attention) and the hybrid `qwen3_5_moe_text` /
-`qwen3_next` (Gated DeltaNet linear attention: a fixed-size state, no KV cache, beside full-attention
-layers); multimodal configs are read through their `text_config` (vision towers left out). Anything
-else is read as a llama-like decoder (q/k/v/o attention, gated MLP, optional uniform MoE: exact for
-llama, qwen2 and mixtral, approximate beyond).
+`qwen3`, `gemma2` (alternating sliding/global layers), `gemma4_text` (and `gemma4`, whose
+`text_config` is used), `deepseek_v3` (MLA, 671.0B for DeepSeek-V3/R1 without its MTP layer, 36.6B
+active; also `deepseek_v2`, `kimi_k2`, and `glm_moe_dsa` with its sparse-attention indexer), `gpt_oss`
+(sliding/full layers, sinks, biased experts), `glm4_moe`, `minimax_m2`, `mimo_v2_flash` (sliding/full
+layers with their own KV heads, narrower values than keys), `llama4_text` (interleaved MoE, chunked
+attention) and the hybrid `qwen3_5_moe_text` / `qwen3_next` (Gated DeltaNet linear attention: a
+fixed-size state, no KV cache, beside full-attention layers); multimodal configs are read through
+their `text_config` (vision towers left out). Anything else is read as a llama-like decoder (q/k/v/o
+attention, gated MLP, optional uniform MoE: exact for llama, qwen2 and mixtral, approximate beyond).
 
 The shape is what the FLOP and byte counts (`hardware.counts`) and the efficiency of a run
 (`hardware.roofline`) are computed from; it also sizes weights for memory-fit checks and plans.
@@ -20,6 +21,7 @@ norms and biases) because a multi-chip world shards some and replicates the othe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from tpubench.errors import UserError
@@ -166,7 +168,8 @@ class LinearAttentionLayerShape(LayerShape):
 
 @dataclass(frozen=True)
 class ModelShape:
-    """Parameter accounting of a decoder-only LM, derived from its config."""
+    """Parameter accounting of a decoder-only LM, derived from its config. Its sums over layers
+    are cached (it is frozen): the estimate asks them of a few shapes thousands of times."""
 
     family: str
     hidden_size: int
@@ -198,7 +201,7 @@ class ModelShape:
     def n_layers(self) -> int:
         return len(self.layers)
 
-    @property
+    @cached_property
     def total_params(self) -> int:
         """All stored parameters (a tied lm_head counted once), as `sum(p.numel())` reports."""
         return (sum(layer.total_params for layer in self.layers) + self.embedding_params
@@ -206,25 +209,25 @@ class ModelShape:
                 + self.per_layer_embedding_params + self.global_matmul_params
                 + self.global_other_params)
 
-    @property
+    @cached_property
     def active_params(self) -> int:
         """Matmul weights one token multiplies: top-k experts, lm_head included, embeddings not."""
         return (sum(layer.active_matmul_params for layer in self.layers)
                 + self.global_matmul_params + self.lm_head_params)
 
-    @property
+    @cached_property
     def moe_layers(self) -> tuple[LayerShape, ...]:
         return tuple(layer for layer in self.layers if layer.is_moe)
 
-    @property
+    @cached_property
     def n_experts(self) -> int:
         return max((layer.n_experts for layer in self.layers), default=0)
 
-    @property
+    @cached_property
     def top_k(self) -> int:
         return max((layer.top_k for layer in self.layers), default=0)
 
-    @property
+    @cached_property
     def expert_params(self) -> int:
         return sum(layer.expert_params for layer in self.layers)
 
@@ -408,6 +411,34 @@ def _gemma4_text(family: str, config: Mapping[str, Any]) -> ModelShape:
                    global_matmul_params=ple_projection, extra_global_other=ple_norm)
 
 
+def _gemma2(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """Gemma 2 (gemma2): GQA attention and a gated MLP like llama's, but four norms per layer (before
+    and after attention and the MLP), embeddings tied by default, and layers alternating a sliding
+    window (`sliding_window` tokens: the even layers) and global attention as `layer_types` says. Its
+    soft-capping of attention and final logits (a tanh per score) and query_pre_attn_scalar are
+    elementwise, left out like the softmax."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads",
+             "intermediate_size", "vocab_size")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    n_layers = int(config["num_hidden_layers"])
+    n_kv = int(_get(config, "num_key_value_heads", n_heads))
+    head_dim = _head_dim(config)
+    sliding_window = config.get("sliding_window")
+    types = list(config.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention"
+                                               for i in range(n_layers)])
+    attn_w, attn_b = _attention(hidden, n_heads, n_kv, head_dim, bool(config.get("attention_bias")))
+    layers = tuple(
+        LayerShape(
+            attention_type=t, n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
+            window=_window(t, sliding_window), attn_matmul_params=attn_w,
+            mlp_matmul_params=3 * hidden * int(config["intermediate_size"]),
+            other_params=attn_b + 4 * hidden,
+        )
+        for t in types
+    )
+    return _finish(family, config, layers, tied_default=True)
+
+
 def _llama_like(family: str, config: Mapping[str, Any]) -> ModelShape:
     _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
@@ -457,10 +488,11 @@ def _finish(family: str, config: Mapping[str, Any], layers: tuple[LayerShape, ..
 def _deepseek_v3(family: str, config: Mapping[str, Any]) -> ModelShape:
     """DeepSeek-V3 / R1 (transformers' deepseek_v3 keys; Kimi K2's kimi_k2 is the same architecture):
     MLA attention, the first `first_k_dense_replace` layers dense, the rest routed experts plus
-    `n_shared_experts` shared ones (always active, so counted as a dense MLP). GLM-5's glm_moe_dsa
-    adds a sparse-attention indexer per layer (`index_n_heads` x `index_head_dim`: its query from the
-    q latent, one key and per-head weights from the hidden state; LatentAttentionLayerShape notes).
-    The multi-token-prediction layer is left out."""
+    `n_shared_experts` shared ones (always active, so counted as a dense MLP); DeepSeek-V2's
+    deepseek_v2 is the same but for its router (greedy top-k: no score-correction bias). GLM-5's
+    glm_moe_dsa adds a sparse-attention indexer per layer (`index_n_heads` x `index_head_dim`: its
+    query from the q latent, one key and per-head weights from the hidden state;
+    LatentAttentionLayerShape notes). The multi-token-prediction layer is left out."""
     _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
              "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
     hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
@@ -483,6 +515,7 @@ def _deepseek_v3(family: str, config: Mapping[str, Any]) -> ModelShape:
     shared = int(_get(config, "n_shared_experts", 0))
     first_dense = int(_get(config, "first_k_dense_replace", 0))
     freq = int(_get(config, "moe_layer_freq", 1))
+    correction_bias = 0 if family == "deepseek_v2" else n_experts
     layers = []
     for i in range(int(config["num_hidden_layers"])):
         sparse = n_experts > 0 and i >= first_dense and i % freq == 0
@@ -494,7 +527,7 @@ def _deepseek_v3(family: str, config: Mapping[str, Any]) -> ModelShape:
             router_params=hidden * n_experts if sparse else 0,
             n_experts=n_experts if sparse else 0, top_k=top_k if sparse else 0,
             params_per_expert=3 * hidden * moe_inter if sparse else 0,
-            other_params=norms + (n_experts if sparse else 0),  # + the router's score-correction bias
+            other_params=norms + (correction_bias if sparse else 0),  # + the router's score-correction bias
             kv_lora_rank=kv_rank, qk_rope_head_dim=rope, v_head_dim=v_dim,
             indexer_heads=idx_heads if idx_dim else 0, indexer_head_dim=idx_dim if idx_heads else 0,
         ))
@@ -592,6 +625,53 @@ def _minimax_m2(family: str, config: Mapping[str, Any]) -> ModelShape:
         for _ in range(int(config["num_hidden_layers"]))
     )
     return _finish(family, config, layers, tied_default=False)
+
+
+def _mimo_v2_flash(family: str, config: Mapping[str, Any]) -> ModelShape:
+    """Xiaomi MiMo-V2-Flash (mimo_v2_flash): `layer_types` mixes full-attention layers
+    (num_key_value_heads) with sliding-window ones (swa_num_key_value_heads, transformers' default
+    twice as many, and a learned sink logit per head, stored and read like gpt-oss's); queries and keys
+    are head_dim wide, values v_head_dim. A sliding layer attends sliding_window_size previous tokens
+    plus its own (transformers' sliding_window). `mlp_layer_types` makes the first layer a dense MLP
+    and the rest `n_routed_experts` experts of moe_intermediate_size (top num_experts_per_tok), no
+    shared expert, the router with a score-correction bias. Attention FLOPs (QK^T over the key width,
+    PV over the value width) and a cached token's bytes (a key and a value per KV head) are both
+    linear in key + value width, so the layer carries their mean as head_dim ((192 + 128) / 2 = 160
+    for MiMo-V2-Flash): exact for both. The multi-token-prediction layers are left out."""
+    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+             "intermediate_size", "moe_intermediate_size", "n_routed_experts")
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    n_layers = int(config["num_hidden_layers"])
+    full_kv = int(_get(config, "num_key_value_heads", n_heads))
+    swa_kv = int(_get(config, "swa_num_key_value_heads", 2 * full_kv))
+    qk_dim = _head_dim(config)
+    v_dim = int(_get(config, "v_head_dim", qk_dim))
+    window = (int(config["sliding_window_size"]) + 1 if config.get("sliding_window_size") is not None
+              else _get(config, "sliding_window"))
+    types = list(config.get("layer_types") or ["full_attention" if i == 0 or (i + 1) % 6 == 0
+                                               else "sliding_attention" for i in range(n_layers)])
+    mlp_types = list(config.get("mlp_layer_types") or ["dense"] + ["sparse"] * (n_layers - 1))
+    bias = bool(config.get("attention_bias"))
+    n_experts, top_k = int(config["n_routed_experts"]), int(_get(config, "num_experts_per_tok", 0))
+    moe_inter = int(config["moe_intermediate_size"])
+    layers = []
+    for t, mlp in zip(types, mlp_types):
+        sliding = t == "sliding_attention"
+        n_kv = swa_kv if sliding else full_kv
+        # q, k (qk_dim), v (v_dim), o back from the values; biases on q, k, v only.
+        attn_w = hidden * (n_heads + n_kv) * qk_dim + hidden * n_kv * v_dim + n_heads * v_dim * hidden
+        attn_b = (n_heads + n_kv) * qk_dim + n_kv * v_dim if bias else 0
+        sparse = mlp == "sparse"
+        layers.append(LayerShape(
+            attention_type=t, n_heads=n_heads, n_kv_heads=n_kv, head_dim=(qk_dim + v_dim) // 2,
+            window=_window(t, window), attn_matmul_params=attn_w,
+            mlp_matmul_params=0 if sparse else 3 * hidden * int(config["intermediate_size"]),
+            router_params=hidden * n_experts if sparse else 0,
+            n_experts=n_experts if sparse else 0, top_k=top_k if sparse else 0,
+            params_per_expert=3 * hidden * moe_inter if sparse else 0,
+            other_params=attn_b + (n_heads if sliding else 0) + (n_experts if sparse else 0) + 2 * hidden,
+        ))
+    return _finish(family, config, tuple(layers), tied_default=False)
 
 
 def _llama4_text(family: str, config: Mapping[str, Any]) -> ModelShape:
@@ -694,13 +774,16 @@ _BUILDERS: dict[str, Callable[[str, Mapping[str, Any]], ModelShape]] = {
     "qwen3_vl_moe_text": _qwen3_moe,     # Qwen3-VL's language model: Qwen3-MoE layers
     "qwen3_5_moe_text": _qwen3_5_moe,
     "qwen3_next": _qwen3_5_moe,
+    "gemma2": _gemma2,
     "gemma4_text": _gemma4_text,
     "deepseek_v3": _deepseek_v3,
+    "deepseek_v2": _deepseek_v3,         # DeepSeek-V2 / V2-Lite: MLA + MoE, no score-correction bias
     "kimi_k2": _deepseek_v3,             # Kimi K2 / K2.5: DeepseekV3ForCausalLM
     "glm_moe_dsa": _deepseek_v3,         # GLM-5: MLA + sparse-attention indexer
     "gpt_oss": _gpt_oss,
     "glm4_moe": _glm4_moe,
     "minimax_m2": _minimax_m2,
+    "mimo_v2_flash": _mimo_v2_flash,
     "llama4_text": _llama4_text,
 }
 
