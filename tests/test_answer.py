@@ -78,6 +78,18 @@ def test_a_verdict_across_precisions_says_so_and_an_unknown_precision_does_not()
     assert "crosses" not in verdict(unknown)["text"]
 
 
+def test_the_runner_up_is_on_another_chip_and_like_with_like_first():
+    h100_fp8 = {**_option("H100 fp8", ESTIMATE, 1.0, precision="w fp8 / a fp8 / kv bf16"), "accelerator": "H100"}
+    h100_bf16 = {**_option("H100 bf16", ESTIMATE, 1.5), "accelerator": "H100"}          # same chip: not a rival
+    tpu_bf16 = {**_option("TPU bf16", ESTIMATE, 2.0), "accelerator": "TPU v6e"}
+    tpu_fp8 = {**_option("TPU fp8", ESTIMATE, 3.0, precision="w fp8 / a fp8 / kv bf16"), "accelerator": "TPU v6e"}
+    v = verdict(pd.DataFrame([h100_fp8, h100_bf16, tpu_bf16, tpu_fp8]))
+    assert (v["cheapest"], v["runner_up"]) == ("H100 fp8", "TPU fp8") and "crosses" not in v["text"]
+    v = verdict(pd.DataFrame([h100_fp8, h100_bf16, tpu_bf16]))
+    assert v["runner_up"] == "TPU bf16" and "(crosses precisions)" in v["text"]
+    assert verdict(pd.DataFrame([h100_fp8, h100_bf16]))["text"].startswith("only one option")
+
+
 def test_assemble_orders_cheapest_first_with_unpriced_last_and_one_verdict_per_plan():
     options = [_option("B", ESTIMATE, 2.0), _option("none", ESTIMATE, math.nan, in_verdict=False),
                _option("A", ESTIMATE, 1.0), _option("C", ESTIMATE, 5.0, plan="on_demand")]
@@ -202,7 +214,7 @@ def test_the_answer_labels_every_row_and_never_ranks_the_smoke_test(options):
     measured = options[options["source"] == MEASURED]
     assert not measured["in_verdict"].any() and measured["why_not"].str.startswith("smoke test at the 'small' scale").all()
     estimates = options[options["source"] == ESTIMATE]
-    assert {"TPU v6e ×8 (tpu-v6e-8)", "H100 ×8 (H100:8@fp8)"} == set(estimates["option"])
+    assert {"TPU v6e ×8 (tpu-v6e-8) · bf16", "H100 ×8 (H100:8@fp8)"} == set(estimates["option"])
     assert set(estimates["interval"]) == {"90% prediction interval"}
     fp8 = estimates[estimates["option"] == "H100 ×8 (H100:8@fp8)"]
     assert (fp8["precision"] == "w fp8 / a fp8 / kv bf16").all() and (fp8["launch_on"] == "H100:8").all()
@@ -210,8 +222,12 @@ def test_the_answer_labels_every_row_and_never_ranks_the_smoke_test(options):
     assert (priced["usd_per_mtok_low"] < priced["usd_per_mtok"]).all() and priced["price_basis"].str.startswith(
         "list price:").all()
     published = options[options["source"] == PUBLISHED]
-    assert published["price_basis"].str.startswith("published throughput x list price").all()
-    assert not published["in_verdict"].any()                  # Qwen3-30B-A3B itself is not published
+    priced_published = published[published["usd_per_mtok"].notna()]
+    assert priced_published["price_basis"].str.startswith("published throughput x list price").all()
+    assert not priced_published["in_verdict"].any()            # other models' rows: yardsticks
+    # Qwen3-30B-A3B itself is published on TPU7x (SGLang-JAX), which the price table cannot price yet.
+    own = published[published["point"].str.startswith("qwen3-30b-a3b")]
+    assert len(own) and own["why_not"].str.startswith("no ").all() and own["usd_per_mtok"].isna().all()
     # The verdict ranks the two estimates.
     for _, group in options.groupby("plan"):
         assert group["verdict_cheapest"].iloc[0] in set(estimates["option"])
@@ -223,7 +239,7 @@ def test_the_report_opens_with_the_answer_in_every_format(folder, monkeypatch, c
     assert code == 0, err
     glance = md.split("## At a glance")[1]
     assert glance.index("### qwen3_moe: the options, on-demand") < glance.index("## ")
-    assert "| TPU v6e ×8 (tpu-v6e-8) | estimate |" in glance and "measured (small scale: smoke test)" in glance
+    assert "| TPU v6e ×8 (tpu-v6e-8) · bf16 | estimate |" in glance and "measured (small scale: smoke test)" in glance
     assert "**Verdict (spot): " in glance and "estimated (for the chips each workload is decided between" in md
     code, html, _ = run_cli(monkeypatch, capsys, "report", str(folder), "--format", "html")
     assert '<figure id="answer-0">' in html and "qwen3_moe: the options, spot" in html
@@ -238,7 +254,7 @@ def test_report_on_adds_a_chip_for_every_workload(folder, monkeypatch, capsys):
     code, csv, err = run_cli(monkeypatch, capsys, "report", str(folder), "--format", "csv", "--table", "answer",
                              "--on", "trn2")
     assert code == 0, err
-    assert "Trainium2 ×16 (trn2)" in set(pd.read_csv(io.StringIO(csv))["option"])
+    assert "Trainium2 ×16 (trn2) · bf16" in set(pd.read_csv(io.StringIO(csv))["option"])
     code, _, err = run_cli(monkeypatch, capsys, "report", str(folder), "--on", "H100:8@fp9")
     assert code == 2 and err.count("\n") == 1 and "--on" in err and "fp9" in err
 
@@ -263,7 +279,7 @@ def test_estimate_records_reach_the_answer_and_nothing_else(tmp_path, monkeypatc
     assert json.loads(record.read_text())["workload_file"] == str(WORKLOAD)
     assert tpubench.load_results(out).empty                     # not a result
     options = tpubench.answer(out)
-    assert set(options["source"]) >= {ESTIMATE} and "Trainium2 ×16 (trn2)" in set(options["option"])
+    assert set(options["source"]) >= {ESTIMATE} and "Trainium2 ×16 (trn2) · bf16" in set(options["option"])
     (out / "estimates" / "foreign.json").write_text('{"not": "a record"}')
     seen = []
     assert len(read_records(out, warn=seen.append)) == len(rows) and "foreign.json" in seen[0]

@@ -16,7 +16,8 @@ each labelled by where its figure comes from, and a verdict.
 Every option's $/Mtok is blended (all chip-seconds over all tokens; docs/definitions.md#cost).
 The verdict of a plan names the cheapest option among those that answer for the full
 architecture (measured at full scale and valid, estimates, published rows of the same model), and
-its ratio to the runner-up with the interval of that ratio: [runner-up low / cheapest high,
+its ratio to the runner-up (the cheapest option on another chip, at the same precision where there
+is one: like with like, else said to cross precisions) with the interval of that ratio: [runner-up low / cheapest high,
 runner-up high / cheapest low], the worst case of the two intervals. When that interval reaches 1
 the intervals overlap, and the verdict says plainly "not decided at this confidence", with what
 would decide it: measuring the two (`tpubench launch WORKLOAD --on A --on B`), the estimate with
@@ -107,19 +108,28 @@ def _precision_label(r) -> str:
 
 
 def estimate_options(estimates: pd.DataFrame, plans: list[str]) -> list[dict]:
-    """One option per workload, chip (as written, with its quantisation) and plan: its cheapest
-    operating point; a chip refused, or not priced in a plan, is a row that says why."""
+    """One option per workload, chip (as written, with its quantisation), precision and plan: its
+    cheapest operating point; a chip refused, or not priced in a plan, is a row that says why."""
     if estimates is None or estimates.empty:
         return []
     out = []
-    for (workload, target), rows in estimates.groupby(["workload", "target"], sort=False):
+    # One option per chip and precision: a workload sweeping quantisations, or a chip named
+    # `@fp8`, is compared at each (the verdict pairs like with like first).
+    estimates = estimates.assign(precision=estimates["precision"].fillna("").astype(str))
+    refused_targets = set()
+    for (workload, target, precision), rows in estimates.groupby(["workload", "target", "precision"], sort=False):
         first = rows.iloc[0]
         refused = str(first.get("refused") or "")
+        if refused:              # a chip refused is one row, whatever precisions were asked of it
+            if (workload, target) in refused_targets:
+                continue
+            refused_targets.add((workload, target))
         priced = rows[rows["plan"].astype(str) != ""] if not refused else rows.iloc[0:0]
         for plan in plans:
             mine = priced[priced["plan"] == plan].sort_values("blended_usd_per_mtok", kind="stable")
             base = {"workload": workload, "plan": plan, "source": ESTIMATE,
-                    "option": f"{first['accelerator']} ×{number(first['chips'])} ({target})",
+                    "option": f"{first['accelerator']} ×{number(first['chips'])} ({target})"
+                              + ("" if refused or "@" in str(target) else f" · {precision}"),
                     "accelerator": first["accelerator"], "chips": first["chips"], "interval": INTERVAL[ESTIMATE],
                     "launch_on": _launch_spec(str(target), str(first["accelerator"]), first["chips"])}
             if refused or mine.empty:
@@ -201,9 +211,9 @@ def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml") -> dict
         return {**base, "text": "no option answers for the full architecture in this plan: name the chips to "
                                 "decide between (compare_on in the workload, or --on)"}
     best = candidates.iloc[0]
-    if len(candidates) == 1:
+    runner = _runner_up(candidates, best)
+    if runner is None:
         return {**base, "cheapest": best["option"], "text": f"only one option: {best['option']} ({best['source']})"}
-    runner = candidates.iloc[1]
     ratio, low, high = ratio_interval(_triple(best), _triple(runner))
     decided = bool(low > 1)
     # Said only where both precisions are known (a server's dtype may not be).
@@ -215,6 +225,16 @@ def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml") -> dict
     command, why = ("", "") if decided else _to_decide(best, runner, workload_file)
     return {**base, "cheapest": best["option"], "runner_up": runner["option"], "ratio": ratio, "ratio_low": low,
             "ratio_high": high, "decided": decided, "text": text, "decide_command": command, "decide_why": why}
+
+
+def _runner_up(candidates: pd.DataFrame, best):
+    """The cheapest option on another chip, at the cheapest's precision where one is (like with
+    like), else at any; None when every option is on the cheapest's chip."""
+    others = candidates[candidates["accelerator"] != best["accelerator"]]
+    if others.empty:
+        return None
+    alike = others[others["precision"] == best["precision"]]
+    return (alike if len(alike) else others).iloc[0]
 
 
 def _to_decide(best, runner, workload_file: str) -> tuple[str, str]:

@@ -85,33 +85,37 @@ def total_rate(row) -> float:
 
 def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.DataFrame, plans: list[str],
                       limit: int) -> list[dict]:
-    """The answer's rows of the published rows (`candidates`) nearest workload `workload` (module notes)."""
+    """The answer's rows of the published rows (`candidates`) nearest workload `workload` (module
+    notes). A row of the workload's own model with no price in a plan is listed as such (TPU7x has
+    no list price yet); another model's row without one is left out."""
     out = []
     for row in nearest_rows(candidates, wl).head(limit).to_dict("records"):
         same_model = bool(row["_same_model"])
-        rate = total_rate(row)
-        precision = row_precision(row)
         table = plan_prices(prices, Target(str(row["accelerator"]), str(row["accelerator"]), int(row["chips"]), None),
                             plans)
-        for price in table.to_dict("records"):
-            usd = float(usd_per_mtok_from_chip_seconds(1.0 / rate, usd_per_chip_second(price["usd_per_chip_hour"], 1)))
-            out.append({
-                "workload": workload, "plan": price["plan"], "source": PUBLISHED,
-                "option": f"{row['accelerator']} ×{number(row['chips'])} · {row.get('framework') or 'stack not named'}",
-                "accelerator": row["accelerator"], "chips": row["chips"],
-                "point": f"{row['_model']} {load_words(row)}",
-                "precision": precision.label if precision else str(row.get("precision") or ""),
-                "tokens_per_s_per_chip": row["output_tokens_per_s_per_chip"],
-                "usd_per_mtok": usd, "usd_per_mtok_low": usd, "usd_per_mtok_high": usd, "interval": INTERVAL[PUBLISHED],
-                "price_basis": "published throughput x " + price_words(price["cloud"], price["instance_type"],
-                                                                       price["region"], price["usd_per_chip_hour"],
-                                                                       price["as_of"]),
-                "in_verdict": same_model,
-                "why_not": "" if same_model else (f"another model ({row['_model']}): a yardstick, not your workload; "
-                                                  f"{row['publisher']} ({row['date']}): {row['reference']}"),
-                "note": f"{row['publisher']} ({row['date']}): {row['reference']}", "launch_on": "",
-            })
+        priced = {price["plan"]: price for price in table.to_dict("records")}
+        for plan in plans if same_model else list(priced):
+            out.append(_option(row, workload, plan, priced.get(plan), same_model))
     return out
+
+
+def _option(row: dict, workload: str, plan: str, price: dict | None, same_model: bool) -> dict:
+    """One published row priced in one plan (`price` None: the price table has none for its chip)."""
+    precision = row_precision(row)
+    reference = f"{row['publisher']} ({row['date']}): {row['reference']}"
+    usd = math.nan if price is None else float(usd_per_mtok_from_chip_seconds(
+        1.0 / total_rate(row), usd_per_chip_second(price["usd_per_chip_hour"], 1)))
+    why = (f"no {plan} price for {row['accelerator']} in the price table" if price is None and same_model
+           else "" if same_model else f"another model ({row['_model']}): a yardstick, not your workload; {reference}")
+    basis = "" if price is None else "published throughput x " + price_words(
+        price["cloud"], price["instance_type"], price["region"], price["usd_per_chip_hour"], price["as_of"])
+    return {"workload": workload, "plan": plan, "source": PUBLISHED,
+            "option": f"{row['accelerator']} ×{number(row['chips'])} · {row.get('framework') or 'stack not named'}",
+            "accelerator": row["accelerator"], "chips": row["chips"], "point": f"{row['_model']} {load_words(row)}",
+            "precision": precision.label if precision else str(row.get("precision") or ""),
+            "tokens_per_s_per_chip": row["output_tokens_per_s_per_chip"], "usd_per_mtok": usd, "usd_per_mtok_low": usd,
+            "usd_per_mtok_high": usd, "interval": INTERVAL[PUBLISHED], "price_basis": basis,
+            "in_verdict": same_model and price is not None, "why_not": why, "note": reference, "launch_on": ""}
 
 
 __all__ = ["candidates", "nearest_rows", "published_options", "total_rate"]
