@@ -17,6 +17,7 @@ torch, JAX, transformers or diffusers. Two rules are checked elsewhere because a
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,74 @@ def test_long_functions_finds_one(tmp_path):
     pkg.mkdir()
     (pkg / "m.py").write_text("def f():\n" + "    x = 1\n" * 3 + "\n\nasync def g():\n    pass\n")
     assert long_functions(pkg, limit=3) == ["pkg/m.py:1: f (4 lines)"]
+
+
+# --- references as strings ("module:Name") obey the contracts too -------------------------------------
+
+_STRING_REFERENCE = re.compile(r"""["'](tpubench(?:\.\w+)+):\w+["']""")
+
+
+def _matches(module: str, names) -> bool:
+    return any(module == n or module.startswith(n + ".") for n in names)
+
+
+def _layer(module: str, layers: list[list[str]]) -> int | None:
+    """The index of `module`'s layer (0 the top), None when no layer holds it."""
+    for i, layer in enumerate(layers):
+        if _matches(module, layer):
+            return i
+    return None
+
+
+def string_references(root: Path = REPO / "tpubench") -> list[tuple[str, str, str]]:
+    """(module, referenced module, file:line) of every "tpubench.x.y:Name" literal in the package."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in _STRING_REFERENCE.finditer(line):
+                out.append((module, m.group(1), f"{path.relative_to(REPO)}:{n}"))
+    return out
+
+
+def crossings(references, contracts: list[dict]) -> list[str]:
+    """The references that an import of the same modules would break a contract with: up a layer,
+    into a forbidden module, or between independent modules."""
+    out = []
+    for source, target, where in references:
+        for c in contracts:
+            if c["type"] == "layers":
+                layers = [[n.strip() for n in entry.split("|")] for entry in c["layers"]]
+                s, t = _layer(source, layers), _layer(target, layers)
+                broken = s is not None and t is not None and t < s
+            elif c["type"] == "forbidden":
+                broken = _matches(source, c["source_modules"]) and _matches(target, c["forbidden_modules"])
+            elif c["type"] == "independence":
+                broken = any(_matches(source, [a]) and _matches(target, [b])
+                             for a in c["modules"] for b in c["modules"] if a != b)
+            else:
+                broken = False
+            if broken:
+                out.append(f"{where}: {source} names {target} ({c['id']})")
+    return out
+
+
+def _contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+
+
+def test_no_string_reference_crosses_a_contract():
+    # A "module:Name" string is an import made later: one up a layer is a dependency the import
+    # contracts cannot see (a unit of output naming its report section, once).
+    references = string_references()
+    assert references, "no string reference found: the pattern no longer matches the code"
+    assert crossings(references, _contracts()) == []
+
+
+def test_crossings_finds_a_reference_up_a_layer_and_into_a_forbidden_module():
+    found = crossings([("tpubench.scenarios.token_unit", "tpubench.output.report.tokens", "x.py:1"),
+                       ("tpubench.money.cost", "tpubench.money.token_costs", "y.py:2"),
+                       ("tpubench.output.report.data", "tpubench.scenarios.registry", "z.py:3")], _contracts())
+    assert any(f.startswith("x.py:1") and "(layers)" in f for f in found)
+    assert any(f.startswith("x.py:1") and "(measurement-not-money)" in f for f in found)
+    assert not any(f.startswith(("y.py", "z.py")) for f in found)

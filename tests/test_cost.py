@@ -12,7 +12,7 @@ from helpers_synthetic import results_frame as frame
 
 from tpubench.errors import UserError
 from tpubench.measure import stats
-from tpubench.money import cost, pricing
+from tpubench.money import cost, pricing, token_costs
 from tpubench.scenarios.generate import cost as generate_cost
 from tpubench.scenarios.serve import cost as serve_cost
 
@@ -52,10 +52,10 @@ def test_time_attributed_split_on_one_batch():
 
 def test_inferencex_charges_the_whole_hour_to_output_tokens():
     # 3.6 $/chip-h, 100 output tokens/s on 1 chip: 3.6e6 / (3600 * 100) = 10 $/Mtok.
-    assert cost.inferencex_usd_per_mtok(100.0, 1, 3.6) == pytest.approx(10)
+    assert token_costs.inferencex_usd_per_mtok(100.0, 1, 3.6) == pytest.approx(10)
     # The same throughput over 4 chips is 25 tokens/s per chip: 40 $/Mtok.
-    assert cost.inferencex_usd_per_mtok(100.0, 4, 3.6) == pytest.approx(40)
-    assert cost.tokens_per_usd(10.0) == pytest.approx(100_000)
+    assert token_costs.inferencex_usd_per_mtok(100.0, 4, 3.6) == pytest.approx(40)
+    assert token_costs.tokens_per_usd(10.0) == pytest.approx(100_000)
 
 
 def test_throughput_ci_becomes_a_cost_ci():

@@ -13,7 +13,7 @@ from helpers_synthetic import make_result, results_frame
 from tpubench.output.frames import arm_free_key
 from tpubench.output.report import kernel_speedups as ks
 from tpubench.output.report import render_report
-from tpubench.output.report.markdown import table
+from tpubench.output.report.markdown_parts import table
 
 NO_HUB_KERNEL = "experts implementation kernels: transformers registers no Hugging Face Hub MoE kernel for cpu"
 

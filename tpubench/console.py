@@ -11,7 +11,7 @@ from tpubench import units
 from tpubench.output.run_cost import per_unit_cost_table, priced_label
 from tpubench.output.safe_text import escape  # rich markup and control characters
 from tpubench.run.runner import PointOutcome
-from tpubench.scenarios import output_units, registry
+from tpubench.scenarios import registry
 from tpubench.scenarios.registry import point_label, scenario_of
 from tpubench.scenarios.run_table import MISSING
 
@@ -107,7 +107,7 @@ def render_comparisons(console, comparisons, unmatched: list[str], *, numerics_o
 
 def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     """What the points just measured cost per unit of output: one table per unit (registry.units(),
-    each a unit's own `run_cost_table` or the shared per_unit_cost_table), the cheapest priced
+    the token unit's own table or the shared per_unit_cost_table), the cheapest priced
     instance per plan. Flagged prices take part only where no unflagged one exists (all with
     `include_flagged`), marked. An
     invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
@@ -115,6 +115,10 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     from tpubench.money.cost import PRICE_NOTES, price_results, unit_rows
     from tpubench.money.pricing import load_prices
     from tpubench.output.frames import load_results
+    from tpubench.output.report.tokens import run_cost_table
+
+    # A unit's own table after a run, by unit key (its scenario below names none); else the shared one.
+    tables = {"token": run_cost_table}
 
     df = load_results(paths)
     df = df[df["status"] == "ok"]
@@ -140,8 +144,7 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     for unit in registry.units():   # one table per unit of output, each in its own figures
         rows = priced[unit_rows(priced, unit)]
         if len(rows):
-            table = output_units.load(unit.run_cost_table) if unit.run_cost_table else per_unit_cost_table
-            sources.append(table(console, rows, unit))
+            sources.append(tables.get(unit.key, per_unit_cost_table)(console, rows, unit))
     if sources:
         source = sources[0]
         console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "

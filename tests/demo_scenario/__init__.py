@@ -28,9 +28,8 @@ AUDIO_SECONDS = OutputUnit(
     energy_suffix="_j_per_audio_s", energy_bounds=CI_BOUNDS,
     carbon_figure="audio", per_kwh_column="audio_s_per_kwh",
     basis_words="transcription",
-    # `tpubench budget --volume audio_second=AMOUNT` (a day's audio seconds): the planner any unit made
-    # at a steady rate can name (money/unit_budget.py).
-    budget_planner="tpubench.money.unit_budget:PER_DAY",
+    # `tpubench budget --volume audio_second=AMOUNT` (a day's audio seconds) sizes it with the planner
+    # of any unit without one of its own (money/unit_budget.py): nothing to declare.
 )
 
 

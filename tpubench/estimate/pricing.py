@@ -12,8 +12,9 @@ import pandas as pd
 from tpubench.estimate.chips import Target
 from tpubench.estimate.predict import Estimate
 from tpubench.measure.per_token import usd_per_mtok_from_chip_seconds
-from tpubench.money.cost import inferencex_usd_per_mtok, usd_per_chip_second
+from tpubench.money.cost import usd_per_chip_second
 from tpubench.money.pricing import prefer_unflagged
+from tpubench.money.token_costs import inferencex_usd_per_mtok
 
 
 def plan_prices(prices: pd.DataFrame, target: Target, plans: list[str] | None = None) -> pd.DataFrame:

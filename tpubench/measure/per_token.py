@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 TOKENS_PER_MTOK = 1e6
+SECONDS_PER_HOUR = 3600.0
 
 
 def usd_per_mtok(chip_seconds, usd_per_chip_s, tokens):

@@ -69,7 +69,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from datetime import date
-from typing import ClassVar, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -154,7 +154,6 @@ SIZING_SPLIT = "split"
 
 @dataclass
 class BudgetResult:
-    markdown: ClassVar[str] = "tpubench.output.report.markdown:render_budget_markdown"
     traffic: Traffic
     slo: Slo
     options: pd.DataFrame          # one row per platform x plan that can meet the SLOs, ranked

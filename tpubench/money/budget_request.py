@@ -1,14 +1,15 @@
 """What `tpubench budget` is asked, before any file is read (docs/commands.md#budget-per-unit).
 
 A budget is sized on one volume: an amount of one unit of output (tokens per day, training tokens,
-images per day, ...). Each unit names its planner (`OutputUnit.budget_planner`, "module:attribute"
-of a `BudgetPlanner`), which declares the flag its volume is given with, the largest volume it
-sizes, and which of the other options (`BudgetOptions`) it reads. The command loops over the
-registry's units to find the planner of the volume given (`--tokens-per-day`, or the generic
-`--volume UNIT=AMOUNT`); an option the chosen planner does not read is refused rather than ignored.
+images per day, ...). Each unit is sized by a planner (a `BudgetPlanner`: PLANNERS below, by unit
+key, for the units money has a planner of its own for; the generic per-day planner for any other),
+which declares the flag its volume is given with, the largest volume it sizes, and which of the
+other options (`BudgetOptions`) it reads. The command loops over the registry's units to find the
+planner of the volume given (`--tokens-per-day`, or the generic `--volume UNIT=AMOUNT`); an option
+the chosen planner does not read is refused rather than ignored.
 
-This module names no unit and imports nothing heavy: the planners (pandas) are imported only when a
-budget is asked for.
+This module imports nothing heavy: the planners (pandas) are named "module:attribute" in this
+package and imported only when a budget is asked for.
 """
 
 from __future__ import annotations
@@ -138,11 +139,21 @@ class BudgetPlanner:
         return check_number(amount, flag, f"must be a positive number of {words}", high=self.most)
 
 
+# The planner of a unit of output, by its key ("module:attribute" in this package): those with
+# their own sizing; any other unit (one a new scenario brings) is sized per day at its steady rate.
+PLANNERS = {
+    "token": "tpubench.money.budget:TOKENS",
+    "training_token": "tpubench.money.training_budget:TRAINING",
+    "image": "tpubench.money.image_budget:IMAGES",
+}
+GENERIC_PLANNER = "tpubench.money.unit_budget:PER_DAY"
+
+
 def unit_planners(units) -> list[tuple[object, BudgetPlanner]]:
-    """(unit, its planner) for every unit that names one, in the registry's order."""
+    """(unit, its planner) for every unit, in the registry's order."""
     from tpubench.scenarios.output_units import load
 
-    return [(unit, load(unit.budget_planner)) for unit in units if unit.budget_planner]
+    return [(unit, load(PLANNERS.get(unit.key, GENERIC_PLANNER))) for unit in units]
 
 
 def _volume_choices(planners) -> str:

@@ -55,16 +55,14 @@ import numpy as np
 import pandas as pd
 
 from tpubench.errors import UserError
-from tpubench.measure.per_token import TOKENS_PER_MTOK
+from tpubench.measure.per_token import SECONDS_PER_HOUR
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
-from tpubench.money import accelerator_map, pricing
+from tpubench.money import accelerator_map, pricing, token_costs
 from tpubench.money.energy import energy_columns, energy_figures
 from tpubench.records.columns import numeric_column
-from tpubench.scenarios import output_units, registry
+from tpubench.scenarios import registry
 from tpubench.scenarios.output_units import CI_BOUNDS
 from tpubench.workload_spec.point import DEFAULT_KIND
-
-SECONDS_PER_HOUR = 3600.0
 
 
 def usd_per_chip_second(usd_per_instance_hour, chips_per_instance):
@@ -72,17 +70,6 @@ def usd_per_chip_second(usd_per_instance_hour, chips_per_instance):
     return usd_per_instance_hour / chips_per_instance / SECONDS_PER_HOUR
 
 
-def inferencex_usd_per_mtok(output_tokens_per_s, chips, usd_per_chip_hour):
-    """The whole chip-hour charged to output tokens, as InferenceX-style tables do."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_chip = np.divide(output_tokens_per_s, chips)
-        return np.divide(np.multiply(usd_per_chip_hour, TOKENS_PER_MTOK), np.multiply(SECONDS_PER_HOUR, per_chip))
-
-
-def tokens_per_usd(usd_per_mtok_value):
-    """Tokens one dollar buys at a given $/Mtok."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.divide(TOKENS_PER_MTOK, usd_per_mtok_value)
 
 
 # Costs closer than this are a tie even when their intervals collapse (whole-instance rounding
@@ -223,11 +210,17 @@ def priced_from_chip_seconds(chip_s, usd_per_chip_s, scale: float):
     return np.multiply(chip_s, usd_per_chip_s) * scale
 
 
+# What money derives for a unit once its rows are priced, beyond its priced chip-seconds, by unit
+# key (the unit's `extra_cost_columns` name the columns): the token's InferenceX-style $/Mtok and
+# tokens per dollar. A unit without an entry gets nothing more.
+EXTRA_COSTS = {"token": token_costs.extra_costs}
+
+
 def cost_figures(df: pd.DataFrame) -> dict:
     """For rows of results joined to prices, which carry their chip-seconds already (`chip_seconds`,
     in price_results), every registered unit's figures (name -> values on df's index): each
     `X{chip_s_suffix}` priced as `X{priced_suffix}` (with CIs, module docstring), its throughput
-    per chip (CI from the throughput's bounds), what its `extra_costs` hook derives, and its
+    per chip (CI from the throughput's bounds), what EXTRA_COSTS derives for it, and its
     performance columns (NaN where a row has none)."""
     chips = numeric_column(df, "chips")
     per_chip_s = usd_per_chip_second(df["usd_per_chip_hour"].astype(float), 1)
@@ -239,21 +232,14 @@ def cost_figures(df: pd.DataFrame) -> dict:
         mine[unit.throughput] = numeric_column(df, unit.throughput)
         for bound, column in zip(CI_BOUNDS, unit.per_chip_columns()):
             mine[column] = numeric_column(df, f"{unit.throughput}{bound}") / chips
-        if unit.extra_costs:
-            mine.update(output_units.load(unit.extra_costs)(df, mine))
+        derive = EXTRA_COSTS.get(unit.key)
+        if derive is not None:
+            mine.update(derive(df, mine))
         new.update(mine)
         new.update({col: numeric_column(df, col) for col in (*unit.performance, *unit.cost_columns())
                     if col not in df and col not in new})
     return new
 
-
-def interactivity_tokens_per_s(df: pd.DataFrame) -> pd.Series:
-    """Tokens/s one user sees: the row's `interactivity_tokens_per_s` where it has one (a server's
-    1 / median TPOT over requests), else 1 / median TPOT."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        from_tpot = 1.0 / numeric_column(df, "tpot_p50_s")
-    given = numeric_column(df, "interactivity_tokens_per_s")
-    return given.where(given.notna(), from_tpot)
 
 
 def _filter_prices(prices: pd.DataFrame, plans, cloud, region, instance) -> pd.DataFrame:

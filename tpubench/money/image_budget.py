@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import date
-from typing import ClassVar, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -78,7 +78,6 @@ class ImageTraffic:
 
 @dataclass
 class ImageBudget:
-    markdown: ClassVar[str] = "tpubench.output.report.budget_images:image_budget_markdown"
     traffic: ImageTraffic
     options: pd.DataFrame          # one row per platform x plan with a qualifying point, ranked
     infeasible: pd.DataFrame       # platforms with no qualifying point, with the closest one

@@ -1,15 +1,39 @@
 """What the token unit (scenarios/token_unit.py) is priced with beyond its chip-seconds: the
 whole chip-hour charged to output tokens as published tables do (InferenceX-style $/Mtok, money/
-cost.py's module docstring), tokens per dollar, and tokens/s one user sees. Named by the unit's
-`extra_costs` and called by cost.cost_figures for every priced row (NaN where a row has no tokens)."""
+cost.py's module docstring), tokens per dollar, and tokens/s one user sees. cost.EXTRA_COSTS names
+`extra_costs` for the token unit; cost.cost_figures calls it for every priced row (NaN where a row
+has no tokens). Pure arithmetic over floats or arrays, below cost.py."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from tpubench.measure.per_token import SECONDS_PER_HOUR, TOKENS_PER_MTOK
 from tpubench.measure.stats import cost_ci_from_throughput_ci
-from tpubench.money.cost import inferencex_usd_per_mtok, interactivity_tokens_per_s, tokens_per_usd
 from tpubench.records.columns import numeric_column
+
+
+def inferencex_usd_per_mtok(output_tokens_per_s, chips, usd_per_chip_hour):
+    """The whole chip-hour charged to output tokens, as InferenceX-style tables do."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_chip = np.divide(output_tokens_per_s, chips)
+        return np.divide(np.multiply(usd_per_chip_hour, TOKENS_PER_MTOK), np.multiply(SECONDS_PER_HOUR, per_chip))
+
+
+def tokens_per_usd(usd_per_mtok_value):
+    """Tokens one dollar buys at a given $/Mtok."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(TOKENS_PER_MTOK, usd_per_mtok_value)
+
+
+def interactivity_tokens_per_s(df: pd.DataFrame) -> pd.Series:
+    """Tokens/s one user sees: the row's `interactivity_tokens_per_s` where it has one (a server's
+    1 / median TPOT over requests), else 1 / median TPOT."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        from_tpot = 1.0 / numeric_column(df, "tpot_p50_s")
+    given = numeric_column(df, "interactivity_tokens_per_s")
+    return given.where(given.notna(), from_tpot)
 
 
 def extra_costs(df: pd.DataFrame, priced: dict) -> dict:

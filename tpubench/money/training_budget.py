@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import ClassVar, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,6 @@ def unit_named(key: str):
 
 @dataclass
 class TrainingBudget:
-    markdown: ClassVar[str] = "tpubench.output.report.markdown:render_training_budget_markdown"
     train_tokens: float
     options: pd.DataFrame          # one row per platform x plan with a valid training point, ranked
     unpriced: pd.DataFrame         # results that could not be priced, and why

@@ -1,6 +1,6 @@
 """A fleet for any unit of output made at a steady rate (docs/commands.md#budget-per-unit): the
-planner a new unit can name (`OutputUnit.budget_planner = "tpubench.money.unit_budget:PER_DAY"`)
-with no code of its own, and the steps money/image_budget.py builds on.
+planner of every unit without one of its own (budget_request.GENERIC_PLANNER), so a new unit is
+budgeted with no code of its own, and the steps money/image_budget.py builds on.
 
 Traffic is `per_day` units a day with a peak-to-average factor: R = per_day * peak_factor / 86400
 units/s at the peak. A priced row of the unit spends c chip-seconds per unit on its headline figure
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -117,7 +116,6 @@ def option_columns(unit) -> list[str]:
 
 @dataclass
 class UnitBudget:
-    markdown: ClassVar[str] = "tpubench.output.report.budget_units:unit_budget_markdown"
     unit: object                   # the OutputUnit sized on
     per_day: float
     peak_factor: float

@@ -4,8 +4,9 @@ that owns the unit (docs/extending/scenario.md#unit-of-output).
 
 Shared code loops over the registry's units (`registry.UNITS`) and never names a unit's columns.
 This module is a description: it imports nothing beyond the standard library, so `validate` and
-CLI start-up stay light; the functions a unit names ("module:function") are imported only when
-results are priced, shown or budgeted (`load`).
+CLI start-up stay light. A unit names no function of the layers above it (prices, reports, the
+console): those keep their own tables by unit key, each with a default (the comment on `OutputUnit`
+says where); `load` imports a "module:Name" a layer names in its own tables.
 """
 
 from __future__ import annotations
@@ -40,11 +41,10 @@ class OutputUnit:
     # Result columns carried into every priced row (NaN where a row has none), before its costs.
     performance: tuple[str, ...] = ()
     # Columns its cost basis writes beside the chip-seconds (e.g. how input and output were split),
-    # and those its `extra_costs` hook derives; both land among the unit's priced columns.
+    # and those money derives for it once priced (money/cost.EXTRA_COSTS); both land among the
+    # unit's priced columns.
     basis_labels: tuple[str, ...] = ()
     extra_cost_columns: tuple[str, ...] = ()
-    extra_costs: str | None = None    # "module:function": (rows, {column: values} of the unit priced so
-                                      # far: its priced, throughput and per-chip columns) -> {column: values}
     # Energy (money/energy.py): `F{energy_suffix}{bound}` = chip-seconds * joules per chip-second,
     # for each figure and each bound in `energy_bounds`.
     energy_suffix: str = "_j_per_unit"
@@ -53,20 +53,10 @@ class OutputUnit:
     # blended_gco2e_per_mtok) and the column of units per kWh of that figure; None: none.
     carbon_figure: str | None = None
     per_kwh_column: str | None = None
-    # What `tpubench run` shows after a sweep for rows of this unit: "module:function"
-    # (console, priced rows) -> the row its prices came from; None: the shared table of the unit's
-    # per-chip rate and headline cost (console.per_unit_cost_table).
-    run_cost_table: str | None = None
-    # The unit's report section, "module:function" (data, fmt) -> the section's text, with
-    # fmt "md" or "html"; None: the shared section (output/report/units.py).
-    report_section: str | None = None
-    # How a report's tables name a point of this unit, "module:function" (row) -> str; None: the
-    # scenario's row label (registry.row_label).
-    point_label: str | None = None
-    # Its `tpubench budget` planner, "module:attribute" of a money.budget_request.BudgetPlanner (the
-    # volume it is sized on, its flag and bound, the options it reads, the sizing); None: the unit
-    # cannot be budgeted.
-    budget_planner: str | None = None
+    # What the layers above make of a unit is theirs, in tables keyed by the unit's key, each with a
+    # default any new unit gets: the console's table after a run (console.render_run_cost), the
+    # report's section and point label (output/report/sections.py, point_labels.py), the budget
+    # planner (money/budget_request.PLANNERS) and what pricing derives (money/cost.EXTRA_COSTS).
     # The `cost_basis` column of the CSV report's summary rows.
     basis_words: str = "inference"
 

@@ -26,12 +26,7 @@ TOKENS = OutputUnit(
     # (money/token_costs.py).
     extra_cost_columns=tuple(f"inferencex_usd_per_mtok{b}" for b in CI_BOUNDS)
     + ("tokens_per_usd", "output_tokens_per_usd_inferencex"),
-    extra_costs="tpubench.money.token_costs:extra_costs",
     basis_labels=("split_method", "split_note"),   # how input and output were told apart
     energy_suffix="_j_per_token", carbon_figure="blended", per_kwh_column="tokens_per_kwh",
-    run_cost_table="tpubench.output.report.tokens:run_cost_table",
-    budget_planner="tpubench.money.budget:TOKENS",
-    report_section="tpubench.output.report.tokens:section",
-    point_label="tpubench.output.report.format:point_label",
     basis_words="inference",
 )

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from tpubench.hardware.accelerators import normalize_accelerator
-from tpubench.money.cost import interactivity_tokens_per_s
+from tpubench.money.token_costs import interactivity_tokens_per_s
 from tpubench.output.published.rows import SOURCE_PUBLISHED
 from tpubench.records.columns import numeric_column
 

@@ -91,7 +91,7 @@ def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Se
 
 def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
     """A budget (what a unit's planner returns: money/budget_request.py) as markdown (terminal) or
-    CSV (spreadsheet). The result names its markdown renderer ("module:function", `markdown`)."""
+    CSV (spreadsheet); its markdown renderer is its type's (report/budgets.py)."""
     fmt = _format(fmt)
     if fmt == "csv":
         from tpubench.output.report.csv import render_budget_csv
@@ -99,7 +99,7 @@ def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
         return render_budget_csv(result)
     if fmt == "html":
         raise UserError("budgets render as markdown or csv", field="--format")
+    from tpubench.output.report.budgets import budget_markdown
     from tpubench.output.safe_text import markdown_text
-    from tpubench.scenarios.output_units import load
 
-    return markdown_text(load(result.markdown)(result, max_rows=max_rows))
+    return markdown_text(budget_markdown(result, max_rows=max_rows))

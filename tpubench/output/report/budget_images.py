@@ -1,13 +1,13 @@
 """The markdown of an image budget (money/image_budget.py, `tpubench budget --images-per-day`):
 per platform and plan the fleet, its monthly cost with CI, and the point it is sized on;
-platforms with no point within the latency limit, with the closest one (ImageBudget.markdown)."""
+platforms with no point within the latency limit, with the closest one (report/budgets.py)."""
 
 from __future__ import annotations
 
 from tpubench.output.report import format as f
 from tpubench.output.report.images import joules_cell, point_label
 from tpubench.output.report.markdown import budget_footer as footer
-from tpubench.output.report.markdown import table
+from tpubench.output.report.markdown_parts import table
 
 
 def image_budget_markdown(result, max_rows: int = 50) -> str:

@@ -1,6 +1,6 @@
 """The markdown of a per-day budget of any unit (money/unit_budget.py, `tpubench budget --volume
 UNIT=AMOUNT`): per platform and plan the fleet, its monthly cost with CI, and the point it is sized
-on, in the unit's own words (UnitBudget.markdown)."""
+on, in the unit's own words (report/budgets.py)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.money.cost import interactivity_tokens_per_s, unit_rows
+from tpubench.money.cost import unit_rows
+from tpubench.money.token_costs import interactivity_tokens_per_s
 from tpubench.output.published.match import pareto_mask
 from tpubench.output.report.answer import source_label
 from tpubench.output.report.figure_cache import Drawing

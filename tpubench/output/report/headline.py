@@ -10,13 +10,11 @@ format the cells below.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import pandas as pd
 
 from tpubench.output.report.format import ci_cell, plan_label, platform_label, stack_label, validity_label, workload_label
-from tpubench.scenarios import output_units, registry
-from tpubench.scenarios.registry import row_label
+from tpubench.output.report.point_labels import point_label_of
+from tpubench.scenarios import registry
 
 NUMERIC = {3}
 WRAP = {2, 5, 6}      # long text the HTML table may break over lines
@@ -66,16 +64,11 @@ def tables(headline: pd.DataFrame) -> list[tuple[str, list[str], pd.DataFrame]]:
     return out
 
 
-def unit_point_label(unit) -> Callable[[object], str]:
-    """How tables of `unit` name a point: its own `point_label`, else its scenario's row label."""
-    return output_units.load(unit.point_label) if unit.point_label else row_label
-
-
 def cells(row) -> list[str]:
     unit = _units_by_title()[row["kind"]]
     others = f"{int(row['compared'])}" + (f" ({int(row['ties'])} within noise)" if row["ties"] else "")
     return [workload_label(row), plan_label(row["plan"]), f"{platform_label(row)} · {stack_label(row)}",
-            ci_cell(row, unit.headline), others, unit_point_label(unit)(row), validity_label(row)]
+            ci_cell(row, unit.headline), others, point_label_of(unit)(row), validity_label(row)]
 
 
 def row_counts(data) -> str:

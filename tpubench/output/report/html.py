@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import re
 
 from tpubench.output.report import answer, headline, kernel_speedups, published, published_list
 from tpubench.output.report import format as f
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
-from tpubench.output.report.markdown import unit_section
+from tpubench.output.report.html_parts import escape_html, html_figures, html_table
+from tpubench.output.report.sections import section_of
 from tpubench.records.columns import records
 from tpubench.scenarios import registry
 
@@ -42,44 +41,6 @@ tr.listed td{color:#5b6470}p.verdict{margin:.4rem 0 .2rem}
 @media (max-width:800px){body{margin:1rem auto;padding:0 .5rem}
 th:first-child,td:first-child,.glance th:first-child,.glance td:first-child{min-width:7rem;max-width:10rem}}
 """
-
-
-def escape_html(text) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def html_table(headers, rows, numeric=frozenset(), row_classes=None, cell_classes=None, wrap=frozenset()) -> str:
-    out = ['<div class="scroll"><table><thead><tr>', *(f"<th>{escape_html(h)}</th>" for h in headers), "</tr></thead><tbody>"]
-    for i, row in enumerate(rows):
-        cls = row_classes[i] if row_classes else ""
-        out.append(f'<tr class="{cls}">' if cls else "<tr>")
-        for j, cell in enumerate(row):
-            classes = []
-            if j in numeric:
-                classes.append("num")
-            if j in wrap:
-                classes.append("wrap")
-            if cell_classes and cell_classes.get(j):
-                classes.append(cell_classes[j](cell))
-            attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
-            out.append(f"<td{attr}>{escape_html(cell)}</td>")
-        out.append("</tr>")
-    out.append("</tbody></table></div>")
-    return "".join(out)
-
-
-def html_figures(data: ReportData, make=None) -> str:
-    """The figures `make(data)` lists, (id, caption, figure_cache.Drawing, kind) each (default:
-    figures.report_drawings), inline; a figure cached from equal inputs is not drawn."""
-    from tpubench.output.report.figures import encode_drawing, report_drawings
-
-    parts = []
-    for fig_id, caption, drawing, kind in (make or report_drawings)(data):
-        mime, blob = encode_drawing(drawing, kind)
-        encoded = base64.b64encode(blob).decode("ascii")
-        parts.append(f'<figure id="{escape_html(fig_id)}"><img class="figure" alt="{escape_html(caption)}" '
-                     f'src="data:{mime};base64,{encoded}"><figcaption>{escape_html(caption)}</figcaption></figure>')
-    return "".join(parts)
 
 
 def _published(data: ReportData, figures: bool = True) -> list[str]:
@@ -196,7 +157,7 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
     if not any(len(data.summary_of(unit)) for unit in registry.units()):
         body.append("<p>No result could be priced.</p>")
     for unit in registry.units():   # each unit's own section (OutputUnit.report_section)
-        body += unit_section(unit)(data, "html", unit, max_rows=max_rows, figures=figures)
+        body += section_of(unit)(data, "html", unit, max_rows=max_rows, figures=figures)
     body += kernel_speedups.html(data.kernel_speedups, html_table, escape_html)
     body += profile_section.html(data.results, html_table, escape_html)
     body += _published(data, figures)

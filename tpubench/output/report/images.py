@@ -112,7 +112,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     placement = placements(data.results)
     front = pareto(rows_of(data.priced, unit))
     if fmt == "md":
-        from tpubench.output.report.markdown import table
+        from tpubench.output.report.markdown_parts import table
 
         out = []
         for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
@@ -124,7 +124,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
                     table(PARETO_HEADERS, [pareto_cells(r) for _, r in front.iterrows()]), ""]
         return out + [f"- {note}" for note in NOTES] + [""]
 
-    from tpubench.output.report.html import escape_html, html_table
+    from tpubench.output.report.html_parts import escape_html, html_table
 
     body = []
     for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):

@@ -7,19 +7,10 @@ from tpubench.output.report import answer, headline, kernel_speedups, published,
 from tpubench.output.report import format as f
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
+from tpubench.output.report.markdown_parts import table
+from tpubench.output.report.sections import section_of
 from tpubench.records.columns import records
-from tpubench.scenarios import output_units, registry
-
-
-def _escape(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(_escape(h) for h in headers) + " |",
-             "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+from tpubench.scenarios import registry
 
 
 def _sources(data: ReportData) -> list[str]:
@@ -38,12 +29,6 @@ def _unpriced(data: ReportData) -> list[str]:
                .agg(runs=("file", "size"), example=("file", "first")).reset_index())
     rows = [[r.status, r.accelerator, r.reason, str(r.runs), r.example] for r in grouped.itertuples()]
     return ["## Not priced", "", table(["Status", "Accelerator", "Reason", "Runs", "Example file"], rows), ""]
-
-
-def unit_section(unit):
-    """The report section of `unit` (markdown and HTML alike): its own, or the shared one
-    (report/units.py)."""
-    return output_units.load(unit.report_section or "tpubench.output.report.units:section")
 
 
 def _published(data: ReportData) -> list[str]:
@@ -68,17 +53,6 @@ def _published_list(data: ReportData, max_rows: int) -> list[str]:
     if len(rows) > max_rows:
         out.append(f"\n… {len(rows) - max_rows} more published row(s).")
     return out + ["", f"- {published_list.NOTE}", ""]
-
-
-def runs_section(data: ReportData, title: str, runs, header_templates, cells, max_rows: int,
-                  energy_figure: str = "blended") -> list[str]:
-    """One row per run, at most max_rows of them (the CSV has all)."""
-    headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in header_templates]
-    headers, cells = f.with_energy_column(runs, energy_figure, headers, cells)
-    out = [f"## {title} ({len(runs)})", "", table(headers, [cells(r) for r in records(runs.head(max_rows))])]
-    if len(runs) > max_rows:
-        out.append(f"\n… {len(runs) - max_rows} more run(s): use --format csv for all rows.")
-    return out + [""]
 
 
 def answer_markdown(data: ReportData) -> list[str]:
@@ -118,7 +92,7 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
     if not any(len(data.summary_of(unit)) for unit in registry.units()):
         out += ["No result could be priced.", ""]
     for unit in registry.units():   # each unit's own section (OutputUnit.report_section)
-        out += unit_section(unit)(data, "md", unit, max_rows=max_rows)
+        out += section_of(unit)(data, "md", unit, max_rows=max_rows)
     out += kernel_speedups.markdown(data.kernel_speedups, table)
     out += profile_section.markdown(data.results, table)
     out += _published(data)

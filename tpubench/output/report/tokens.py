@@ -47,7 +47,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     summary = data.summary_of(unit)
     runs = result_rows(data, unit)
     if fmt == "md":
-        from tpubench.output.report.markdown import runs_section, table
+        from tpubench.output.report.markdown_parts import runs_section, table
 
         out = []
         if len(summary):
@@ -62,7 +62,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         return out
 
     from tpubench.output.report.figures import report_drawings
-    from tpubench.output.report.html import escape_html, html_figures, html_table
+    from tpubench.output.report.html_parts import escape_html, html_figures, html_table
 
     body = []
     if len(summary):

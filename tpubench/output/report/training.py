@@ -18,7 +18,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         return []
     runs = result_rows(data, unit)
     if fmt == "md":
-        from tpubench.output.report.markdown import runs_section, table
+        from tpubench.output.report.markdown_parts import runs_section, table
 
         out = []
         for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
@@ -30,7 +30,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         return out + runs_section(data, "Training runs", runs, f.TRAINING_RUN_HEADERS, f.training_run_cells,
                                   max_rows, energy_figure=unit.carbon_figure)
 
-    from tpubench.output.report.html import escape_html, html_figures, html_table
+    from tpubench.output.report.html_parts import escape_html, html_figures, html_table
 
     body = []
     for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):

@@ -7,7 +7,7 @@ reported with no change here (tests/demo_scenario/)."""
 from __future__ import annotations
 
 from tpubench.output.report import format as f
-from tpubench.output.report import headline
+from tpubench.output.report.point_labels import point_label_of
 from tpubench.units import finite, sig
 
 _NUMERIC = {2, 4, 6, 7}
@@ -31,7 +31,7 @@ def energy_cell(row, unit) -> str:
 def cells(row, unit) -> list[str]:
     return [f.platform_label(row), f.plan_label(row["plan"]), f.usd(row["usd_per_chip_hour"]), str(row["price_as_of"]),
             f.ci_cell(row, unit.headline), str(row.get("vs_cheapest", "")), f.ci_cell(row, unit.per_chip_columns()[0]),
-            energy_cell(row, unit), headline.unit_point_label(unit)(row), f.hardware_label(row), f.validity_label(row)]
+            energy_cell(row, unit), point_label_of(unit)(row), f.hardware_label(row), f.validity_label(row)]
 
 
 def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> list[str]:
@@ -45,7 +45,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     groups = list(summary.groupby(["workload", "scale"], sort=False, dropna=False))
     title = f"$ per {unit.scale_words} {unit.plural} per platform and plan"
     if fmt == "md":
-        from tpubench.output.report.markdown import table
+        from tpubench.output.report.markdown_parts import table
 
         out = []
         for _, group in groups:
@@ -53,7 +53,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
                     table(headers(unit), [cells(r, unit) for _, r in group.head(max_rows).iterrows()]), ""]
         return out + [f"- {note}", ""]
 
-    from tpubench.output.report.html import escape_html, html_table
+    from tpubench.output.report.html_parts import escape_html, html_table
 
     body = []
     for _, group in groups:

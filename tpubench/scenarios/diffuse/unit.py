@@ -17,8 +17,5 @@ IMAGES = OutputUnit(
         "postprocess_s_per_image", "denoise_step_p50_s", "denoise_mfu", "resolution_px", "denoise_steps",
     ),
     energy_suffix="_j_per_image", energy_bounds=CI_BOUNDS,
-    report_section="tpubench.output.report.images:section",
-    budget_planner="tpubench.money.image_budget:IMAGES",
-    point_label="tpubench.output.report.images:point_label",
     basis_words="images",
 )

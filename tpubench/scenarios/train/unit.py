@@ -17,8 +17,5 @@ TRAINING_TOKENS = OutputUnit(
         "step_ci95_high_s", "mfu", "loss_first", "loss_last",
     ),
     energy_suffix="_j_per_token", carbon_figure="train",
-    report_section="tpubench.output.report.training:section",
-    budget_planner="tpubench.money.training_budget:TRAINING",
-    point_label="tpubench.output.report.format:train_point_label",
     basis_words="training",
 )
