@@ -90,6 +90,13 @@ def test_the_runner_up_is_on_another_chip_and_like_with_like_first():
     assert verdict(pd.DataFrame([h100_fp8, h100_bf16]))["text"].startswith("only one option")
 
 
+def test_the_workload_measured_last_comes_first():
+    options = [{**_option("A", ESTIMATE, 1.0), "workload": "old"}, {**_option("B", ESTIMATE, 1.0), "workload": "new"},
+               {**_option("C", ESTIMATE, 1.0), "workload": "estimated only"}]
+    answer = assemble(options, {}, [], {"old": "2026-12-01T00:00:00", "new": "2026-12-06T00:00:00"})
+    assert [w for w, _ in answer.groups()] == ["new", "old", "estimated only"]
+
+
 def test_assemble_orders_cheapest_first_with_unpriced_last_and_one_verdict_per_plan():
     options = [_option("B", ESTIMATE, 2.0), _option("none", ESTIMATE, math.nan, in_verdict=False),
                _option("A", ESTIMATE, 1.0), _option("C", ESTIMATE, 5.0, plan="on_demand")]

@@ -316,14 +316,19 @@ def frame(answer: Answer) -> pd.DataFrame:
     return answer.options.merge(verdicts, on=["workload", "plan"], how="left")
 
 
-def assemble(options: list[dict], workload_files: dict[str, str], notes: list[str]) -> Answer:
-    """The Answer of these options: in table order (workload, plan, cheapest first; options without
-    a figure last), with one verdict per workload and plan."""
+def assemble(options: list[dict], workload_files: dict[str, str], notes: list[str],
+             newest: dict[str, str] | None = None) -> Answer:
+    """The Answer of these options: in table order (the workload measured last first, by `newest`:
+    workload -> its latest result's start time, then by name; per plan, cheapest first, options
+    without a figure last), with one verdict per workload and plan."""
     frame = pd.DataFrame(options, columns=COLUMNS)
     if frame.empty:
         return Answer(notes=notes)
-    frame = frame.assign(_order=frame["usd_per_mtok"].fillna(math.inf))
-    frame = frame.sort_values(["workload", "plan", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+    recency = {w: rank for rank, w in enumerate(sorted(newest or {}, key=lambda w: (newest[w], w), reverse=True))}
+    frame = frame.assign(_order=frame["usd_per_mtok"].fillna(math.inf),
+                         _recent=frame["workload"].map(recency).fillna(len(recency)))
+    frame = (frame.sort_values(["_recent", "workload", "plan", "_order"], kind="stable")
+             .drop(columns=["_order", "_recent"]).reset_index(drop=True))
     verdicts = [verdict(group, workload_files.get(workload, "WORKLOAD.yaml"))
                 for (workload, _), group in frame.groupby(["workload", "plan"], sort=False)]
     return Answer(options=frame, verdicts=pd.DataFrame(verdicts), notes=notes)

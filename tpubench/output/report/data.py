@@ -260,7 +260,10 @@ def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[
     nearby = candidates(data.published_list) if contexts else None
     for workload, (_, wl) in contexts.items():
         options += published_options(nearby, wl, workload, prices, plans, answer.MAX_PUBLISHED)
-    return answer.assemble(options, {w: path for w, (path, _) in contexts.items()}, notes)
+    results = data.results
+    newest = (results.groupby("workload")["started_at"].max().astype(str).to_dict()
+              if len(results) and {"workload", "started_at"} <= set(results.columns) else {})
+    return answer.assemble(options, {w: path for w, (path, _) in contexts.items()}, notes, newest)
 
 
 def result_rows(data: ReportData, unit=None) -> pd.DataFrame:
