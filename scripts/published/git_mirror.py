@@ -43,6 +43,14 @@ class Mirror:
     def text(self, path: str) -> str:
         return self._git("show", f"{self.commit}:{path}")
 
+    def text_if_present(self, path: str) -> str | None:
+        """`text(path)`, or None where the commit's tree has no such file (before it was added,
+        after a move)."""
+        try:
+            return self.text(path)
+        except MirrorMissing:
+            return None
+
     def raw(self, path: str) -> bytes:
         return self._git("show", f"{self.commit}:{path}", binary=True)
 

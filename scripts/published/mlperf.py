@@ -93,7 +93,7 @@ from git_mirror import Mirror, open_mirror
 from tpubench.hardware.accelerators import normalize_accelerator
 
 # The user-facing importer's own key tables, so both read a LoadGen log alike.
-from tpubench.output.published.mlperf import _LATENCY_KEYS, _NOT_LLM, _NS, split_framework
+from tpubench.output.published.mlperf import _LATENCY_KEYS, _NOT_LLM, _NS, parse_summary, split_framework
 from tpubench.output.published.rows import interactivity_from_tpot, published_frame
 
 REPOS = {
@@ -204,7 +204,7 @@ def result_row(mirror: Mirror, version: str, date: str, rec: dict,
     """One row, or why the record is left out ('mismatch ...' stops the build)."""
     result_dir = posixpath.normpath(rec["Location"]).removesuffix("/performance/run_1")
     log_path = f"{result_dir}/performance/run_1/mlperf_log_summary.txt"
-    log = loadgen(mirror.text(log_path))
+    log = parse_summary(mirror.text(log_path))
     scenario, bench = rec["Scenario"], rec["Model"]
     rate = _num(log.get("tokens per second" if scenario == "Offline" else "completed tokens per second"))
     if not rate > 0:
@@ -262,17 +262,6 @@ def calibration_fields(rec: dict, log: dict, scenario: str, inputs: dict[str, tu
         fields["concurrency"] = _num(log.get("completed samples per second")) * _num(log.get("mean latency (ns)")) * _NS
         fields["concurrency_basis"] = LITTLE
     return fields
-
-
-def loadgen(text: str) -> dict[str, str]:
-    """LoadGen's `key : value` lines, keys lower-cased, the first of a repeated key winning (as the
-    importer's read_summary reads a file)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if ":" in line:
-            key, value = line.split(":", 1)
-            out.setdefault(" ".join(key.split()).lower(), value.strip())
-    return out
 
 
 def chip_count(rec: dict) -> int:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from git_mirror import Mirror, MirrorMissing, open_mirror
+from git_mirror import Mirror, open_mirror
 
 REPO = "aws-neuron/aws-neuron-sdk"
 REPOS = {REPO: "81ce03ae261e12925e53437a0f690478e6366155"}   # master, 2026-08-21
@@ -101,19 +101,12 @@ def _at(mirrors: Path, commit: str) -> Mirror:
     return open_mirror(mirrors, REPO, commit)
 
 
-def _read(mirror: Mirror, path: str) -> str | None:
-    try:
-        return mirror.text(path)
-    except MirrorMissing:   # not in this commit's tree (before it was added, after a move)
-        return None
-
-
 def _versions(mirrors: Path, head: Mirror, paths: tuple[str, ...]):
     """(mirror, path, text) of every version of a file (under any of its names), oldest first."""
     for commit in head._git("log", "--full-history", "--reverse", "--format=%H", head.commit, "--", *paths).split():
         mirror = _at(mirrors, commit)
         for path in reversed(paths):
-            text = _read(mirror, path)
+            text = mirror.text_if_present(path)
             if text is not None:
                 yield mirror, path, text
                 break
@@ -186,7 +179,7 @@ def _table_rows(mirrors: Path, head: Mirror) -> list[dict]:
             for _, row in (frame.iterrows() if frame is not None else ()):
                 first.setdefault((_key(row), _figures(row)), (mirror, path))
                 last[_key(row)] = row
-        text = _read(head, paths[-1])
+        text = head.text_if_present(paths[-1])
         pinned = _table(text) if text is not None else None
         if pinned is None:
             raise ValueError(f"{paths[-1]}: no decoder table in the pinned commit")

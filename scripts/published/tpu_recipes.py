@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
-from git_mirror import Mirror, MirrorMissing, open_mirror
+from git_mirror import Mirror, open_mirror
 
 REPO = "AI-Hypercomputer/tpu-recipes"
 REPOS = {REPO: "c8cfe2f689081d36701a101cd73a70965d80926b"}   # main, 2026-08-07
@@ -271,22 +271,15 @@ def _at(mirrors: Path, commit: str) -> Mirror:
     return open_mirror(mirrors, REPO, commit)
 
 
-def _read(mirror: Mirror, path: str) -> str | None:
-    try:
-        return mirror.text(path)
-    except MirrorMissing:   # not in this commit's tree (before it was added, after a move)
-        return None
-
-
 def _versions(mirrors: Path, head: Mirror, recipe: Recipe, first_parent: bool = False):
     """(mirror, path, README text, server text) of each version of the recipe, oldest first."""
     paths = recipe.paths + ((recipe.server_file,) if recipe.server_file else ())
     for commit in _commits(head, paths, first_parent):
         mirror = _at(mirrors, commit)
         for path in reversed(recipe.paths):
-            text = _read(mirror, path)
+            text = mirror.text_if_present(path)
             if text is not None:
-                server = _read(mirror, recipe.server_file) if recipe.server_file else ""
+                server = mirror.text_if_present(recipe.server_file) if recipe.server_file else ""
                 yield mirror, path, text, server or ""
                 break
 
@@ -408,7 +401,7 @@ def _check_nothing_unread(mirrors: Path, head: Mirror, read: set[str]) -> None:
             continue
         if not line.endswith(".md") or line in read or line in LEFT_OUT:
             continue
-        text = _read(_at(mirrors, commit), line) or ""
+        text = _at(mirrors, commit).text_if_present(line) or ""
         printed = [m.group(0) for m in figure.finditer(text) if re.search(r"\d\.\d", m.group(0)) and "xx" not in m.group(0)]
         if printed:
             raise ValueError(f"{line}@{commit[:12]} prints benchmark figures that no recipe reads: {printed[0].strip()}")

@@ -72,11 +72,16 @@ _SCENARIOS = {"offline": "Offline", "server": "Server", "interactive": "Interact
 
 
 def read_summary(path: Path) -> dict[str, str]:
-    """LoadGen's `key : value` lines, keys lower-cased (the first of a repeated key wins)."""
+    """LoadGen's summary file as parse_summary reads it."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UserError(f"cannot read: {exc.strerror or exc}", where=str(path)) from None
+    return parse_summary(text)
+
+
+def parse_summary(text: str) -> dict[str, str]:
+    """LoadGen's `key : value` lines, keys lower-cased (the first of a repeated key wins)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         if ":" in line:

@@ -1,0 +1,59 @@
+"""The shipped published rows are what scripts/published/regenerate.py writes: every CSV in the
+writer's own form (a hand edit shows), every source module pinning full commits, and, where a
+maintainer's git copies of the sources are at hand (TPUBENCH_MIRRORS), the CSVs rebuilt byte for
+byte. The git reader is checked on this repository's own history."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts" / "published"))
+
+import regenerate  # noqa: E402
+from git_mirror import Mirror  # noqa: E402
+
+
+def test_every_shipped_csv_is_in_the_regeneration_s_own_form():
+    for f in sorted(regenerate.SHIPPED.glob("*.csv")):
+        rows = pd.read_csv(f, keep_default_na=False, dtype=str)
+        assert regenerate.csv_bytes(rows) == f.read_bytes(), f"{f.name} is not as regenerate.py writes it"
+
+
+def test_every_source_pins_full_commits_and_builds():
+    for name in regenerate.SOURCES:
+        module = importlib.import_module(name)
+        assert callable(module.build) and module.REPOS, name
+        for repo, commit in module.REPOS.items():
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and re.fullmatch(r"[0-9a-f]{40}", commit), (name, repo)
+
+
+@pytest.mark.skipif(not os.environ.get("TPUBENCH_MIRRORS"),
+                    reason="needs git copies of the sources (TPUBENCH_MIRRORS=folder; scripts/published/regenerate.py)")
+def test_the_csvs_rebuild_byte_for_byte_from_the_sources():
+    built = regenerate.build_all(Path(os.environ["TPUBENCH_MIRRORS"]))
+    assert set(built) == {f.name for f in regenerate.SHIPPED.glob("*.csv")}
+    for name, data in built.items():
+        assert data == (regenerate.SHIPPED / name).read_bytes(), name
+
+
+def test_the_git_reader_on_this_repository():
+    git_dir = ROOT / ".git"
+    if not (git_dir / "HEAD").is_file():
+        pytest.skip("not a git checkout")
+    head = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    mirror = Mirror(repo="this/checkout", git_dir=git_dir, commit=head)
+    assert "README.md" in mirror.files and mirror.glob("scripts/published/*.py")
+    assert mirror.text("pyproject.toml").startswith("[build-system]")
+    assert mirror.text_if_present("no/such/file.txt") is None
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", mirror.date)
+    assert mirror.cite("README.md") == f"this/checkout README.md@{head[:12]}"
