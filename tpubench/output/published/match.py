@@ -179,9 +179,6 @@ def _published_fronts(pub: pd.DataFrame) -> dict:
     precision, frameworks on the front), ...]}, each list in the order of groupby(sort=True) over
     (publisher, accelerator, precision, setup). Computed once for all measured points: a report
     over thousands of points would otherwise filter and group the published rows once per point."""
-    pub = pub.assign(_in=pd.Series([_length_key(v) for v in pub["input_length"]], index=pub.index, dtype=object),
-                     _out=pd.Series([_length_key(v) for v in pub["output_length"]], index=pub.index, dtype=object))
-    pub = pub[pub["_in"].notna() & pub["_out"].notna()]
     fronts: dict = {}
     keys = ["_model", "_acc", "_in", "_out", "publisher", "_prec", "_setup"]
     for (model, acc, n_in, n_out, publisher, prec, setup), group in pub.groupby(keys, sort=True, dropna=False):
@@ -208,10 +205,7 @@ def compare_published(results: pd.DataFrame, published: pd.DataFrame,
     pub = published[published["valid"].astype(bool)] if len(published) else published
     if measured.empty or pub.empty:
         return pd.DataFrame(columns=COLUMNS)
-    pub = pub.assign(_model=pub["model"].map(model_key), _acc=pub["accelerator"].map(accelerator_key),
-                     _prec=pub["precision"].map(precision_key), _setup=_setups(pub))
-    fronts = _published_fronts(pub)
-    # A point's bucket from its columns, all points at once; only points with a bucket are read row by row.
+    # A point's bucket key from its columns, all points at once; only points with a bucket are read row by row.
     def column(c):   # as Python objects: iterating an Arrow-backed text column costs ~1 us a cell
         return measured[c].to_numpy(dtype=object) if c in measured else [None] * len(measured)
 
@@ -237,7 +231,16 @@ def compare_published(results: pd.DataFrame, published: pd.DataFrame,
             model = model_key(name)
             if isinstance(name, str):
                 model_keys[name] = model
-        buckets.append(fronts.get((model, acc, n_in, n_out)))
+        buckets.append((model, acc, n_in, n_out))
+    # Fronts only of the published rows some point can match: thousands of shipped rows, a few buckets.
+    pub = pub.assign(_model=pub["model"].map(model_key), _acc=pub["accelerator"].map(accelerator_key),
+                     _in=pd.Series([_length_key(v) for v in pub["input_length"]], index=pub.index, dtype=object),
+                     _out=pd.Series([_length_key(v) for v in pub["output_length"]], index=pub.index, dtype=object))
+    wanted = set(b for b in buckets if b is not None)
+    pub = pub[[key in wanted for key in zip(pub["_model"], pub["_acc"], pub["_in"], pub["_out"])]]
+    pub = pub.assign(_prec=pub["precision"].map(precision_key), _setup=_setups(pub))
+    fronts = _published_fronts(pub) if len(pub) else {}
+    buckets = [fronts.get(b) if b is not None else None for b in buckets]
     out = []
     hits = [i for i, b in enumerate(buckets) if b]
     for (_, m), candidates in zip(measured.iloc[hits].iterrows(), [buckets[i] for i in hits]):
