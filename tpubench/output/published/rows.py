@@ -53,9 +53,10 @@ _NUMERIC = {"input_length", "output_length", "concurrency", "chips", "output_tok
             "decode_chips", "publisher_usd_per_mtok", "running_batch"}
 
 
-def published_frame(rows: list[dict]) -> pd.DataFrame:
-    """Rows (dicts with any of COLUMNS) as a DataFrame with exactly COLUMNS, numbers as floats."""
-    df = pd.DataFrame(rows).reindex(columns=COLUMNS)
+def published_frame(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
+    """Rows (dicts, or a DataFrame, with any of COLUMNS) as a DataFrame with exactly COLUMNS, numbers
+    as floats."""
+    df = (rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)).reindex(columns=COLUMNS)
     for column in _NUMERIC:
         df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
     df["valid"] = df["valid"].map(_truth).astype(bool)

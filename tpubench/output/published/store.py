@@ -75,7 +75,7 @@ def read_published(paths, *, warn: Callable[[str], None] | None = None) -> pd.Da
         if missing:
             warn(f"skipping {f}: not a published-results file (no column {', '.join(missing)})")
             continue
-        frame = published_frame(df.to_dict("records"))
+        frame = published_frame(df)
         frame.insert(0, "file", str(f))
         frames.append(frame)
     if not frames:
