@@ -119,7 +119,7 @@ def _point(output_len: int = 2, quantization: str | None = None):
     base = workload_points(WORKLOAD).points[-1]
     from dataclasses import replace
     point = replace(base, chips=8, output_len=float(output_len))
-    return with_precision(point, point_precision("bfloat16", quantization)[0]) if quantization else point
+    return with_precision(point, point_precision("bfloat16", quantization)) if quantization else point
 
 
 def test_the_estimate_charges_the_measured_cost_s_chip_seconds(cal):

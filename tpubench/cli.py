@@ -585,11 +585,10 @@ def estimate(
     report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
                           published=all_published(results, warn=_warn_stderr), plans=plan or None)
     if out is not None:
-        import json
-
         from tpubench.estimate.records import write_record
+        from tpubench.estimate.render import payload
 
-        path = write_record(json.loads(as_json(report)), report.workload, out)
+        path = write_record(payload(report), report.workload, out)
         _console(stderr=True).print(f"wrote estimate record {escape(str(path))}")
     if fmt == "table":
         print_table(_console(), report)

@@ -93,7 +93,7 @@ from git_mirror import Mirror, open_mirror
 from tpubench.hardware.accelerators import normalize_accelerator
 
 # The user-facing importer's own key tables, so both read a LoadGen log alike.
-from tpubench.output.published.mlperf import _LATENCY_KEYS, _NOT_LLM, _NS, parse_summary, split_framework
+from tpubench.output.published.mlperf import _LATENCY_KEYS, _NOT_LLM, _NS, _float, parse_summary, split_framework
 from tpubench.output.published.rows import interactivity_from_tpot, published_frame
 
 REPOS = {
@@ -206,7 +206,7 @@ def result_row(mirror: Mirror, version: str, date: str, rec: dict,
     log_path = f"{result_dir}/performance/run_1/mlperf_log_summary.txt"
     log = parse_summary(mirror.text(log_path))
     scenario, bench = rec["Scenario"], rec["Model"]
-    rate = _num(log.get("tokens per second" if scenario == "Offline" else "completed tokens per second"))
+    rate = _float(log.get("tokens per second" if scenario == "Offline" else "completed tokens per second"))
     if not rate > 0:
         return "results without a token rate (samples/s only)"
     if not _agree(rate, float(rec["Performance_Result"])):
@@ -224,7 +224,7 @@ def result_row(mirror: Mirror, version: str, date: str, rec: dict,
     if bench not in MODELS:
         raise SystemExit(f"MLPerf {version}: LLM benchmark {bench} has no Hugging Face id in MODELS")
     framework, framework_version = split_framework(sysdesc.get("framework"))
-    latencies = {column: _num(next((log[k] for k in keys if k in log), None)) * _NS
+    latencies = {column: _float(next((log[k] for k in keys if k in log), None)) * _NS
                  for column, keys in _LATENCY_KEYS.items()}
     weights = weight_types(mirror, result_dir) or rec.get("weight_data_types") or None
     return {
@@ -235,7 +235,7 @@ def result_row(mirror: Mirror, version: str, date: str, rec: dict,
         "precision": weights, "weight_dtype": weights,
         "output_tokens_per_s_per_chip": rate / chips,
         "interactivity_tokens_per_s": interactivity_from_tpot(latencies["tpot_p50_s"]), **latencies,
-        "e2e_p50_s": math.nan if scenario == "Offline" else _num(log.get("50.00 percentile latency (ns)")) * _NS,
+        "e2e_p50_s": math.nan if scenario == "Offline" else _float(log.get("50.00 percentile latency (ns)")) * _NS,
         "valid": log.get("result is", "").upper() == "VALID", "date": date,
         "reference": f"MLPerf Inference {version} result {rec['ID']} ({system}): {mirror.cite(log_path)}",
         "spec_decoding": speculative(mirror, version, f"{division}/{submitter_dir}", system, bench, scenario),
@@ -253,13 +253,13 @@ def calibration_fields(rec: dict, log: dict, scenario: str, inputs: dict[str, tu
     else:  # the performance run's own mean: tokens/s over samples/s of the same log
         tokens, samples = (("tokens per second", "samples per second") if scenario == "Offline"
                            else ("completed tokens per second", "completed samples per second"))
-        output = _num(log.get(tokens)) / _num(log.get(samples))
+        output = _float(log.get(tokens)) / _float(log.get(samples))
         output_basis = "performance run's tokens/s / samples/s"
     input_length, source = inputs.get(bench, (math.nan, None))
     basis = f"output: {output_basis}" + (f"; input: dataset mean ({source})" if source else "")
     fields = {"input_length": input_length, "output_length": output, "length_basis": basis}
     if scenario != "Offline":
-        fields["concurrency"] = _num(log.get("completed samples per second")) * _num(log.get("mean latency (ns)")) * _NS
+        fields["concurrency"] = _float(log.get("completed samples per second")) * _float(log.get("mean latency (ns)")) * _NS
         fields["concurrency_basis"] = LITTLE
     return fields
 
@@ -316,11 +316,3 @@ def _agree(log_rate: float, summary_rate: float) -> bool:
     """Equal to the digits both print: the summary's 6 significant digits, the log's 2 decimals."""
     ulp = 10 ** (math.floor(math.log10(abs(summary_rate))) - 5) if summary_rate else 0
     return abs(log_rate - summary_rate) <= 0.5 * ulp + 0.005
-
-
-def _num(value) -> float:
-    try:
-        x = float(str(value).strip())
-    except (TypeError, ValueError):
-        return math.nan
-    return x if math.isfinite(x) else math.nan

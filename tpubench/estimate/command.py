@@ -52,10 +52,10 @@ def targets_of(on: list[str], wl: WorkloadPoints, prices: pd.DataFrame, workload
 
 def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, published: pd.DataFrame,
                  results: list[Path] | None = None, plans: list[str] | None = None,
-                 cal: Calibration | None = None) -> EstimateReport:
+                 cal: Calibration | None = None, wl: WorkloadPoints | None = None) -> EstimateReport:
     """Estimates of `workload` on each chip of its `compare_on` and of `on` (module notes); `cal`
-    reuses a calibration already made."""
-    wl = workload_points(workload)
+    reuses a calibration already made, `wl` the workload's points already read from it."""
+    wl = wl or workload_points(workload)
     targets = targets_of(on, wl, prices, workload)
     if not targets:
         raise UserError("name at least one chip: --on tpu-v6e-8 --on H100:8 --on trn2 (or compare_on in the "
@@ -78,7 +78,7 @@ def _points_on(wl: WorkloadPoints, target: Target):
     points = [replace(p, chips=target.chips) for p in wl.points]
     if target.quantization is None:
         return points
-    precision, _ = point_precision(wl.dtype, target.quantization)
+    precision = point_precision(wl.dtype, target.quantization)
     return list({(p.concurrency, p.input_len, p.output_len): with_precision(p, precision) for p in points}.values())
 
 

@@ -107,7 +107,7 @@ def _estimate_now(path: Path, on, prices, published, source, plans, cal):
     if not on and not wl.compare_on:
         return wl, pd.DataFrame(), cal
     cal = cal or calibration(published, list(_roots(source)))
-    report = run_estimate(path, list(on), prices=prices, published=published, plans=plans, cal=cal)
+    report = run_estimate(path, list(on), prices=prices, published=published, plans=plans, cal=cal, wl=wl)
     return wl, pd.DataFrame(flat_rows(report)).assign(workload_file=str(path), file=""), cal
 
 

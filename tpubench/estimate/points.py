@@ -26,10 +26,10 @@ class WorkloadPoints:
     hub_id: str | None = None  # the model's Hugging Face id, where the workload names one
 
 
-def point_precision(dtype: str, quantization: str | None) -> tuple[PointPrecision, str]:
-    """(precision, quantisation name) of the model in `dtype` quantised by `quantization`."""
+def point_precision(dtype: str, quantization: str | None) -> PointPrecision:
+    """The precision of the model in `dtype` quantised by `quantization`."""
     p = precision_of(dtype, quantization)
-    return PointPrecision.of(p.weight_dtype, p.activation_dtype, p.kv_cache_dtype), quantization or "none"
+    return PointPrecision.of(p.weight_dtype, p.activation_dtype, p.kv_cache_dtype)
 
 
 def with_precision(point: Point, precision: PointPrecision) -> Point:
@@ -58,7 +58,7 @@ def workload_points(path: str | Path) -> WorkloadPoints:
     inputs, outputs = as_list(sc.input_length), as_list(sc.output_length)
     if not all(isinstance(v, int) for v in [*inputs, *outputs]):
         raise UserError("the estimate needs fixed input and output lengths", where=str(path), field="scenario")
-    precisions = [point_precision(dtype, q)[0] for q in as_list(wl.model.quantization)]
+    precisions = [point_precision(dtype, q) for q in as_list(wl.model.quantization)]
     points = [with_precision(Point(shape=shape, weight_bytes=0.0, kv_bytes=0.0, compute_precision="", chips=1,
                                    concurrency=float(c), input_len=float(i), output_len=float(o)), p)
               for p, c, i, o in itertools.product(precisions, loads, inputs, outputs)]

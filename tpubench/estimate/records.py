@@ -18,7 +18,7 @@ from typing import Callable
 
 import pandas as pd
 
-from tpubench.records.files import ESTIMATES_FOLDER
+from tpubench.records.files import ESTIMATES_FOLDER, folder_files
 from tpubench.version import __version__
 
 LABEL = "estimate"   # what an estimate, its rows and its records say they are (`source`)
@@ -38,14 +38,7 @@ def write_record(payload: dict, workload: str, out_dir: str | Path, *, now: date
 def record_files(paths) -> list[Path]:
     """The records under `paths`: every estimates/*.json in a folder (at any depth), or a file named
     directly that sits in an estimates folder."""
-    files: list[Path] = []
-    for p in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*.json") if f.parent.name == ESTIMATES_FOLDER
-                                and f.is_file() and not f.name.startswith(".tmp-")))
-        elif p.is_file() and p.parent.name == ESTIMATES_FOLDER:
-            files.append(p)
-    return files
+    return folder_files(paths, ESTIMATES_FOLDER, ".json")
 
 
 def read_records(paths, *, warn: Callable[[str], None] | None = None) -> pd.DataFrame:

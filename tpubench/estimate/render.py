@@ -43,15 +43,19 @@ def band(triple, scale: float = 1.0, digits: int = 3) -> str:
     return f"{fmt(value, digits)} [{fmt(low, digits)}-{fmt(high, digits)}]"
 
 
+def payload(report: EstimateReport) -> dict:
+    """The JSON output's content: every estimate x plan as a flat row (non-finite numbers as None),
+    and the calibration summary."""
+    return {"source": LABEL, "workload": report.workload, "workload_file": report.workload_file,
+            "interval_coverage": COVERAGE, "calibration": calibration_summary(report),
+            "estimates": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                           for k, v in row.items()} for row in flat_rows(report)]}
+
+
 def as_json(report: EstimateReport) -> str:
     import json
 
-    payload = {"source": LABEL, "workload": report.workload, "workload_file": report.workload_file,
-               "interval_coverage": COVERAGE,
-               "calibration": calibration_summary(report),
-               "estimates": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                              for k, v in row.items()} for row in flat_rows(report)]}
-    return json.dumps(payload, indent=2) + "\n"
+    return json.dumps(payload(report), indent=2) + "\n"
 
 
 def as_csv(report: EstimateReport) -> str:
@@ -119,4 +123,4 @@ def print_table(console, report: EstimateReport) -> None:
                   "cheapest price row per plan. Estimates never enter measured tables.")
 
 
-__all__ = ["as_csv", "as_json", "band", "calibration_summary", "flat_rows", "fmt", "print_table"]
+__all__ = ["as_csv", "as_json", "band", "calibration_summary", "flat_rows", "fmt", "payload", "print_table"]

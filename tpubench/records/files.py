@@ -55,6 +55,22 @@ def readable_by_all(fd: int) -> None:
 ESTIMATES_FOLDER = "estimates"
 
 
+def folder_files(paths: str | Path | Iterable[str | Path], folder: str, suffix: str) -> list[Path]:
+    """The `*{suffix}` files kept in folders named `folder` under `paths` (at any depth), or such a
+    file named directly: imports beside results (`published/*.csv`), estimate records
+    (`estimates/*.json`). Temporary files of an atomic write are not listed."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob(f"*{suffix}")
+                                if f.parent.name == folder and f.is_file() and not f.name.startswith(".tmp-")))
+        elif p.is_file() and p.suffix == suffix and p.parent.name == folder:
+            files.append(p)
+    return files
+
+
 def iter_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The result files under `paths` (see result_file_names), as Paths."""
     return [Path(f) for f in result_file_names(paths)]

@@ -19,7 +19,7 @@ import pandas as pd
 from tpubench.errors import UserError
 from tpubench.output.published.rows import COLUMNS, published_frame
 from tpubench.records.csv_safety import neutralize_frame
-from tpubench.records.files import replace_file
+from tpubench.records.files import folder_files, replace_file
 
 FOLDER = "published"
 # The reference rows shipped with tpubench (data/published/*.csv, sources in its SOURCES.md).
@@ -48,16 +48,7 @@ def write_published(df: pd.DataFrame, into: Path, name: str, *, replace: bool = 
 def published_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The stored imports under `paths`: every `published/*.csv` in a folder (at any depth), or a
     CSV named directly that sits in a `published/` folder."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*.csv")
-                                if f.parent.name == FOLDER and f.is_file() and not f.name.startswith(".tmp-")))
-        elif p.is_file() and p.suffix == ".csv" and p.parent.name == FOLDER:
-            files.append(p)
-    return files
+    return folder_files(paths, FOLDER, ".csv")
 
 
 def read_published(paths, *, warn: Callable[[str], None] | None = None) -> pd.DataFrame:

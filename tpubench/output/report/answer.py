@@ -27,6 +27,7 @@ the widest interval first.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,9 @@ from tpubench.workload_spec.vocabulary import FULL_SCALE
 MEASURED, ESTIMATE, PUBLISHED = "measured", "estimate", "published"
 INTERVAL = {MEASURED: "95% CI", ESTIMATE: "90% prediction interval", PUBLISHED: "none (one published figure)"}
 MAX_PUBLISHED = 6          # published rows per workload and plan: the nearest chips' rows
+# Why a measured point at a smaller scale is listed, not ranked; source_label reads its scale back.
+SMOKE_TEST = "smoke test at the '{scale}' scale, not the full architecture"
+_SMOKE_TEST = re.compile("^" + re.escape(SMOKE_TEST).replace(re.escape("{scale}"), "(.+)") + "$")
 COLUMNS = ["workload", "plan", "source", "option", "accelerator", "chips", "point", "precision",
            "tokens_per_s_per_chip", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high", "interval",
            "price_basis", "in_verdict", "why_not", "note", "launch_on"]
@@ -81,7 +85,7 @@ def measured_options(summary: pd.DataFrame, headline: str, throughput: str) -> l
     out = []
     for _, r in rows.iterrows():
         full = r.get("scale") in (FULL_SCALE, None) or str(r.get("scale")) == "nan"
-        why = ("" if full else f"smoke test at the '{r['scale']}' scale, not the full architecture")
+        why = "" if full else SMOKE_TEST.format(scale=r["scale"])
         if not why and not bool(r.get("valid", True)):
             why = f"invalid: {r.get('invalid_reasons') or 'see the runs table'}"
         out.append({
@@ -267,10 +271,9 @@ NOTE = ("Measured: your result files (95% CI). Estimate: the workload's full arc
 
 
 def source_label(row) -> str:
-    """'measured', 'measured (small: smoke test)', 'estimate', 'published'."""
-    if row["source"] == MEASURED and str(row["why_not"]).startswith("smoke test"):
-        return f"measured ({str(row['why_not']).split(chr(39))[1]} scale: smoke test)"
-    return str(row["source"])
+    """'measured', 'measured (small scale: smoke test)', 'estimate', 'published'."""
+    smoke = _SMOKE_TEST.match(str(row["why_not"])) if row["source"] == MEASURED else None
+    return f"measured ({smoke.group(1)} scale: smoke test)" if smoke else str(row["source"])
 
 
 def cost_cell(row) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tpubench.output.report.answer import ESTIMATE, PUBLISHED
 from tpubench.output.report.format import ci_cell, plan_label, platform_label, stack_label, validity_label, workload_label
 from tpubench.output.report.point_labels import point_label_of
 from tpubench.scenarios import registry
@@ -49,12 +50,13 @@ def pick(data) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def tables(headline: pd.DataFrame) -> list[tuple[str, list[str], pd.DataFrame]]:
-    """(title, headers, rows) per unit present, in registry order."""
+def tables(headline: pd.DataFrame, units=None) -> list[tuple[str, list[str], pd.DataFrame]]:
+    """(title, headers, rows) per unit present (of `units`, every registered one by default), in
+    registry order."""
     if headline is None or headline.empty:
         return []
     out = []
-    for unit in registry.units():
+    for unit in registry.units() if units is None else units:
         rows = headline[headline["kind"] == unit.title]
         if len(rows):
             measure = unit.headline_words
@@ -76,8 +78,8 @@ def row_counts(data) -> str:
     measured ones down by status)."""
     published = data.published_rows
     options = data.answer.options
-    estimated = int((options["source"] == "estimate").sum()) if len(options) else 0
-    beside = int((options["source"] == "published").sum()) if len(options) else 0
+    estimated = int((options["source"] == ESTIMATE).sum()) if len(options) else 0
+    beside = int((options["source"] == PUBLISHED).sum()) if len(options) else 0
     return (f"Rows: {data.counts['results']} measured (your result files, {data.counts['priced']} priced); "
             f"{published} published (shipped with tpubench or imported; {beside} priced beside yours in the options "
             f"below, all listed apart); {estimated} estimated (" + (
@@ -90,5 +92,4 @@ def row_counts(data) -> str:
 def tables_besides_answer(headline: pd.DataFrame) -> list[tuple[str, list[str], pd.DataFrame]]:
     """The per-unit 'cheapest option' tables of the units the answer table does not cover (the
     answer holds the first unit's, inference tokens)."""
-    first = registry.units()[0].title
-    return [t for t in tables(headline) if not t[0].startswith(f"{first}:")]
+    return tables(headline, registry.units()[1:])
