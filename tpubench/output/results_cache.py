@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tpubench.output import rows_file
+from tpubench.output.parse_pool import ParsedRows, parse_files
 from tpubench.records.files import replace_file, result_file_names
 
 # Fewer files than this parse in well under a second: no cache file is worth writing for them.
@@ -115,43 +116,44 @@ def read_table(paths, flatten: Callable[..., dict], *, warn: Callable[[str], Non
     stats = [_stat_key(f) for f in files] if where is not None else [None] * len(files)
     cached = _read_cache(where) if where is not None else None
     hits = _cache_hits(cached, files, stats) if cached else [None] * len(files)
-    parsed: dict[int, tuple[dict, str]] = {}
-    if None in hits:      # a file to parse: only then the result schema (pydantic's models, 0.1 s to build)
-        from tpubench.records.result import read_usable_result
-    for i, (f, h) in enumerate(zip(files, hits)):
-        if h is None:
-            result = read_usable_result(f, warn)
-            if result is not None:
-                parsed[i] = (flatten(result, f), result.environment_key)
-    if cached and not parsed:        # every usable file unchanged: the cache as it is (no rewrite)
+    # The files to parse, on every usable CPU when there are many (output/parse_pool.py).
+    missing = [i for i, h in enumerate(hits) if h is None]
+    parsed = parse_files([files[i] for i in missing], flatten, warn) if missing else ParsedRows()
+    parsed_at = [missing[j] for j in parsed.at]
+    if cached and not parsed_at:        # every usable file unchanged: the cache as it is (no rewrite)
         kept = [i for i, h in enumerate(hits) if h is not None]
         return cached.take([files[i] for i in kept], [hits[i] for i in kept])
 
-    kept = [i for i in range(len(files)) if hits[i] is not None or i in parsed]
-    # Each kept file's parsed row (None: from the cache), looked up once, not once a column.
-    rows = [parsed[i][0] if i in parsed else None for i in kept]
-    first_seen: dict = {}
-    for row, _ in parsed.values():
-        first_seen.update(row)          # the names in the order rows first have them (values unused)
-    names = list(first_seen)
     if cached:
-        seen = set(names)
-        names += [n for n in cached.columns if n not in seen]
-    kept_hits = [hits[i] for i in kept]
-    columns: dict[str, list] = {}
-    for name in names:
-        from_cache = cached.column_list(name) if cached else None
-        if from_cache is None:
-            columns[name] = [math.nan if row is None else row.get(name, math.nan) for row in rows]
-        else:
-            columns[name] = [from_cache[h] if row is None else row.get(name, math.nan)
-                             for row, h in zip(rows, kept_hits)]
+        kept, keys, columns = _merged(cached, hits, parsed, parsed_at)
+    else:       # a cold read: the parsed columns as they are
+        kept, keys, columns = parsed_at, parsed.keys, parsed.columns
     columns["file"] = [files[i] for i in kept]
-    keys = [parsed[i][1] if i in parsed else cached.environment_keys[hits[i]] for i in kept]
     table = Table([files[i] for i in kept], keys, columns)
     if where is not None:
         _write_cache(where, table, [stats[i] for i in kept])
     return table
+
+
+def _merged(cached: _Cached, hits: list[int | None], parsed: ParsedRows, parsed_at: list[int]):
+    """(kept file positions, their environment keys, their columns) of the files found in the cache
+    (`hits`) and those parsed (`parsed`, of the files at `parsed_at`): the parsed names first, in
+    the order rows first have them, then the cache's others; NaN where a row lacks a name."""
+    slot = {i: j for j, i in enumerate(parsed_at)}      # a parsed file's row in `parsed`
+    kept = [i for i in range(len(hits)) if hits[i] is not None or i in slot]
+    # Per kept file: its row in the cache or among the parsed ones, looked up once, not once a column.
+    where = [(True, slot[i]) if i in slot else (False, hits[i]) for i in kept]
+    nan_column = [math.nan] * len(parsed_at)
+    columns: dict[str, list] = {}
+    for name in [*parsed.columns, *(n for n in cached.columns if n not in parsed.columns)]:
+        from_parsed = parsed.columns.get(name, nan_column)
+        from_cache = cached.column_list(name)
+        if from_cache is None:
+            columns[name] = [from_parsed[r] if is_parsed else math.nan for is_parsed, r in where]
+        else:
+            columns[name] = [from_parsed[r] if is_parsed else from_cache[r] for is_parsed, r in where]
+    keys = [parsed.keys[r] if is_parsed else cached.environment_keys[r] for is_parsed, r in where]
+    return kept, keys, columns
 
 
 def _cache_hits(cached: _Cached, files: list[str], stats: list) -> list[int | None]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from tpubench.output import forked
 from tpubench.output.results_cache import cache_dir
 from tpubench.records.files import replace_file
 
@@ -171,17 +172,34 @@ def _folder() -> Path | None:
 
 def cached_drawing(drawing: Drawing, kind: str, encode: Callable[[object, str], tuple[str, bytes]]) -> tuple[str, bytes]:
     """encode(drawing.figure(), kind), or the bytes it gave before for the same drawing."""
+    return cached_drawings([(drawing, kind)], encode)[0]
+
+
+# Fewer figures to draw than this are drawn here: a figure takes ~0.1-0.3 s, a worker ~0.01 s to fork.
+PARALLEL_MIN_FIGURES = 2
+
+
+def cached_drawings(items: list[tuple[Drawing, str]], encode: Callable[[object, str], tuple[str, bytes]],
+                    before_workers: Callable[[], None] | None = None) -> list[tuple[str, bytes]]:
+    """cached_drawing of each (drawing, kind): those not cached drawn in forked workers when there
+    are several (output/forked.py), after `before_workers()` (imports the workers then inherit)."""
     folder = _folder()
-    key = drawing_key(drawing, kind) if folder is not None else None
-    if key is None:
+    keys = [drawing_key(drawing, kind) if folder is not None else None for drawing, kind in items]
+    out: list = [None if key is None else _read(folder / f"{key.hex()}.fig", key) for key in keys]
+    todo = [i for i, hit in enumerate(out) if hit is None]
+    workers = forked.workers_for(len(todo), PARALLEL_MIN_FIGURES)
+    if workers and before_workers is not None:
+        before_workers()
+
+    def draw(i: int) -> tuple[str, bytes]:
+        drawing, kind = items[i]
         return encode(drawing.figure(), kind)
-    path = folder / f"{key.hex()}.fig"
-    hit = _read(path, key)
-    if hit is not None:
-        return hit
-    mime, blob = encode(drawing.figure(), kind)
-    _write(folder, path, key, mime, blob)
-    return mime, blob
+
+    for i, (mime, blob) in zip(todo, forked.forked_map(draw, todo, workers)):
+        out[i] = (mime, blob)
+        if keys[i] is not None:
+            _write(folder, folder / f"{keys[i].hex()}.fig", keys[i], mime, blob)
+    return out
 
 
 def _read(path: Path, key: bytes) -> tuple[str, bytes] | None:

@@ -203,9 +203,25 @@ def encode_figure(fig, kind: str) -> tuple[str, bytes]:
 def encode_drawing(drawing: Drawing, kind: str) -> tuple[str, bytes]:
     """encode_figure of the drawing's figure; one drawn before from equal inputs is neither built
     nor drawn again (report/figure_cache.py)."""
-    from tpubench.output.report.figure_cache import cached_drawing
+    return encode_drawings([(drawing, kind)])[0]
 
-    return cached_drawing(drawing, kind, encode_figure)
+
+def _import_matplotlib() -> None:
+    """What drawing needs, imported once before workers are forked to draw (they inherit it, its
+    font list included) rather than once in each worker."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.backends.backend_svg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    from matplotlib import font_manager
+
+    font_manager.findfont("DejaVu Sans")
+
+
+def encode_drawings(items: list[tuple[Drawing, str]]) -> list[tuple[str, bytes]]:
+    """encode_drawing of each (drawing, kind), those not cached drawn side by side on a report's CPUs."""
+    from tpubench.output.report.figure_cache import cached_drawings
+
+    return cached_drawings(items, encode_figure, before_workers=_import_matplotlib)
 
 
 def built(drawings: list[tuple[str, str, Drawing, str]]) -> list[tuple[str, str, object, str]]:

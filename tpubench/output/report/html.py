@@ -9,7 +9,7 @@ from tpubench.output.report import answer, headline, kernel_speedups, published,
 from tpubench.output.report import format as f
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
-from tpubench.output.report.html_parts import escape_html, html_figures, html_table
+from tpubench.output.report.html_parts import escape_html, figures_drawn_together, html_figures, html_table
 from tpubench.output.report.sections import section_of
 from tpubench.records.columns import records
 from tpubench.scenarios import registry
@@ -143,6 +143,14 @@ def render_answer_html(data: ReportData, figures: bool = True) -> str:
 
 
 def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> str:
+    # The page is built with a placeholder for each figure, then every figure not cached is drawn
+    # at once, side by side on the CPUs (html_parts.figures_drawn_together).
+    with figures_drawn_together() as batch:
+        page = _report_page(data, max_rows, figures)
+    return batch.fill(page)
+
+
+def _report_page(data: ReportData, max_rows: int, figures: bool) -> str:
     c = data.counts
     body = ["<h1>tpubench cost report</h1>",
             f"<p>Generated {escape_html(data.generated_at)} by tpubench {escape_html(data.tpubench_version)}. "

@@ -1,0 +1,71 @@
+"""A function mapped over items in forked worker processes, for the report's two CPU-bound steps
+over many inputs: parsing thousands of new result files (output/parse_pool.py) and drawing its
+figures (report/figure_cache.py).
+
+Fork, not spawn: a forked worker starts in milliseconds with what this process has already
+imported and built (pydantic's models, matplotlib and its font list), where a spawned one would
+import them again (about 0.3 s each). The function and its items are inherited, not pickled: only
+positions go to a worker and only results come back. Fork is used on Linux only (macOS' system
+libraries are not fork-safe; elsewhere there is no fork), so other platforms work in this process.
+Workers ignore Ctrl-C: an interrupted report stops here, with no worker tracebacks, and the pool
+is shut down (every worker joined) before the interrupt goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_WORKERS = 8
+_job: tuple[Callable, Sequence] | None = None     # what the workers run: set before they are forked
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):    # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def workers_for(items: int, min_items: int) -> int:
+    """How many worker processes share `items` items: 0 (work here) below `min_items`, on one CPU,
+    or where workers are not forked."""
+    if items < max(2, min_items) or not sys.platform.startswith("linux"):
+        return 0
+    workers = min(usable_cpus(), MAX_WORKERS, items)
+    return workers if workers > 1 else 0
+
+
+def _run(start: int, stop: int) -> list:
+    fn, items = _job
+    return [fn(item) for item in items[start:stop]]
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def forked_map(fn: Callable[[T], R], items: Sequence[T], workers: int, chunks_per_worker: int = 1) -> list[R]:
+    """[fn(item) for item in items], the items shared by `workers` forked processes in contiguous
+    chunks (`chunks_per_worker` each, so that uneven items still finish together)."""
+    global _job
+    if workers < 2:
+        return [fn(item) for item in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = -(-len(items) // (workers * chunks_per_worker))
+    starts = list(range(0, len(items), size))
+    stops = [min(start + size, len(items)) for start in starts]
+    _job = (fn, items)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_interrupts)
+    try:
+        return [result for chunk in pool.map(_run, starts, stops) for result in chunk]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _job = None

@@ -1,0 +1,86 @@
+"""Result files parsed and flattened, in forked workers when there are many (output/forked.py),
+for a report over many new files (docs/commands.md#report-cache).
+
+Parsing is most of a cold report's load: 10,000 files of 12 KiB each (their raw samples) take about
+2 s of pydantic and flattening on one core. What the workers give back is exactly what parsing the
+files here would give, in the same order, and every warning is said here, in file order. Rows come
+back as columns (ParsedRows), built where they were parsed: a few long lists cross the process
+boundary, not thousands of dicts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tpubench.output import forked
+
+# Fewer files than this parse in ~0.25 s: a worker's start and the rows' way back would not pay.
+PARALLEL_MIN_FILES = 1000
+# Chunks per worker: small enough that the workers finish together, large enough that each chunk's
+# round trip is a small part of its parsing.
+CHUNKS_PER_WORKER = 4
+
+
+@dataclass
+class ParsedRows:
+    """The usable files among those given: their positions (`at`, ascending), environment keys,
+    and flattened rows as columns aligned with `at`, named in the order the rows first have them,
+    NaN where a row lacks a name (what pandas puts there when it builds a frame from the rows)."""
+
+    at: list[int] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    columns: dict[str, list] = field(default_factory=dict)
+
+    @classmethod
+    def of_rows(cls, at: list[int], keys: list[str], rows: list[dict]) -> ParsedRows:
+        first_seen: dict = {}
+        for row in rows:
+            first_seen.update(row)          # the names in the order rows first have them (values unused)
+        return cls(at, keys, {name: [row.get(name, math.nan) for row in rows] for name in first_seen})
+
+    def extend(self, other: ParsedRows, offset: int) -> None:
+        """`other`'s rows after these; its positions counted from `offset`."""
+        before, after = len(self.at), len(other.at)
+        for name, values in self.columns.items():
+            values.extend(other.columns.get(name, [math.nan] * after))
+        for name, values in other.columns.items():
+            if name not in self.columns:
+                self.columns[name] = [math.nan] * before + values
+        self.at.extend(offset + i for i in other.at)
+        self.keys.extend(other.keys)
+
+
+def _parse(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> ParsedRows:
+    from tpubench.records.result import read_usable_result
+
+    at, keys, rows = [], [], []
+    for i, path in enumerate(paths):
+        result = read_usable_result(path, warn)
+        if result is not None:
+            at.append(i)
+            keys.append(result.environment_key)
+            rows.append(flatten(result, path))
+    return ParsedRows.of_rows(at, keys, rows)
+
+
+def parse_files(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> ParsedRows:
+    """Every usable file of `paths` read and flattened by `flatten(result, path)`. The warnings are
+    said from here whichever process parsed the file (the same stack level for `warnings.warn`)."""
+    workers = forked.workers_for(len(paths), PARALLEL_MIN_FILES)
+    if workers:
+        from tpubench.records.result import RunResult  # noqa: F401 - built once here, inherited by every worker
+    size = -(-len(paths) // (workers * CHUNKS_PER_WORKER)) if workers else max(1, len(paths))
+    starts = range(0, len(paths), size)
+
+    def chunk(start: int) -> tuple[ParsedRows, list[str]]:
+        said: list[str] = []
+        return _parse(paths[start:start + size], flatten, said.append), said
+
+    out = ParsedRows()
+    for start, (parsed, said) in zip(starts, forked.forked_map(chunk, starts, workers)):
+        for message in said:
+            warn(message)
+        out.extend(parsed, start)
+    return out
