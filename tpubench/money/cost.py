@@ -59,6 +59,7 @@ from tpubench.measure.per_token import SECONDS_PER_HOUR
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
 from tpubench.money import accelerator_map, pricing, token_costs
 from tpubench.money.energy import energy_columns, energy_figures
+from tpubench.money.priced_rows import PricedRows
 from tpubench.records.columns import numeric_column
 from tpubench.scenarios import registry
 from tpubench.scenarios.output_units import CI_BOUNDS
@@ -304,7 +305,8 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
                   instance=None, what_if_instance: str | None = None,
                   today: date | None = None, include_flagged: bool = False,
                   grid_gco2_per_kwh: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Join results to prices: (priced, unpriced).
+    """Join results to prices: (priced, unpriced), `priced` as one frame (`price_rows` keeps its
+    three tables apart; this is its `frame()`, with `priced.attrs[PRICE_NOTES]`).
 
     `priced` has one row per result x matching price row x plan with the columns of
     `PRICED_COLUMNS`. A result matches the price rows of its accelerator (runtime name mapped by
@@ -320,6 +322,20 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     with energy get joules and carbon per token (money/energy.py; the grid intensity of their price
     row's region, or `grid_gco2_per_kwh`).
     """
+    rows, unpriced = price_rows(df, prices, plans=plans, cloud=cloud, region=region, instance=instance,
+                                what_if_instance=what_if_instance, today=today, include_flagged=include_flagged,
+                                grid_gco2_per_kwh=grid_gco2_per_kwh)
+    priced = rows.frame()
+    priced.attrs[PRICE_NOTES] = rows.notes
+    return priced, unpriced
+
+
+def price_rows(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None, region=None,
+               instance=None, what_if_instance: str | None = None,
+               today: date | None = None, include_flagged: bool = False,
+               grid_gco2_per_kwh: float | None = None) -> tuple[PricedRows, pd.DataFrame]:
+    """price_results' priced rows as three tables (money/priced_rows.py): the priced results, the
+    price rows, and per pair the costs; nothing is copied to every pair until a consumer asks."""
     all_accelerators = set(prices["accelerator"])
     results = _with_kind(_with_layout(_ensure(df.copy(), ["status", "error", "accelerator", "device", "chips",
                                                           "file", "workload", "scale", "backend"])))
@@ -345,24 +361,44 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
     ok["priced_accelerator"] = accelerator_map.map_accelerators(ok["accelerator"], ok["device"], all_accelerators)
     chosen, price_notes = choose_prices(prices, plans, cloud, region, instance, what_if_instance, include_flagged,
                                         accelerators=None if what_if_instance else ok["priced_accelerator"])
+    price_side = _price_side(chosen, today)
+    carried = _carried(ok, basis)
+    if what_if_instance:
+        measured = carried.drop(columns=["priced_accelerator"]).reset_index(drop=True)
+        result_at = np.repeat(np.arange(len(measured)), len(price_side))
+        price_at = np.tile(np.arange(len(price_side)), len(measured))
+        unmatched = ok.iloc[0:0].copy()
+    else:
+        measured = carried.reset_index(drop=True)
+        result_at, price_at = PricedRows.pairs(measured["priced_accelerator"].to_numpy(dtype=object),
+                                               price_side["priced_accelerator"].to_numpy(dtype=object))
+        unmatched = ok[~ok["priced_accelerator"].isin(set(price_side["priced_accelerator"]))].copy()
+        # The key as the results have it (what a merge on it keeps): the same names, their dtype.
+        price_side["priced_accelerator"] = price_side["priced_accelerator"].astype(measured["priced_accelerator"].dtype)
+    unpriced = _unpriced(failed, no_chips, unmatched, all_accelerators)
+
+    rows = PricedRows(measured, price_side, result_at, price_at, pd.DataFrame(index=pd.RangeIndex(len(result_at))),
+                      notes=price_notes)
+    figures = _pair_figures(rows, grid_gco2_per_kwh)
+    figures["what_if"] = bool(what_if_instance)
+    columns = priced_columns()
+    rows.figures = pd.DataFrame({c: figures[c] for c in columns if c in figures}, index=pd.RangeIndex(len(rows)))
+    rows.columns = columns
+    return rows, unpriced
+
+
+def _price_side(chosen: pd.DataFrame, today: date | None) -> pd.DataFrame:
+    """The chosen price rows as priced rows name their columns, each with its age."""
     price_side = chosen.rename(columns={"accelerator": "priced_accelerator", "source": "price_source",
                                         "as_of": "price_as_of", "flagged": "price_flagged",
                                         "flag_reason": "price_flag_reason"}).drop(columns=["origin"])
-    # Each price row's age, joined with it (a few hundred rows, not 66,000 priced ones).
+    # Each price row's age, worked out on the price rows (a few hundred), not on 66,000 priced ones.
     today = today or pricing.today_utc()
     ages = {d: pricing.price_age_days(d, today) for d in price_side["price_as_of"].unique()}
-    price_side = price_side.assign(price_age_days=price_side["price_as_of"].map(ages))
-    carried = _carried(ok, basis)
-    if what_if_instance:
-        measured = carried.drop(columns=["priced_accelerator"])
-        priced = measured.merge(price_side, how="cross")
-        priced["what_if"] = True
-        unmatched = ok.iloc[0:0].copy()
-    else:
-        priced = carried.merge(price_side, on="priced_accelerator", how="inner")
-        priced["what_if"] = False
-        unmatched = ok[~ok["priced_accelerator"].isin(set(price_side["priced_accelerator"]))].copy()
+    return price_side.assign(price_age_days=price_side["price_as_of"].map(ages)).reset_index(drop=True)
 
+
+def _unpriced(failed: pd.DataFrame, no_chips: pd.DataFrame, unmatched: pd.DataFrame, all_accelerators) -> pd.DataFrame:
     notes_table = pricing.load_unpriced_notes()
     notes = {r.accelerator: f"{r.reason} ({r.source})" for r in notes_table.itertuples()}
     unmatched["reason"] = [
@@ -370,15 +406,24 @@ def price_results(df: pd.DataFrame, prices: pd.DataFrame, plans=None, cloud=None
         for raw, dev, canon in zip(unmatched["accelerator"], unmatched["device"], unmatched["priced_accelerator"])
     ]
     unpriced = pd.concat([failed, no_chips, unmatched], ignore_index=True)
-    unpriced = _ensure(unpriced, UNPRICED_COLUMNS)[UNPRICED_COLUMNS].reset_index(drop=True)
+    return _ensure(unpriced, UNPRICED_COLUMNS)[UNPRICED_COLUMNS].reset_index(drop=True)
 
-    priced = _ensure(priced, IDENTITY_COLUMNS)
-    # The figures are made apart and the priced rows built once, of their own columns only: adding
-    # them to the joined rows (all their columns, 66,000 rows from 10,000 results) copied those twice.
-    new = {**cost_figures(priced), **energy_figures(priced, user_gco2_per_kwh=grid_gco2_per_kwh)}
-    columns = priced_columns()
-    kept = priced[[c for c in columns if c in priced.columns and c not in new]]
-    made = pd.DataFrame({c: new[c] for c in columns if c in new}, index=priced.index)
-    priced = pd.concat([kept, made], axis=1)[columns].reset_index(drop=True)
-    priced.attrs[PRICE_NOTES] = price_notes
-    return priced, unpriced
+
+# What the pairs' costs read of their price rows (cost_figures: the price; energy_figures: where).
+_PRICE_INPUTS = ["usd_per_chip_hour", "cloud", "region"]
+
+
+def _pair_figures(rows: PricedRows, grid_gco2_per_kwh: float | None) -> dict:
+    """cost_figures and energy_figures of every pair, from a frame of what they read: the results'
+    columns that are not text (numeric_column reads a text column as NaN unless it holds numbers,
+    and results' metrics are numbers) and the price rows' price and place. The results' other text,
+    copied to 66,000 pairs, was most of pricing's time. A column the figures only made because
+    that frame lacks it (an empty one a result without it gets) is left to the table that has it."""
+    measured = rows.measured
+    numeric = [c for c in measured.columns if not isinstance(measured[c].dtype, pd.StringDtype)
+               and measured[c].dtype != object]
+    inputs = pd.concat([measured[numeric].take(rows.result_at).reset_index(drop=True),
+                        rows.prices[[c for c in _PRICE_INPUTS if c in rows.prices]].take(rows.price_at)
+                        .reset_index(drop=True)], axis=1)
+    figures = {**cost_figures(inputs), **energy_figures(inputs, user_gco2_per_kwh=grid_gco2_per_kwh)}
+    return {c: v for c, v in figures.items() if c in inputs or (c not in measured and c not in rows.prices)}

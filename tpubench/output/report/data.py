@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tpubench.money import cost, pricing, tco
+from tpubench.money.priced_rows import PricedRows
 from tpubench.output.report import answer, headline
 from tpubench.output.report.answer_published import candidates, published_options
 from tpubench.output.report.format import flagged_price_notes
@@ -33,7 +34,9 @@ GROUP_KEYS = ["workload", "scale"] + PLATFORM_KEYS + STACK_KEYS + PRECISION_KEYS
 @dataclass
 class ReportData:
     results: pd.DataFrame            # every loaded result, one row each
-    priced: pd.DataFrame             # result x price row x plan (cost.PRICED_COLUMNS)
+    # result x price row x plan, as three tables (money/priced_rows.py); `priced` is their frame
+    # (cost.PRICED_COLUMNS), built only for a consumer that reads every priced row (the CSV report).
+    priced_rows: PricedRows
     unpriced: pd.DataFrame           # results that could not be priced, with the reason
     summary: pd.DataFrame            # cheapest point per workload x platform x plan
     price_sources: pd.DataFrame      # source, as_of, age of the prices the report used
@@ -67,6 +70,14 @@ class ReportData:
     # priced side by side, and a verdict; what "At a glance" opens with.
     answer: answer.Answer = field(default_factory=answer.Answer)
 
+    @property
+    def priced(self) -> pd.DataFrame:
+        return self.priced_rows.frame()
+
+    def unit_positions(self, unit) -> np.ndarray:
+        """The positions of the priced rows of `unit` (an OutputUnit), for `priced_rows.take`."""
+        return _positions_of(self.priced_rows, unit)
+
     def summary_of(self, unit) -> pd.DataFrame:
         """The summary of `unit` (an OutputUnit), empty when none of its rows was priced."""
         return self.summaries.get(unit.key, pd.DataFrame())
@@ -78,7 +89,7 @@ class ReportData:
         valid = r["valid"].astype(bool) if "valid" in r else pd.Series(dtype=bool)
         return {"results": len(r), "ok": int((status == "ok").sum()), "failed": int((status == "failed").sum()),
                 "invalid": int(((status == "ok") & ~valid).sum()),
-                "priced": int(self.priced["file"].nunique()) if len(self.priced) else 0,
+                "priced": self.priced_rows.results_priced(),
                 "unpriced": len(self.unpriced)}
 
 
@@ -99,28 +110,32 @@ def older_runs_note(left_out: int) -> str:
             "and environment is kept; --all-runs keeps them)")
 
 
-def summarise(priced: pd.DataFrame, unit=None) -> pd.DataFrame:
+def summarise(priced: PricedRows | pd.DataFrame, unit=None) -> pd.DataFrame:
     """The cheapest operating point (lowest headline cost of `unit`, an OutputUnit, the first
     registered one by default; valid runs first) per workload, platform, stack (offline, or each
     serving stack) and plan, with a verdict against the cheapest of the same plan. Only rows of
-    `unit` take part (cost.unit_rows: by their scenario kind)."""
+    `unit` take part (cost.unit_rows: by their scenario kind). Ranked on a number per group and the
+    few columns it ranks on; the winners are taken whole."""
+    rows = priced if isinstance(priced, PricedRows) else PricedRows.of_frame(priced)
     unit = unit or registry.units()[0]
     column = unit.headline
-    if "quantization" not in priced:   # rows made before the axis (or by hand): all unquantised
-        priced = priced.assign(quantization="none")
-    in_unit = _positions_of(priced, unit)
+    in_unit = _positions_of(rows, unit)
     if not len(in_unit):
-        return priced.iloc[in_unit].assign(vs_cheapest=pd.Series(dtype=object))
-    ranked = priced[GROUP_KEYS + ["valid", column]].iloc[in_unit]
-    best = priced.iloc[in_unit[_first_positions(ranked, GROUP_KEYS, _invalid=~ranked["valid"].astype(bool).to_numpy(),
-                                                **{column: ranked[column].to_numpy()})]]
+        return rows.take(in_unit).assign(vs_cheapest=pd.Series(dtype=object))
+    ranked = rows.select(["valid", column], in_unit)
+    group = rows.group_of(GROUP_KEYS)[in_unit]
+    best = rows.take(in_unit[_first_positions(pd.DataFrame({"group": group}), ["group"],
+                                              _invalid=~ranked["valid"].astype(bool).to_numpy(),
+                                              **{column: ranked[column].to_numpy()})])
+    if "quantization" not in best:   # rows made before the axis (or by hand): all unquantised
+        best = best.assign(quantization="none")
     best = best.sort_values(["workload", "scale", "plan", column], kind="stable")
     verdicts = []
-    for _, group in best.groupby(["workload", "scale", "plan"], sort=False, dropna=False):
-        valid = group[group["valid"].astype(bool)]
-        ref = (valid if len(valid) else group).iloc[0]
+    for _, group_rows in best.groupby(["workload", "scale", "plan"], sort=False, dropna=False):
+        valid = group_rows[group_rows["valid"].astype(bool)]
+        ref = (valid if len(valid) else group_rows).iloc[0]
         ref_half = cost.half_width(ref[f"{column}_ci95_low"], ref[f"{column}_ci95_high"])
-        for idx, row in group.iterrows():
+        for idx, row in group_rows.iterrows():
             if idx == ref.name:
                 verdicts.append((idx, "cheapest"))
                 continue
@@ -137,10 +152,12 @@ def _precision(row) -> tuple:
     return str(row.get("dtype")), q if isinstance(q, str) and q else "none"
 
 
-def _positions_of(priced: pd.DataFrame, unit) -> np.ndarray:
-    """The positions of the rows of `unit` in `priced` (cost.unit_rows), to take their few columns
-    that a summary ranks on, not a copy of every column of 66,000 priced rows."""
-    return np.flatnonzero(cost.unit_rows(priced, unit).to_numpy())
+def _positions_of(rows: PricedRows, unit) -> np.ndarray:
+    """The positions of the pairs of `unit` (cost.unit_rows, by their result's kind): the unit
+    worked out once a result, not once each of its 66,000 priced rows (10,000 results)."""
+    kinds = rows.measured if "scenario_kind" in rows.measured else rows.select(["scenario_kind"])
+    in_unit = cost.unit_rows(kinds, unit).to_numpy(dtype=bool)
+    return np.flatnonzero(rows.measured_values(in_unit) if kinds is rows.measured else in_unit)
 
 
 def _first_positions(frame: pd.DataFrame, keys: list[str], **ranks) -> np.ndarray:
@@ -214,15 +231,16 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
         prices = pricing.load_prices(price_files, discount_pct=discount_pct, today=today)
     elif discount_pct is not None:
         prices = pricing.apply_discount(prices, discount_pct)
-    priced, unpriced = cost.price_results(results, prices, plans=plans, cloud=cloud, region=region,
-                                          instance=instance, what_if_instance=what_if_instance, today=today,
-                                          include_flagged=include_flagged, grid_gco2_per_kwh=grid_gco2_per_kwh)
-    price_notes = priced.attrs.get(cost.PRICE_NOTES, [])
-    used_plans = pricing.plan_names(priced) if len(priced) else list(plans or pricing.plan_names(prices))
+    priced, unpriced = cost.price_rows(results, prices, plans=plans, cloud=cloud, region=region,
+                                       instance=instance, what_if_instance=what_if_instance, today=today,
+                                       include_flagged=include_flagged, grid_gco2_per_kwh=grid_gco2_per_kwh)
+    # What the price rows say is read once a price row used, not once a pair.
+    used_prices = priced.used_prices()
+    used_plans = pricing.plan_names(used_prices) if len(priced) else list(plans or pricing.plan_names(prices))
     primary = "on_demand" if "on_demand" in used_plans else (used_plans[0] if used_plans else None)
-    provenance = price_provenance(prices, priced, today)
-    used = priced.rename(columns={"price_as_of": "as_of"}) if len(priced) else prices
-    warnings = pricing.stale_price_warnings(used, today) + price_notes + flagged_price_notes(priced)
+    provenance = price_provenance(prices, used_prices, today)
+    used = used_prices.rename(columns={"price_as_of": "as_of"}) if len(priced) else prices
+    warnings = pricing.stale_price_warnings(used, today) + priced.notes + flagged_price_notes(used_prices)
     warnings += generate_decode_notes(results)
     left_out = int(results.attrs.get("older_runs_left_out", 0) or 0)
     if left_out:
@@ -231,7 +249,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
         warnings.insert(0, f"what-if pricing: every result is priced as if its per-chip speed were had on "
                            f"{what_if_instance}, whatever it was measured on")
     summaries = {unit.key: summarise(priced, unit) for unit in registry.units()}
-    data = ReportData(results=results, priced=priced, unpriced=unpriced, summary=next(iter(summaries.values())),
+    data = ReportData(results=results, priced_rows=priced, unpriced=unpriced, summary=next(iter(summaries.values())),
                       price_sources=provenance, plans=used_plans, primary_plan=primary,
                       warnings=warnings, summaries=summaries, what_if_instance=what_if_instance,
                       generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -271,16 +289,17 @@ def result_rows(data: ReportData, unit=None) -> pd.DataFrame:
     its cheapest price in the primary plan, or in any plan when the primary one has no price for it
     (Trainium2 has spot prices only, for instance)."""
     unit = unit or registry.units()[0]
-    priced = data.priced
-    in_unit = _positions_of(priced, unit)
+    rows = data.priced_rows
+    in_unit = _positions_of(rows, unit)
     if not len(in_unit):
-        return priced.iloc[in_unit]
+        return rows.take(in_unit)
     column = unit.headline
-    ranked = priced[["file", "plan", column]].iloc[in_unit]
-    best = in_unit[_first_positions(ranked, ["file"], _other_plan=(ranked["plan"] != data.primary_plan).to_numpy(),
+    ranked = rows.select(["plan", column], in_unit)
+    best = in_unit[_first_positions(pd.DataFrame({"file": rows.group_of(["file"])[in_unit]}), ["file"],
+                                    _other_plan=(ranked["plan"] != data.primary_plan).to_numpy(),
                                     **{column: ranked[column].to_numpy()})]
     # Sorted on the sort keys alone (the same stable order), then the rows taken whole once.
     order_by = (["workload", "scale", "priced_accelerator", "chips"] + STACK_KEYS
                 + ["batch_size", "concurrency", "request_rate", "input_length", "output_length"])
-    order = priced[order_by].iloc[best].reset_index(drop=True).sort_values(order_by, kind="stable").index
-    return priced.iloc[best[order.to_numpy()]].reset_index(drop=True)
+    order = rows.select(order_by, best).sort_values(order_by, kind="stable").index
+    return rows.take(best[order.to_numpy()])

@@ -469,7 +469,8 @@ def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
         return []
     # The columns the inputs are made of, not a copy of every column of 10,000 results.
     ok = results.loc[use, [c for c in _INPUT_COLUMNS if c in results]]
-    known = list(data.priced["priced_accelerator"].dropna().unique()) if len(data.priced) else []
+    prices = data.priced_rows.used_prices()        # the price rows used, each once
+    known = list(prices["priced_accelerator"].dropna().unique()) if len(prices) else []
     ok["canonical"] = _canonical_accelerators(ok, known)
     # The label reads four columns: records of those, not iterrows over every column (10,000 results: 1 s).
     label_columns = [c for c in ("server_name", "server_version", "backend", "scenario_kind") if c in ok]
@@ -489,8 +490,8 @@ def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
     label_pairs = list(zip(ok["label"].to_numpy(dtype=object), ok["canonical"].to_numpy(dtype=object)))
     price_names = dict(label_pairs)
     primary = data.primary_plan
-    if len(data.priced) and primary:
-        priced = data.priced.loc[data.priced["plan"] == primary, ["priced_accelerator", "usd_per_chip_hour"]]
+    if len(prices) and primary:
+        priced = prices.loc[prices["plan"] == primary, ["priced_accelerator", "usd_per_chip_hour"]]
         cheapest_of = priced.groupby("priced_accelerator")["usd_per_chip_hour"].min().to_dict()
         for label, canonical in dict.fromkeys(label_pairs):
             if canonical in cheapest_of and not data.what_if_instance:

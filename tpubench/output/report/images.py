@@ -104,13 +104,11 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     """The diffusion section (the image unit's `report_section`): per workload, platform and plan $
     per 1,000 images with seconds per image by stage, then the Pareto front of images/s per chip
     against latency. Markdown lines, or HTML fragments with fmt "html"."""
-    from tpubench.money.cost import rows_of
-
     summary = data.summary_of(unit)
     if not len(summary):
         return []
     placement = placements(data.results)
-    front = pareto(rows_of(data.priced, unit))
+    front = pareto(data.priced_rows.take(data.unit_positions(unit)))
     if fmt == "md":
         from tpubench.output.report.markdown_parts import table
 
