@@ -21,7 +21,8 @@ WORKLOAD = str(Path(__file__).resolve().parent.parent / "workloads" / "qwen3_moe
 ERRORS = [
     (), ("valdate",), ("validate",), ("validate", "--bogus"), ("validate", WORKLOAD, "--max-points", "0"),
     ("validate", WORKLOAD, "--max-points", "many"), ("pricing",), ("pricing", "bogus"), ("import", "mlperf"),
-    ("run",), ("report", "x", "--format"), ("budget", "results", "--tokens", "1"),
+    ("run",), ("report", "x", "--format"), ("budget", "tokens", "results", "--tokens", "1"),
+    ("budget", "results", "--tokens-per-day", "1"), ("budget", "train", "results", "--split"),
 ]
 
 
