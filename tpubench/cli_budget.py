@@ -126,10 +126,6 @@ def _callback(command, run: Run) -> Callable:
     return budget
 
 
-def _owners(flag: str, commands) -> list[str]:
-    return [c.name for c in commands if flag in c.flags()]
-
-
 def _kind_first(args: list[str], word: str | None = None) -> UserError:
     """The form before subcommands (`tpubench budget RESULTS --tokens-per-day N`), or a kind misspelt
     (`word`): which subcommand to name first, from the volume flag given where there is one."""
@@ -165,9 +161,9 @@ class PlannerCommand(typer.core.TyperCommand):
         try:
             return super().parse_args(ctx, args)
         except _USAGE_ERROR as exc:
-            flag = getattr(exc, "option_name", None)
-            owners = _owners(flag, _commands()) if flag else []
-            if owners and self.name not in owners:
+            flag = getattr(exc, "option_name", None)   # set on "No such option" only
+            owners = [c.name for c in _commands() if flag in c.flags()] if flag else []
+            if owners:
                 raise UserError(f"applies to `tpubench budget {'|'.join(owners)}`, not to `tpubench budget "
                                 f"{self.name}`", field=flag) from None
             raise
