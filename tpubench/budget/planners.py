@@ -26,8 +26,9 @@ from tpubench.scenarios import registry
 
 @dataclass(frozen=True)
 class BudgetPlanner:
-    """How one unit of output is budgeted. In `name`, `flag` and `help`, "{unit}" is the unit's
-    plural hyphenated (the generic planner's); in `help`, "{points}" the points a subcommand sizes on."""
+    """How one unit of output is budgeted. The generic planner's texts name the unit: "{unit}" in
+    `name` and `flag` is its plural hyphenated, "{plural}" / "{Plural}" in the help texts its plural;
+    "{points}" in `help` is the points a subcommand sizes on."""
 
     name: str                           # its subcommand: "tokens", "train", "images"
     flag: str                           # its volume's flag: "--tokens-per-day"
