@@ -11,8 +11,10 @@ import pytest
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
 
+from tpubench.budget import current, fleet
+from tpubench.budget import tokens as budget
 from tpubench.errors import UserError
-from tpubench.money import budget, fleet, pricing
+from tpubench.money import pricing
 from tpubench.scenarios.generate import cost as generate_cost
 
 TODAY = date(2026, 12, 2)
@@ -166,10 +168,10 @@ def test_bad_traffic_and_slos_are_user_errors(prices, kwargs, flag):
 
 
 def test_parse_platform():
-    assert budget.parse_platform("aws/us-east-1/p5.48xlarge") == {
+    assert current.parse_platform("aws/us-east-1/p5.48xlarge") == {
         "cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge"}
-    assert budget.parse_platform("GCP/tpu-v6e-8") == {"cloud": "gcp", "instance_type": "tpu-v6e-8"}
-    assert budget.parse_platform("trn1.32xlarge") == {"instance_type": "trn1.32xlarge"}
+    assert current.parse_platform("GCP/tpu-v6e-8") == {"cloud": "gcp", "instance_type": "tpu-v6e-8"}
+    assert current.parse_platform("trn1.32xlarge") == {"instance_type": "trn1.32xlarge"}
 
 
 # ----------------------------------------------------------------------------- how to buy (money/buying.py)
@@ -320,7 +322,7 @@ def _image_results(energy: bool = False):
 
 
 def test_images_per_day_sized_under_a_latency_limit_by_hand(tmp_path):
-    from tpubench.money.image_budget import plan_images
+    from tpubench.budget.images import plan_images
 
     prices = _image_prices(tmp_path)
     # 864,000 images/day = 10 images/s. Limit 1 s: only A (call p99 0.96 s) qualifies; at 0.3 s,
@@ -351,8 +353,8 @@ def test_images_per_day_sized_under_a_latency_limit_by_hand(tmp_path):
 
 
 def test_images_per_day_energy_and_owned_power_by_hand(tmp_path):
-    from tpubench.money.budget import Power
-    from tpubench.money.image_budget import plan_images
+    from tpubench.budget.images import plan_images
+    from tpubench.budget.request import Power
 
     # A: 80 J per image; 864,000 images/day * 730/24 days * PUE 1.5 * 80 J / 3.6e6 = 876 kWh a
     # month, at 0.2 $/kWh 175.2 $, added to owned capacity's 46,720 $.
@@ -370,7 +372,7 @@ def test_images_per_day_energy_and_owned_power_by_hand(tmp_path):
     (dict(images_per_day=1e5, peak_factor=0.5), "--peak-factor"),
 ])
 def test_bad_image_traffic_is_a_user_error(tmp_path, kwargs, flag):
-    from tpubench.money.image_budget import plan_images
+    from tpubench.budget.images import plan_images
 
     with pytest.raises(UserError) as err:
         plan_images(_image_results(), _image_prices(tmp_path), today=TODAY, **kwargs)
@@ -390,7 +392,7 @@ def test_budget_images_per_day_through_the_cli(tmp_path, monkeypatch, capsys):
             result.energy = {"method": "modelled", "valid": True}
         write_result(result, tmp_path / "results")
     (tmp_path / "prices.csv").write_text(PRICE_CSV, encoding="utf-8")
-    args = ["budget", str(tmp_path / "results"), "--prices", str(tmp_path / "prices.csv"), "--images-per-day",
+    args = ["budget", "images", str(tmp_path / "results"), "--prices", str(tmp_path / "prices.csv"), "--images-per-day",
             "864000", "--max-image-latency-s", "1", "--plan", "on_demand"]
     code, out, err = run_cli(monkeypatch, capsys, *args)
     assert code == 0, err
@@ -401,5 +403,6 @@ def test_budget_images_per_day_through_the_cli(tmp_path, monkeypatch, capsys):
     assert code == 0 and "876 kWh (modelled)" in out
     code, _, err = run_cli(monkeypatch, capsys, *args, "--slo-ttft-ms", "100")
     assert code == 2 and "--slo-ttft-ms" in err
-    code, _, err = run_cli(monkeypatch, capsys, *args[:4], "--tokens-per-day", "1e9", "--max-image-latency-s", "1")
-    assert code == 2 and "--max-image-latency-s" in err
+    code, _, err = run_cli(monkeypatch, capsys, "budget", "tokens", *args[2:5], "--tokens-per-day", "1e9",
+                           "--max-image-latency-s", "1")
+    assert code == 2 and err.startswith("error: --max-image-latency-s: applies to `tpubench budget images`")

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
+from tpubench.budget import buying
 from tpubench.errors import UserError
-from tpubench.money import buying
 
 # One platform's instance: 10 $/h on demand, a 1-year commitment at 6 $/h effective, a 3-year one
 # at 4 $/h, spot at 3 $/h preempted 0.1 times an hour losing half an hour each time.

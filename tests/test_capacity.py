@@ -149,7 +149,8 @@ def test_find_capacity_is_checked_on_load(tmp_path, monkeypatch, capsys):
 
 
 def test_the_budget_sizes_on_the_capacity_point_not_the_probes():
-    from tpubench.money import budget, pricing
+    from tpubench.budget import tokens as budget
+    from tpubench.money import pricing
 
     fast, slow = (make_result(chips=8, batch_size=b, input_length=1000, output_length=250, e2e_s=e)
                   for b, e in ((64, 8.0), (8, 3.0)))

@@ -21,7 +21,8 @@ WORKLOAD = str(Path(__file__).resolve().parent.parent / "workloads" / "qwen3_moe
 ERRORS = [
     (), ("valdate",), ("validate",), ("validate", "--bogus"), ("validate", WORKLOAD, "--max-points", "0"),
     ("validate", WORKLOAD, "--max-points", "many"), ("pricing",), ("pricing", "bogus"), ("import", "mlperf"),
-    ("run",), ("report", "x", "--format"), ("budget", "results", "--tokens", "1"),
+    ("run",), ("report", "x", "--format"), ("budget", "tokens", "results", "--tokens", "1"),
+    ("budget", "results", "--tokens-per-day", "1"), ("budget", "train", "results", "--split"),
 ]
 
 
@@ -86,3 +87,17 @@ def test_a_sub_app_added_without_a_name_is_merged_as_typer_merges_it():
     group = lazy_group(app)
     assert list(group.commands) == list(eager.commands) == ["top", "second", "named", "merged_in"]
     assert list(group.commands["named"].commands) == ["inner"]
+
+
+def test_budget_subcommands_are_made_only_when_tpubench_budget_is_looked_into(monkeypatch, capsys):
+    """`tpubench --help` lists `budget` without reading the planners (nor the scenario registry);
+    `tpubench budget --help` reads them (cli_group.DeferredTyper, cli_budget.py)."""
+    from tpubench.budget import planners
+
+    made = []
+    make = planners.budget_commands
+    monkeypatch.setattr(planners, "budget_commands", lambda: made.append(1) or make())
+    code, out, _ = run_cli(monkeypatch, capsys, "--help")
+    assert code == 0 and "budget" in out and made == []
+    code, out, _ = run_cli(monkeypatch, capsys, "budget", "--help")
+    assert code == 0 and "serve" in out and made

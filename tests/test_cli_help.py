@@ -31,7 +31,8 @@ def test_help_of_every_command(path, monkeypatch, capsys):
     assert "Usage" in out
 
 
-@pytest.mark.parametrize("args, says", [(("budget", "results", "--tokens", "1"), "No such option: --tokens"),
+@pytest.mark.parametrize("args, says", [(("budget", "tokens", "results", "--tokens", "1"),
+                                         "No such option: --tokens"),
                                         (("nonsense",), "No such command 'nonsense'")])
 def test_a_misspelt_command_or_option_is_a_usage_error_not_an_internal_one(args, says, monkeypatch, capsys):
     code, out, err = run_cli(monkeypatch, capsys, *args)

@@ -151,7 +151,7 @@ def test_single_output_token_round_trips(tmp_path, tiny_workload, monkeypatch, c
 
 def test_missing_paths_and_unknown_family_are_user_errors(tmp_path, tiny_workload, monkeypatch, capsys):
     for args in (["report", str(tmp_path / "nope")], ["export", str(tmp_path / "nope")],
-                 ["budget", str(tmp_path / "nope"), "--tokens-per-day", "1e9"]):
+                 ["budget", "tokens", str(tmp_path / "nope"), "--tokens-per-day", "1e9"]):
         code, _, err = cli(monkeypatch, capsys, *args)
         assert code == 2 and "no such file or folder" in err and "internal error" not in err
     bad = tmp_path / "fam.yaml"

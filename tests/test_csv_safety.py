@@ -182,7 +182,7 @@ def test_export_csv_neutralises_text_and_keeps_numbers(evil_results, tmp_path, m
 
 
 def test_budget_csv_neutralises_text_and_keeps_negative_numbers(evil_results, monkeypatch, capsys):
-    text = _cli(monkeypatch, capsys, "budget", str(evil_results), "--tokens-per-day", "1e9", "--format", "csv",
+    text = _cli(monkeypatch, capsys, "budget", "tokens", str(evil_results), "--tokens-per-day", "1e9", "--format", "csv",
                 "--current", "aws/eu-west-2/p5.48xlarge")
     rows = _rows(text)
     _assert_safe(rows)

@@ -127,14 +127,14 @@ def test_the_run_cost_table_prices_audio_at_the_cheapest_instance(demo, prices, 
 
 
 def test_audio_seconds_are_budgeted_per_day(demo, tmp_path, monkeypatch, capsys):
-    """AUDIO_SECONDS names the planner any unit made at a steady rate can (money/unit_budget.py):
-    `tpubench budget --volume audio_second=N` sizes a fleet for it with no other change."""
+    """A unit without a planner of its own is sized per day by the generic one (budget/per_day.py):
+    `tpubench budget audio-seconds --audio-seconds-per-day N` sizes a fleet for it with no other change."""
     from helpers_cli import run_cli
 
     write_result(asr_result(), tmp_path / "results")
     (tmp_path / "prices.csv").write_text(PRICE_CSV, encoding="utf-8")
-    args = ["budget", str(tmp_path / "results"), "--prices", str(tmp_path / "prices.csv"),
-            "--volume", "audio_second=17280000", "--power-price", "0.1"]
+    args = ["budget", "audio-seconds", str(tmp_path / "results"), "--prices", str(tmp_path / "prices.csv"),
+            "--audio-seconds-per-day", "17280000", "--power-price", "0.1"]
     # By hand: 17,280,000 audio s a day = 200 a second. Sized on chip-seconds, as images are: 1 / 0.02 =
     # 50 audio s/s per chip (45.5..55.6), 100 per 2-chip replica -> 2 replicas, two to an h100x4:
     # 1 instance, 32 $/h x 730 h = $23,360 a month. The slow bound (90.9 per replica) needs 3
@@ -151,6 +151,8 @@ def test_audio_seconds_are_budgeted_per_day(demo, tmp_path, monkeypatch, capsys)
     assert code == 0, err
     assert "# tpubench budget: audio seconds" in out and "17,280,000 audio seconds/day" in out
     assert "$23,360 ($23,360–$46,720)" in out and "$11,680" in out   # spot: half the price
-    # A flag only another unit's planner reads is refused, naming it.
+    # `tpubench budget --help` lists its subcommand; a flag only another planner reads is refused, naming it.
+    code, out, _ = run_cli(monkeypatch, capsys, "budget", "--help")
+    assert code == 0 and "audio-seconds  Audio seconds per day on transcribe points." in out
     code, _, err = run_cli(monkeypatch, capsys, *args, "--slo-ttft-ms", "100")
-    assert code == 2 and "--slo-ttft-ms" in err and "audio seconds per day" in err
+    assert code == 2 and err.startswith("error: --slo-ttft-ms:") and "not to `tpubench budget audio-seconds`" in err

@@ -61,7 +61,8 @@ def _measured_h100(**kw):
 
 
 def test_budget_energy_carbon_and_owned_capacity_by_hand():
-    from tpubench.money.budget import Power, plan_budget
+    from tpubench.budget.request import Power
+    from tpubench.budget.tokens import plan_budget
 
     df = results_frame(_measured_h100())
     prices = pricing.load_prices()
@@ -94,7 +95,8 @@ def test_owned_capacity_pays_for_its_idle_chips_by_hand():
     """budget --owned charged only the tokens served, so idle capacity was free. With the point's
     idle power recorded (70 W per H100), the fleet's month is the work at 700 W plus every other
     chip-second of the rented 8 GPUs at 70 W."""
-    from tpubench.money.budget import Power, plan_budget
+    from tpubench.budget.request import Power
+    from tpubench.budget.tokens import plan_budget
 
     r = _measured_h100()
     r.energy["idle_power_w"] = [70.0]      # the one GPU the point ran on, doing nothing
@@ -123,9 +125,9 @@ def test_budget_power_flags_are_checked(monkeypatch, capsys, tmp_path):
     from helpers_synthetic import write_result
 
     write_result(_measured_h100(), tmp_path)
-    code, out, err = run_cli(monkeypatch, capsys, "budget", str(tmp_path), "--tokens-per-day", "1e9", "--pue", "0.5")
+    code, out, err = run_cli(monkeypatch, capsys, "budget", "tokens", str(tmp_path), "--tokens-per-day", "1e9", "--pue", "0.5")
     assert code == 2 and "--pue" in err
-    code, out, err = run_cli(monkeypatch, capsys, "budget", str(tmp_path), "--tokens-per-day", "1e9",
+    code, out, err = run_cli(monkeypatch, capsys, "budget", "tokens", str(tmp_path), "--tokens-per-day", "1e9",
                              "--power-price", "0.1", "--grid-gco2-per-kwh", "400")
     assert code == 0 and "Energy/month" in out and "kWh" in out and " kg" in out
 
@@ -181,7 +183,8 @@ def test_compare_weighs_energy_only_between_figures_made_alike():
 
 
 def test_owned_capacity_without_an_energy_figure_is_not_priced_below_measured_ones():
-    from tpubench.money.budget import Power, plan_budget
+    from tpubench.budget.request import Power
+    from tpubench.budget.tokens import plan_budget
 
     df = results_frame(_measured_h100(seed=1), make_result(seed=2, accelerator="TPU v6e", device="tpu"))
     owned = plan_budget(df, pricing.load_prices(), tokens_per_day=1e9, output_share=0.1, plans=["on_demand"],

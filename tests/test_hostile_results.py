@@ -70,7 +70,7 @@ def test_an_odd_result_file_is_named_and_skipped(name, tmp_path):
 def test_an_odd_result_file_no_longer_takes_down_report_or_budget(name, tmp_path, monkeypatch, capsys):
     mutate, field = ODD[name]
     folder = _folder_with(tmp_path, name, mutate)
-    for command in (["report", str(folder)], ["budget", str(folder), "--tokens-per-day", "1e9"]):
+    for command in (["report", str(folder)], ["budget", "tokens", str(folder), "--tokens-per-day", "1e9"]):
         code, out, err = run_cli(monkeypatch, capsys, *command)
         assert code == 0, err
         assert f"skipping {folder / (name + '.json')}" in err and field in err
@@ -140,7 +140,7 @@ def test_markdown_report_and_budget_never_carry_a_results_html(tmp_path, monkeyp
     code, out, err = run_cli(monkeypatch, capsys, "report", str(folder))
     assert code == 0, err
     assert "<script" not in out.lower() and "&lt;script>alert(1)&lt;/script>" in out
-    code, out, err = run_cli(monkeypatch, capsys, "budget", str(folder), "--tokens-per-day", "1e9")
+    code, out, err = run_cli(monkeypatch, capsys, "budget", "tokens", str(folder), "--tokens-per-day", "1e9")
     assert code == 0 and "<script" not in out.lower() and "&lt;script>" in out
     # HTML escapes every text it writes (report/html.py), figures' titles included: checked by hand,
     # left out here because drawing the figures takes seconds.
@@ -155,7 +155,7 @@ def test_escape_sequences_in_a_result_never_reach_the_terminal(tmp_path, monkeyp
     r.warnings.append("warn" + ESCAPES)
     write_result(r, folder)
     (folder / ("bad" + "\x1b[31m" + ".json")).write_text("{", encoding="utf-8")   # its name in a warning
-    for command in (["report", str(folder)], ["budget", str(folder), "--tokens-per-day", "1e9"],
+    for command in (["report", str(folder)], ["budget", "tokens", str(folder), "--tokens-per-day", "1e9"],
                     ["report", str(folder), "--format", "csv"], ["export", str(folder), "--out",
                                                                   str(tmp_path / "t.csv")]):
         code, out, err = run_cli(monkeypatch, capsys, *command)
@@ -213,14 +213,14 @@ def test_a_budget_flag_no_fleet_could_mean_is_a_one_line_error(kind, flag, value
                                                                capsys):
     args = [a for a in BASES[kind] if flag != BASES[kind][0]]
     args = args if flag != BASES[kind][0] else []
-    code, out, err = run_cli(monkeypatch, capsys, "budget", str(budget_results), *args, flag, value)
+    code, out, err = run_cli(monkeypatch, capsys, "budget", kind, str(budget_results), *args, flag, value)
     assert code == 2, (out[-300:], err)
     assert err.startswith("error:") and flag in err and len(err.strip().splitlines()) == 1, err
     assert "-9223372036854775808" not in out
 
 
 def test_tokens_per_day_1e30_no_longer_sizes_minus_nine_quintillion_instances(budget_results, monkeypatch, capsys):
-    code, out, err = run_cli(monkeypatch, capsys, "budget", str(budget_results), "--tokens-per-day", "1e30")
+    code, out, err = run_cli(monkeypatch, capsys, "budget", "tokens", str(budget_results), "--tokens-per-day", "1e30")
     assert code == 2 and "--tokens-per-day" in err and "1e+30" in err and "-9223372036854775808" not in out
 
 
@@ -229,10 +229,10 @@ def test_an_option_needing_more_instances_than_exist_is_left_out_or_refused():
     out with a note; when every option would, the traffic is what is wrong (exit 2, naming it)."""
     from helpers_synthetic import results_frame
 
+    from tpubench.budget.fleet import MAX_FLEET_INSTANCES
+    from tpubench.budget.tokens import plan_budget
     from tpubench.errors import UserError
     from tpubench.money import pricing
-    from tpubench.money.budget import plan_budget
-    from tpubench.money.fleet import MAX_FLEET_INSTANCES
 
     prices = pricing.load_prices()
     crawl = make_result(batch_size=1, input_length=1, output_length=2, ttft_s=1e6, e2e_s=2e6, seed=1)

@@ -13,7 +13,9 @@ import pytest
 from helpers_synthetic import make_result
 from helpers_synthetic import results_frame as frame
 
-from tpubench.money import budget, cost, pricing
+from tpubench.budget import fleet
+from tpubench.budget import tokens as budget
+from tpubench.money import cost, pricing
 
 TODAY = date(2026, 12, 2)
 
@@ -147,6 +149,6 @@ def test_sixteen_chip_replica_spans_two_eight_gpu_instances(prices):
     assert (p5.replicas, p5.required_chips, p5.instances, p5.rented_chips) == (3, 48, 6, 48)
     assert p5.monthly_usd == pytest.approx(6 * 55.04 * 730)
     assert p5.replica_spans_instances and p5.world_size == 16
-    assert budget.instances_needed(3, 16, 8) == 6
-    assert budget.instances_needed(5, 2, 8) == 2
-    assert budget.instances_needed(3, 4, 8) == 2
+    assert fleet.instances_needed(3, 16, 8) == 6
+    assert fleet.instances_needed(5, 2, 8) == 2
+    assert fleet.instances_needed(3, 4, 8) == 2

@@ -197,7 +197,7 @@ def test_published_rows_join_load_results_only_when_asked(results):
 
 
 def test_budget_leaves_published_rows_out_unless_asked(results, monkeypatch, capsys):
-    from tpubench.money import budget
+    from tpubench.budget import tokens as budget
 
     seen = []
 
@@ -206,8 +206,8 @@ def test_budget_leaves_published_rows_out_unless_asked(results, monkeypatch, cap
         raise UserError("stop here")
 
     monkeypatch.setattr(budget, "plan_budget", fake_plan_budget)
-    run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9")
-    run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9", "--include-published")
+    run_cli(monkeypatch, capsys, "budget", "tokens", str(results), "--tokens-per-day", "1e9")
+    run_cli(monkeypatch, capsys, "budget", "tokens", str(results), "--tokens-per-day", "1e9", "--include-published")
     # With --include-published: the 7 imported rows, and the reference rows shipped with tpubench.
     from tpubench.output.published import shipped_published
     assert [len(df) for df in seen] == [3, 10 + len(shipped_published())]
@@ -215,11 +215,11 @@ def test_budget_leaves_published_rows_out_unless_asked(results, monkeypatch, cap
 
 
 def test_budget_sizes_on_published_rows_when_asked(results, monkeypatch, capsys):
-    code, mine, _ = run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9")
+    code, mine, _ = run_cli(monkeypatch, capsys, "budget", "tokens", str(results), "--tokens-per-day", "1e9")
     assert code == 0 and "published: InferenceX" not in mine
     # The imported rows alone (--no-shipped): the shipped rows' own models would fill the table's first
     # 50 lines (tests/test_published_shipped.py sizes on those).
-    code, both, _ = run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9",
+    code, both, _ = run_cli(monkeypatch, capsys, "budget", "tokens", str(results), "--tokens-per-day", "1e9",
                             "--include-published", "--no-shipped")
     # InferenceX rows price as servers: 1 / (tput_per_gpu x GPUs) seconds of the system per token.
     assert code == 0 and f"{MODEL} (published: InferenceX)" in both

@@ -109,16 +109,16 @@ def test_report_cli_no_shipped_flag(results, monkeypatch, capsys):
 
 
 def test_budget_sizes_on_a_shipped_row_only_when_asked(results, monkeypatch, capsys):
-    code, mine, _ = run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9")
+    code, mine, _ = run_cli(monkeypatch, capsys, "budget", "tokens", str(results), "--tokens-per-day", "1e9")
     assert code == 0 and "(published:" not in mine
-    code, both, stderr = run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9",
+    code, both, stderr = run_cli(monkeypatch, capsys, "budget", "tokens", str(results), "--tokens-per-day", "1e9",
                                  "--include-published")
     # SGLang-JAX's TPU v6e Qwen3 rows carry input + output throughput, so they price as servers (the
     # fastest point per chip of a platform is the one it sizes on: Qwen3-8B at concurrency 256).
     assert code == 0, stderr
     assert "Qwen/Qwen3-8B (published: SGLang-JAX documentation)" in both
     assert "TPU v6e" in both
-    code, imported_only, _ = run_cli(monkeypatch, capsys, "budget", str(results), "--tokens-per-day", "1e9",
+    code, imported_only, _ = run_cli(monkeypatch, capsys, "budget", "tokens", str(results), "--tokens-per-day", "1e9",
                                      "--include-published", "--no-shipped")
     assert code == 0 and "(published:" not in imported_only
 

@@ -17,9 +17,11 @@ import pytest
 from helpers_browser import chromium_path
 from helpers_synthetic import write_results
 
+from tpubench.budget import tokens as budget
+from tpubench.budget.render import render_budget
 from tpubench.errors import UserError
-from tpubench.money import budget, pricing
-from tpubench.output.report import build_report, render, render_budget, render_report
+from tpubench.money import pricing
+from tpubench.output.report import build_report, render, render_report
 from tpubench.output.report import format as fmt
 from tpubench.output.report.figures import pareto_front
 

@@ -15,9 +15,10 @@ from helpers_repeats import copy_as_later_run
 from helpers_synthetic import make_result
 
 import tpubench
+from tpubench.budget import tokens as budget
 from tpubench.cli import main
 from tpubench.errors import UserError
-from tpubench.money import budget, pricing
+from tpubench.money import pricing
 from tpubench.output.frames import EXPORT_COLUMNS, load_results
 from tpubench.output.report import build_report, render, render_report
 from tpubench.records.result import write_result
@@ -221,7 +222,7 @@ def _cli(monkeypatch, capsys, *args) -> tuple[str, str]:
 
 def test_budget_cli_notes_the_left_out_runs_and_accepts_all_runs(measured_twice, monkeypatch, capsys):
     repeated, _ = measured_twice
-    args = ["budget", str(repeated), "--tokens-per-day", "2e9", "--format", "csv"]
+    args = ["budget", "tokens", str(repeated), "--tokens-per-day", "2e9", "--format", "csv"]
     out, err = _cli(monkeypatch, capsys, *args)
     assert f"4 {NOTE}" in err
     latest = pd.read_csv(io.StringIO(out))

@@ -12,10 +12,12 @@ import pytest
 from helpers_synthetic import make_result, make_serve_result, write_results, write_serve_results
 from helpers_synthetic import results_frame as frame
 
+from tpubench.budget import tokens as budget
+from tpubench.budget.render import render_budget
 from tpubench.measure import per_token
-from tpubench.money import budget, cost, pricing
+from tpubench.money import cost, pricing
 from tpubench.output.frames import load_results
-from tpubench.output.report import build_report, render, render_budget
+from tpubench.output.report import build_report, render
 from tpubench.output.report.figures import report_figures
 from tpubench.scenarios.generate import cost as generate_cost
 

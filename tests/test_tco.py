@@ -8,8 +8,9 @@ from datetime import date
 import pytest
 from helpers_synthetic import make_result, results_frame
 
+from tpubench.budget import tokens as budget
 from tpubench.errors import UserError
-from tpubench.money import budget, pricing, tco
+from tpubench.money import pricing, tco
 
 TODAY = date(2026, 12, 2)
 HEADER = "tier,accelerator,cloud,usd_per_chip_hour,list_multiplier,adds_energy,source,as_of\n"
@@ -146,7 +147,7 @@ def test_budget_command_shows_how_to_buy_and_tiers(monkeypatch, capsys, tmp_path
                       "gcp,us-central1,tpu-v6e-8,13.6,test commitment,2026-11-01\n")
     tiers = tier_file(tmp_path).with_name("tiers.csv")
     tiers.write_text(HEADER + "neocloud,TPU v6e,,1.5,,,provider quote,2026-11-15\n")
-    args = ["budget", str(tmp_path / "results"), "--tokens-per-day", "8.64e9", "--region", "us-central1",
+    args = ["budget", "tokens", str(tmp_path / "results"), "--tokens-per-day", "8.64e9", "--region", "us-central1",
             "--prices", str(prices), "--months", "12", "--peak-factor", "2", "--peak-hours", "4", "--tco", str(tiers)]
     code, out, err = run_cli(monkeypatch, capsys, *args)
     assert code == 0, err

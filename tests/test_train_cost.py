@@ -22,9 +22,12 @@ from helpers_synthetic import (
 )
 from helpers_synthetic import results_frame as frame
 
+from tpubench.budget import tokens as budget
+from tpubench.budget import training as training_budget
+from tpubench.budget.render import render_budget
 from tpubench.errors import UserError
-from tpubench.money import budget, cost, pricing, training_budget
-from tpubench.output.report import build_report, render, render_budget
+from tpubench.money import cost, pricing
+from tpubench.output.report import build_report, render
 from tpubench.scenarios.train.unit import TRAINING_TOKENS
 
 TODAY = date(2026, 12, 2)
@@ -217,7 +220,7 @@ def price_file(tmp_path_factory):
 
 
 def test_cli_budget_train_tokens(results_dir, price_file, monkeypatch, capsys):
-    args = ["budget", str(results_dir), "--train-tokens", "1e9", "--prices", str(price_file), "--cloud", "testcloud"]
+    args = ["budget", "train", str(results_dir), "--train-tokens", "1e9", "--prices", str(price_file), "--cloud", "testcloud"]
     code, out, err = run_cli(monkeypatch, capsys, *args, "--format", "csv")
     assert code == 0, err
     table = pd.read_csv(io.StringIO(out))
@@ -238,9 +241,9 @@ def test_cli_budget_train_tokens(results_dir, price_file, monkeypatch, capsys):
 
 @pytest.mark.parametrize("extra", [[], ["--train-tokens", "1e9", "--tokens-per-day", "1e9"],
                                    ["--train-tokens", "1e9", "--slo-ttft-ms", "500"]])
-def test_cli_budget_wants_exactly_one_kind_of_budget(results_dir, monkeypatch, capsys, extra):
-    code, _, err = run_cli(monkeypatch, capsys, "budget", str(results_dir), *extra)
-    assert code == 2 and "error" in err
+def test_cli_training_budget_wants_its_volume_and_only_its_options(results_dir, monkeypatch, capsys, extra):
+    code, _, err = run_cli(monkeypatch, capsys, "budget", "train", str(results_dir), *extra)
+    assert code == 2 and "error" in err.lower() and "internal error" not in err
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from typing import List, Optional
 
 import typer
 
+from tpubench.cli_budget import budget_app
 from tpubench.cli_group import LazyTyper
 from tpubench.errors import UserError
 
@@ -250,105 +251,26 @@ def report(
     _emit(text, out)
 
 
-@app.command()
-def budget(
-    paths: List[Path] = typer.Argument(..., help="Result files or folders."),
-    tokens_per_day: Optional[float] = typer.Option(None, "--tokens-per-day", help="Input + output tokens per day."),
-    train_tokens: Optional[float] = typer.Option(None, "--train-tokens",
-                                                 help="Instead: a training token budget (e.g. 1e9): dollars, hours "
-                                                      "and the slice to rent per platform and plan."),
-    images_per_day: Optional[float] = typer.Option(None, "--images-per-day",
-                                                   help="Instead: images per day (scenario diffuse points): the "
-                                                        "fleet per platform and plan, priced per month."),
-    volume: List[str] = typer.Option([], "--volume", metavar="UNIT=AMOUNT",
-                                      help="Instead: the volume of any unit of output with a budget planner "
-                                           "(token=1e9 is --tokens-per-day 1e9, training_token=, image=...)."),
-    max_image_latency_s: Optional[float] = typer.Option(None, "--max-image-latency-s",
-                                                        help="With --images-per-day: only points whose p99 seconds "
-                                                             "per call (a user's wait for an image) is "
-                                                             "within this qualify."),
-    output_share: float = typer.Option(0.25, "--output-share", help="Fraction of the tokens that are output."),
-    peak_factor: float = typer.Option(1.0, "--peak-factor", help="Peak-to-average traffic ratio."),
-    slo_ttft_ms: Optional[float] = typer.Option(None, "--slo-ttft-ms", help="p99 TTFT limit."),
-    slo_tpot_ms: Optional[float] = typer.Option(None, "--slo-tpot-ms", help="p99 TPOT limit."),
-    plan: List[str] = typer.Option([], "--plan"),
-    current: Optional[str] = typer.Option(None, "--current", help="Platform in use: cloud/region/instance_type."),
-    prices: List[Path] = typer.Option([], "--prices"),
-    discount: Optional[float] = typer.Option(None, "--discount"),
-    cloud: Optional[str] = typer.Option(None, "--cloud"),
-    region: Optional[str] = typer.Option(None, "--region"),
-    fmt: str = typer.Option("md", "--format", "-f", help="md or csv."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o"),
-    all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
-                                                            "(default: only the latest per point)."),
-    scenario: List[str] = typer.Option([], "--scenario",
-                                       help="Only points of this kind: serve, generate or train (repeatable; default all)."),
-    split: bool = typer.Option(False, "--split",
-                               help="Size on this traffic's input/output mix (--output-share) from each point's "
-                                    "input/output split, instead of blended tokens at the point's own mix; server "
-                                    "points without a probe-fitted split are left out."),
-    include_flagged: bool = typer.Option(False, "--include-flagged", help=_INCLUDE_FLAGGED_HELP),
-    power_price: Optional[float] = typer.Option(None, "--power-price",
-                                                help="USD per kWh: each option's monthly energy cost."),
-    pue: float = typer.Option(1.0, "--pue", help="Power usage effectiveness of the data centre (>= 1)."),
-    owned: bool = typer.Option(False, "--owned", help="The prices are of owned capacity: add the energy cost "
-                                                      "to the monthly cost (a cloud's price includes it)."),
-    grid_gco2_per_kwh: Optional[float] = typer.Option(None, "--grid-gco2-per-kwh",
-                                                      help="Grid carbon intensity to use instead of the region's."),
-    months: Optional[float] = typer.Option(None, "--months", help="Horizon in months: choose how to buy per "
-                                           "platform (commitments for the base, on-demand or spot for the peak)."),
-    peak_hours: Optional[float] = typer.Option(None, "--peak-hours", help="Hours a day at the peak (with "
-                                               "--peak-factor): the rest of the day runs at the base load."),
-    spot_lost_hours: float = typer.Option(0.25, "--spot-lost-hours",
-                                          help="Hours of an instance's work lost per spot preemption."),
-    spot_preemption_rate: Optional[float] = typer.Option(None, "--spot-preemption-rate",
-                                                         help="Spot preemptions per hour where the price table "
-                                                              "gives none."),
-    tco: Optional[Path] = typer.Option(None, "--tco", help="CSV of TCO tiers (hyperscaler, neocloud, owned...) "
-                                                           "shown beside list prices."),
-    include_published: bool = typer.Option(False, "--include-published",
-                                           help="Also size on published results: those imported beside yours "
-                                                "(tpubench import) and the reference rows shipped with "
-                                                "tpubench; left out by default."),
-    no_shipped: bool = typer.Option(False, "--no-shipped", help="With --include-published: only the imported "
-                                                                "rows, not the shipped reference rows."),
-):
-    """Size a fleet per platform and plan for a traffic level under latency SLOs; monthly cost and ranking.
-    With --train-tokens instead: dollars, wall-clock hours and the slice to rent for a training token budget.
-    With --images-per-day instead: the fleet for an image load under a p99 seconds-per-image limit."""
-    from tpubench.money.budget_request import BudgetOptions
-    from tpubench.output.report import render_budget
-
-    options = BudgetOptions(
-        plans=tuple(plan) or None, cloud=cloud, region=region, scenarios=tuple(scenario) or None,
-        include_flagged=include_flagged, output_share=output_share, peak_factor=peak_factor, slo_ttft_ms=slo_ttft_ms,
-        slo_tpot_ms=slo_tpot_ms, max_image_latency_s=max_image_latency_s, current=current, split=split, months=months,
-        peak_hours=peak_hours, spot_lost_hours=spot_lost_hours, spot_preemption_rate=spot_preemption_rate, tco=tco,
-        power_price=power_price, pue=pue, owned=owned, grid_gco2_per_kwh=grid_gco2_per_kwh)
-    # Each unit's planner declares its own flag among these (money/budget_request.py); --volume names any unit.
-    volumes = {"--tokens-per-day": tokens_per_day, "--train-tokens": train_tokens, "--images-per-day": images_per_day}
-    result = _sized_budget(paths, volumes, volume, options, prices=prices, discount=discount, all_runs=all_runs,
-                           include_published=include_published, no_shipped=no_shipped)
-    _emit(render_budget(result, fmt), out)
-
-
-def _sized_budget(paths: List[Path], volumes: dict, specs: List[str], options, *, prices: List[Path],
-                  discount: Optional[float], all_runs: bool, include_published: bool, no_shipped: bool):
-    """The planner of the unit whose volume was given, run on the results: every flag is checked
-    (one line, exit 2) before a file is read."""
-    from tpubench.money.budget_request import check_request, chosen_volume, unit_planners
+def _sized_budget(command, amount: float, options, inputs) -> None:
+    """A `tpubench budget` subcommand (cli_budget.py): its planner's sizing on the results, every
+    flag checked (one line, exit 2) before a file is read."""
+    from tpubench.budget.render import budget_format, render_budget
     from tpubench.output.frames import load_results
     from tpubench.output.report.data import older_runs_note
-    from tpubench.scenarios.registry import units
 
-    planners = unit_planners(units())
-    chosen = chosen_volume(volumes, specs, planners)
-    check_request(chosen, options, planners)
-    df = load_results(paths, warn=_warn_stderr, keep="all" if all_runs else "latest",
-                      include_published=include_published, shipped=not no_shipped)
+    budget_format(inputs.fmt)
+    sizing = command.planner.sizing()
+    sizing.check(amount, options, command.unit)
+    df = load_results(inputs.paths, warn=_warn_stderr, keep="all" if inputs.all_runs else "latest",
+                      include_published=inputs.include_published, shipped=not inputs.no_shipped)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
-    return chosen.planner.plan(df, _load_prices(prices, discount), chosen.amount, options, chosen.unit)
+    result = sizing.plan(df, _load_prices(inputs.prices, inputs.discount), amount, options, command.unit)
+    _emit(render_budget(result, inputs.fmt), inputs.out)
+
+
+# One subcommand per budget planner, made when `tpubench budget` is first looked into (cli_budget.py).
+app.add_typer(budget_app(_sized_budget), name="budget")
 
 
 pricing_app = typer.Typer(help="Price tables: validate, list, import a SkyPilot catalog or a cloud's own price file.",

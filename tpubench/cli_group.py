@@ -6,7 +6,8 @@ line: ~15 ms for tpubench's commands, paid by `tpubench validate` for the one it
 group is made without its commands, and a command (or sub-group) is converted when click first
 looks it up by name: the one invoked, or all of a group's for its --help (which lists each with
 its one-line help). The conversion is typer's own (typer.main.get_command_from_info and
-get_group_from_info), so parameters, help and errors are typer's.
+get_group_from_info), so parameters, help and errors are typer's. A DeferredTyper's commands are
+made later still, when its group is first looked into (`tpubench budget`'s, from the budget planners).
 """
 
 from __future__ import annotations
@@ -19,12 +20,19 @@ import typer.main
 
 
 class CommandsOnDemand(MutableMapping):
-    """A group's commands by name, in the order given; each built by `build(entry)` on first look-up."""
+    """A group's commands by name, in the order given; each built by `build(entry)` on first look-up.
+    `entries` may be a function making them, called on first use (a DeferredTyper's commands)."""
 
-    def __init__(self, entries: dict[str, object], build: Callable):
-        self._entries = dict(entries)
+    def __init__(self, entries: dict[str, object] | Callable[[], dict[str, object]], build: Callable):
+        self._source = entries if callable(entries) else dict(entries)
         self._build = build
         self._built: dict = {}
+
+    @property
+    def _entries(self) -> dict[str, object]:
+        if callable(self._source):
+            self._source = dict(self._source())
+        return self._source
 
     def __getitem__(self, name: str):
         if name not in self._built:
@@ -78,9 +86,35 @@ def _group(info, root: typer.Typer):
         return typer.main.get_command_from_info(entry, pretty_exceptions_short=root.pretty_exceptions_short,
                                                 rich_markup_mode=root.rich_markup_mode)
 
-    commands = {c.name or typer.main.get_command_name(c.callback.__name__): c for c in instance.registered_commands}
-    group.commands = CommandsOnDemand({**commands, **groups}, build)
+    def entries() -> dict:   # read when the group is first looked into: a DeferredTyper makes its commands then
+        commands = {c.name or typer.main.get_command_name(c.callback.__name__): c
+                    for c in instance.registered_commands}
+        return {**commands, **groups}
+
+    group.commands = CommandsOnDemand(entries, build)
     return group
+
+
+class DeferredTyper(typer.Typer):
+    """A Typer whose commands are made by `make_commands()` (a list of typer.models.CommandInfo) when
+    read: a group whose commands come from a table read only when the group is used
+    (`tpubench budget`'s, one per budget planner, cli_budget.py), not at start-up nor for
+    `tpubench --help`. typer's own conversion (typer.main.get_command) reads them as any Typer's."""
+
+    def __init__(self, make_commands: Callable[[], list], **kwargs):
+        super().__init__(**kwargs)       # sets registered_commands to [] (the setter below)
+        self._make_commands = make_commands
+
+    @property
+    def registered_commands(self) -> list:
+        # Made on each read (typer and cli_group read them once per group they build): a table that
+        # grows, as the scenario registry does in a test, is read as it is now.
+        return list(self._make_commands()) if self._make_commands is not None else self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, commands: list) -> None:
+        # Set by typer's __init__, or on the bare copy cli_group makes: these commands, made already.
+        self._commands, self._make_commands = commands, None
 
 
 class LazyTyper(typer.Typer):

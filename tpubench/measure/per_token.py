@@ -37,7 +37,7 @@ def mix_chip_seconds_per_token(input_chip_s, output_chip_s, output_share: float)
 
 
 def mix_rate(input_chip_s_per_token, output_chip_s_per_token, output_share: float):
-    """Tokens/s per chip for a traffic mix from a point's chip-seconds per token (money/budget.py's
+    """Tokens/s per chip for a traffic mix from a point's chip-seconds per token (budget/tokens.py's
     docstring); NaN when the mix has output tokens and the point no output figure."""
     with np.errstate(divide="ignore", invalid="ignore"):
         per_token = mix_chip_seconds_per_token(np.asarray(input_chip_s_per_token, dtype=float),

@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass
 
-# 8760 h / 12: the month budget.py and the clouds' monthly estimates use.
+# 8760 h / 12: the month budgets (budget/fleet.py) and the clouds' monthly estimates use.
 HOURS_PER_MONTH = 730.0
 
 

@@ -1,5 +1,5 @@
 """TCO tiers (docs/definitions.md#budget-tco): what a fleet costs at rates other than the clouds' list
-prices, read from a user's CSV (`tpubench budget --tco FILE`, `tpubench report --tco FILE`), shown
+prices, read from a user's CSV (`tpubench budget tokens --tco FILE`, `tpubench report --tco FILE`), shown
 beside list on-demand: a budget's monthly cost per tier (`tier_costs`), a report's $/Mtok per tier
 (`tier_usd_per_mtok`).
 
@@ -149,7 +149,7 @@ def tier_costs(options: pd.DataFrame, tiers: pd.DataFrame, power) -> tuple[pd.Da
 
     The fleet is the option's: its instances at each CI bound are recovered from the monthly cost
     bounds (monthly rental = instances * USD per instance-hour * 730), energy taken out where owned
-    capacity put it in. `power` is budget.Power: an `adds_energy` tier needs its power price."""
+    capacity put it in. `power` is budget/request.Power: an `adds_energy` tier needs its power price."""
     notes: list[str] = []
     rows = []
     keys = ["workload", "scale", "priced_accelerator", "cloud", "region", "instance_type"]
@@ -216,7 +216,7 @@ def tier_usd_per_mtok(summary: pd.DataFrame, tiers: pd.DataFrame) -> tuple[pd.Da
         tier $/Mtok = list $/Mtok * tier USD per chip-hour / list USD per chip-hour
 
     for the blended and the InferenceX-compatible figure. An `adds_energy` tier's rate excludes
-    power, and so does its $/Mtok here (`excludes_energy`; `tpubench budget --power-price` adds it)."""
+    power, and so does its $/Mtok here (`excludes_energy`; `tpubench budget tokens --power-price` adds it)."""
     notes: list[str] = []
     rows = []
     listed = summary[summary["plan"] == "on_demand"] if len(summary) else summary

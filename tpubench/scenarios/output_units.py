@@ -5,13 +5,12 @@ that owns the unit (docs/extending/scenario.md#unit-of-output).
 Shared code loops over the registry's units (`registry.UNITS`) and never names a unit's columns.
 This module is a description: it imports nothing beyond the standard library, so `validate` and
 CLI start-up stay light. A unit names no function of the layers above it (prices, reports, the
-console): those keep their own tables by unit key, each with a default (the comment on `OutputUnit`
-says where); `load` imports a "module:Name" a layer names in its own tables.
+console, the budget): those keep their own tables by unit key, each with a default (the comment on
+`OutputUnit` says where).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 CI_BOUNDS = ("", "_ci95_low", "_ci95_high")
@@ -56,7 +55,7 @@ class OutputUnit:
     # What the layers above make of a unit is theirs, in tables keyed by the unit's key, each with a
     # default any new unit gets: the console's table after a run (console.render_run_cost), the
     # report's section and point label (output/report/sections.py, point_labels.py), the budget
-    # planner (money/budget_request.PLANNERS) and what pricing derives (money/cost.EXTRA_COSTS).
+    # planner (budget/planners.PLANNERS) and what pricing derives (money/cost.EXTRA_COSTS).
     # The `cost_basis` column of the CSV report's summary rows.
     basis_words: str = "inference"
 
@@ -92,9 +91,3 @@ class OutputUnit:
 
     def headline_energy(self) -> str | None:
         return None if self.carbon_figure is None else f"{self.carbon_figure}{self.energy_suffix}"
-
-
-def load(target: str):
-    """The object a unit names as "module:function", imported now (never at description time)."""
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)

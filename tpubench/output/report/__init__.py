@@ -1,7 +1,6 @@
-"""Reports: markdown, one self-contained HTML file, CSV; plus the budget's markdown and CSV.
+"""Reports: markdown, one self-contained HTML file, CSV (a budget's are tpubench.budget.render's).
 
     render_report("results/", "html")            # what `tpubench report` calls
-    render_budget(plan_budget(...), "markdown")  # what `tpubench budget` calls
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from tpubench.output.report.data import ReportData, build_report
 FORMATS = ("markdown", "html", "csv")
 _ALIASES = {"md": "markdown", "markdown": "markdown", "html": "html", "csv": "csv"}
 
-__all__ = ["FORMATS", "ReportData", "build_report", "render", "render_budget", "render_report"]
+__all__ = ["FORMATS", "ReportData", "build_report", "render", "render_report"]
 
 
 def _format(fmt: str) -> str:
@@ -87,19 +86,3 @@ def render_report(source, fmt: str = "markdown", *, prices=None, price_files: Se
                         what_if_instance=what_if_instance, today=today, warn=warn, keep=keep,
                         include_flagged=include_flagged)
     return render(data, fmt, max_rows=max_rows)
-
-
-def render_budget(result, fmt: str = "markdown", *, max_rows: int = 50) -> str:
-    """A budget (what a unit's planner returns: money/budget_request.py) as markdown (terminal) or
-    CSV (spreadsheet); its markdown renderer is its type's (report/budgets.py)."""
-    fmt = _format(fmt)
-    if fmt == "csv":
-        from tpubench.output.report.csv import render_budget_csv
-
-        return render_budget_csv(result)
-    if fmt == "html":
-        raise UserError("budgets render as markdown or csv", field="--format")
-    from tpubench.output.report.budgets import budget_markdown
-    from tpubench.output.safe_text import markdown_text
-
-    return markdown_text(budget_markdown(result, max_rows=max_rows))

@@ -58,8 +58,3 @@ def _stack_labels(priced: pd.DataFrame) -> list[str]:
         return [labels[values] if values in labels else label_of(values) for values in rows()]
     except TypeError:                        # an unhashable cell (a list): every row by its key
         return [label_of(values) for values in rows()]
-
-
-def render_budget_csv(result) -> str:
-    """The ranked options of a BudgetResult or TrainingBudget, one row per platform x plan."""
-    return frame_to_csv(neutralize_frame(result.options), float_format="%.6g")

@@ -45,7 +45,7 @@ def time_attributed_costs(ttft_s, e2e_s, chips, batch_size, input_length, output
 
 def mix_tokens_per_s_per_chip(ttft_s, e2e_s, chips, batch_size, input_length, output_length,
                               output_share: float):
-    """Tokens/s per chip for a traffic mix of an offline batch (see money/budget.py's docstring); NaN
+    """Tokens/s per chip for a traffic mix of an offline batch (see budget/tokens.py's docstring); NaN
     when the point cannot serve the mix (no decode time measured for output tokens)."""
     c = batch_chip_seconds_per_token(np.asarray(ttft_s, dtype=float), np.asarray(e2e_s, dtype=float),
                                      np.asarray(chips, dtype=float), np.asarray(batch_size, dtype=float),

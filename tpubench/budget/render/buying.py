@@ -1,5 +1,5 @@
-"""The budget's markdown sections for how to buy over a horizon (money/buying.py) and for TCO tiers
-beside list prices (money/tco.py); `markdown.render_budget_markdown` appends them when present,
+"""The token budget's markdown sections for how to buy over a horizon (budget/purchase_mixes.py) and
+for TCO tiers beside list prices (money/tco.py); render/tokens.py appends them when present,
 passing its `table` (markdown table writer) in."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def buying_markdown(result, table, max_rows: int = 50) -> list[str]:
            + ". Each layer on its cheapest plan over the horizon: the base (busy all day) never on spot, the "
              "extra peak instances on any plan (spot priced with its preemption overhead, a commitment paid "
              "for every hour of its whole terms); break-even = the utilisation above which a commitment "
-             "beats on-demand over the horizon (see tpubench.money.buying).", ""]
+             "beats on-demand over the horizon (see tpubench.budget.buying).", ""]
     if mixes.empty:
         return out + ["No platform to buy for.", ""]
     compare = "saving_vs_current_usd_per_month" in mixes

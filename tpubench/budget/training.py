@@ -1,4 +1,4 @@
-"""A training budget (docs/definitions.md#budget): `tpubench budget --train-tokens`, the planner of
+"""A training budget (docs/definitions.md#budget): `tpubench budget train --train-tokens`, the planner of
 the training-token unit. Dollars, wall-clock hours and the slice or instance to rent to train on a
 number of tokens, per priced platform and plan (`plan_training` has the formulas)."""
 
@@ -11,9 +11,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from tpubench.budget.fleet import PLATFORM_COLUMNS, SECONDS_PER_HOUR, ceil_whole, priced_rows, within_tpu_slices
+from tpubench.budget.request import BudgetOptions, Sizing, check_number
 from tpubench.money import cost
-from tpubench.money.budget_request import BudgetOptions, BudgetPlanner
-from tpubench.money.fleet import PLATFORM_COLUMNS, SECONDS_PER_HOUR, ceil_whole, priced_rows, within_tpu_slices
 from tpubench.scenarios import registry
 
 MAX_TRAIN_TOKENS = 1e18
@@ -65,7 +65,7 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
     from the point's train_s_per_token CI (the low bound from the low time). `rank_in_plan` /
     `rank_overall` order the options by usd per workload and scale.
     """
-    TRAINING.check_amount(train_tokens, "--train-tokens")
+    check_train_tokens(train_tokens)
     options = BudgetOptions(plans=plans, cloud=cloud, region=region, include_flagged=include_flagged,
                             scenarios=scenarios)
     priced, unpriced, notes = priced_rows(results, prices, options, today)
@@ -74,7 +74,7 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
     others = priced.loc[~mine, "file"].nunique()
     if others:
         notes.append(f"{others} result(s) without training figures left out (inference points: use "
-                     "--tokens-per-day)")
+                     "`tpubench budget tokens`)")
     candidates = training[training["valid"].astype(bool)].copy()
     if len(candidates) < len(training):
         notes.append(f"{training.loc[~training['valid'].astype(bool), 'file'].nunique()} invalid training "
@@ -114,8 +114,6 @@ def _size_training(candidates: pd.DataFrame, train_tokens: float) -> pd.DataFram
     return out[TRAINING_OPTION_COLUMNS]
 
 
-
-
 TRAINING_OPTION_COLUMNS = [
     "rank_overall", "rank_in_plan", "workload", "scale", "priced_accelerator", "cloud", "region",
     "instance_type", "chips_per_instance", "plan", "usd_per_instance_hour", "train_tokens",
@@ -133,13 +131,15 @@ TRAINING_OPTION_COLUMNS = [
 
 def plan_train_tokens(results: pd.DataFrame, prices: pd.DataFrame, train_tokens: float, options: BudgetOptions,
                       unit=None, today: date | None = None) -> TrainingBudget:
-    """`plan_training` on the options of `tpubench budget` (money/budget_request.py)."""
+    """`plan_training` on the options of `tpubench budget` (budget/request.py)."""
     return plan_training(results, prices, train_tokens=train_tokens, plans=options.plans, cloud=options.cloud,
                          region=options.region, today=today, scenarios=options.scenarios,
                          include_flagged=options.include_flagged, unit=unit)
 
 
-# The training-token unit's planner (scenarios/train/unit.py names it). A training run is a number
-# of tokens, not a load: no peak, SLO or power option applies.
-TRAINING = BudgetPlanner(volume_words="training tokens", amount_words="tokens", most=MAX_TRAIN_TOKENS,
-                         plan=plan_train_tokens, flag="--train-tokens")
+def check_train_tokens(train_tokens: float, options: BudgetOptions | None = None, unit=None) -> float:
+    # A training run is a number of tokens, not a load: no other option applies.
+    return check_number(train_tokens, "--train-tokens", "must be a positive number of tokens", high=MAX_TRAIN_TOKENS)
+
+
+SIZING = Sizing(plan=plan_train_tokens, check=check_train_tokens)

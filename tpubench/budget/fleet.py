@@ -1,5 +1,5 @@
-"""Sizing a rented fleet for a rate of work: shared by every unit's budget planner (money/budget.py
-for tokens, money/training_budget.py, money/image_budget.py, and a new unit's own). It names no
+"""Sizing a rented fleet for a rate of work: shared by every unit's budget planner (budget/tokens.py,
+budget/training.py, budget/images.py, budget/per_day.py, and a new unit's own). It names no
 unit: the caller says which column holds a point's rate per chip and what the peak rate is.
 
 For a point making `rate` units/s per chip on `chips` chips per replica, at a peak of R units/s:
@@ -22,11 +22,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from tpubench.budget.request import BudgetOptions, Power, check_number
 from tpubench.errors import UserError
 from tpubench.money import cost
 from tpubench.money import energy as energy_money
 from tpubench.money import plans as plan_vocab
-from tpubench.money.budget_request import BudgetOptions, Power, check_number
 from tpubench.money.carbon import JOULES_PER_KWH
 from tpubench.records.columns import numeric_column
 

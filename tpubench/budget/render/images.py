@@ -1,12 +1,12 @@
-"""The markdown of an image budget (money/image_budget.py, `tpubench budget --images-per-day`):
-per platform and plan the fleet, its monthly cost with CI, and the point it is sized on;
-platforms with no point within the latency limit, with the closest one (report/budgets.py)."""
+"""The markdown of an image budget (budget/images.py, `tpubench budget images`): per platform and plan
+the fleet, its monthly cost with CI, and the point it is sized on; platforms with no point within
+the latency limit, with the closest one."""
 
 from __future__ import annotations
 
+from tpubench.budget.render.footer import budget_footer as footer
 from tpubench.output.report import format as f
 from tpubench.output.report.images import joules_cell, point_label
-from tpubench.output.report.markdown import budget_footer as footer
 from tpubench.output.report.markdown_parts import table
 
 
@@ -17,7 +17,7 @@ def image_budget_markdown(result, max_rows: int = 50) -> str:
            f"Traffic: {t.images_per_day:,.0f} images/day, peak ×{t.peak_factor:g} → {t.peak_images_per_s:,.3g} "
            f"images/s at peak. Latency limit: {limit} (an image of a call of B images arrives with the whole "
            "call). Month = 730 h. Per platform and plan, the qualifying point with the most images/s "
-           "per chip (see tpubench.money.image_budget).", ""]
+           "per chip (see tpubench.budget.images).", ""]
     notes = result.notes + f.flagged_price_notes(result.options)
     out += [f"- {n}" for n in notes] + ([""] if notes else [])
     options = result.options

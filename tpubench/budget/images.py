@@ -1,7 +1,7 @@
-"""Fleet sizing for images (docs/definitions.md#budget-images): `tpubench budget --images-per-day`.
+"""Fleet sizing for images (docs/definitions.md#budget-images): `tpubench budget images --images-per-day`.
 
-The token budget's method (money/budget.py) with the image as the unit, on the steps of
-money/unit_budget.py (any unit made at a steady rate) plus a latency limit. Traffic is
+The token budget's method (budget/tokens.py) with the image as the unit, on the steps of
+budget/per_day.py (any unit made at a steady rate) plus a latency limit. Traffic is
 `images_per_day` with a peak-to-average factor; at the peak the fleet must make
 
     R = images_per_day * peak_factor / 86400                     images/s
@@ -37,9 +37,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.money import cost
-from tpubench.money.budget_request import POWER_FLAGS, BudgetOptions, BudgetPlanner, Power, check_number
-from tpubench.money.fleet import (
+from tpubench.budget.fleet import (
     MAX_SLO_S,
     PLATFORM_COLUMNS,
     SECONDS_PER_DAY,
@@ -49,8 +47,10 @@ from tpubench.money.fleet import (
     within_tpu_slices,
     without_huge_fleets,
 )
-from tpubench.money.training_budget import unit_named
-from tpubench.money.unit_budget import best_per_platform, fleet_per_day, with_unit_rate
+from tpubench.budget.per_day import best_per_platform, fleet_per_day, with_unit_rate
+from tpubench.budget.request import BudgetOptions, Power, Sizing, check_number
+from tpubench.budget.training import unit_named
+from tpubench.money import cost
 from tpubench.records.columns import numeric_column
 
 MAX_IMAGES_PER_DAY = 1e13
@@ -102,7 +102,7 @@ def plan_images(results: pd.DataFrame, prices: pd.DataFrame, *, images_per_day: 
     imaging = cost.unit_rows(priced, unit)
     others = priced.loc[~imaging, "file"].nunique()
     if others:
-        notes.append(f"{others} result(s) without per-image figures left out (token points: use --tokens-per-day)")
+        notes.append(f"{others} result(s) without per-image figures left out (token points: use `tpubench budget tokens`)")
     images = priced[imaging]
     candidates = images[images["valid"].astype(bool)].copy()
     if len(candidates) < len(images):
@@ -175,18 +175,16 @@ IMAGE_OPTION_COLUMNS = [
 
 def plan_images_per_day(results: pd.DataFrame, prices: pd.DataFrame, images_per_day: float, options: BudgetOptions,
                         unit=None, today: date | None = None) -> ImageBudget:
-    """`plan_images` on the options of `tpubench budget` (money/budget_request.py)."""
+    """`plan_images` on the options of `tpubench budget` (budget/request.py)."""
     return plan_images(results, prices, images_per_day=images_per_day, peak_factor=options.peak_factor,
                        max_image_latency_s=options.max_image_latency_s, plans=options.plans, cloud=options.cloud,
                        region=options.region, today=today, scenarios=options.scenarios,
                        include_flagged=options.include_flagged, power=options.power(), unit=unit)
 
 
-def _check_images(images_per_day: float, options: BudgetOptions) -> None:
+def check_images(images_per_day: float, options: BudgetOptions, unit=None) -> None:
     ImageTraffic(images_per_day, options.peak_factor, options.max_image_latency_s)
+    options.power()
 
 
-# The image unit's planner (scenarios/diffuse/unit.py names it).
-IMAGES = BudgetPlanner(volume_words="images per day", amount_words="images", most=MAX_IMAGES_PER_DAY,
-                       plan=plan_images_per_day, flag="--images-per-day", check=_check_images,
-                       reads=("--peak-factor", "--max-image-latency-s") + POWER_FLAGS)
+SIZING = Sizing(plan=plan_images_per_day, check=check_images)

@@ -59,8 +59,10 @@ from the point's throughput CI. Platforms with no point meeting the SLOs are lis
 that came closest.
 
 The sizing helpers shared with the other units' planners (replicas, instances, energy, TPU
-slices) are money/fleet.py's; a training budget is money/training_budget.py, an image budget
-money/image_budget.py. `TOKENS` declares this planner to `tpubench budget` (money/budget_request.py).
+slices) are budget/fleet.py's; a training budget is budget/training.py, an image budget
+budget/images.py. How to buy the fleet over a horizon is budget/purchase_mixes.py, the saving against
+the platform in use budget/current.py. `SIZING` is this planner's sizing for `tpubench budget`
+(its subcommands serve, generate and tokens: budget/planners.py `TOKENS`).
 """
 
 from __future__ import annotations
@@ -74,12 +76,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.errors import UserError
-from tpubench.measure.per_token import mix_rate
-from tpubench.money import buying, cost, tco
-from tpubench.money import plans as plan_vocab
-from tpubench.money.budget_request import POWER_FLAGS, BudgetOptions, BudgetPlanner, Power, check_number
-from tpubench.money.fleet import (
+from tpubench.budget import buying
+from tpubench.budget.current import compare_with_current
+from tpubench.budget.fleet import (
     DAYS_PER_MONTH,
     HOURS_PER_MONTH,
     MAX_HORIZON_H,
@@ -87,10 +86,8 @@ from tpubench.money.fleet import (
     PLATFORM_COLUMNS,
     SECONDS_PER_DAY,
     blended_rate,
-    ceil_whole,
     check_peak_factor,
     energy_notes,
-    instances_needed,
     only_scenarios,
     ranked,
     size_fleet,
@@ -99,10 +96,15 @@ from tpubench.money.fleet import (
     within_tpu_slices,
     without_huge_fleets,
 )
+from tpubench.budget.purchase_mixes import purchase_mixes
+from tpubench.budget.request import BudgetOptions, Power, Sizing, check_number
+from tpubench.errors import UserError
+from tpubench.measure.per_token import mix_rate
+from tpubench.money import cost, tco
 from tpubench.records.columns import numeric_column
 from tpubench.scenarios import SPLIT_BLENDED_ONLY
 
-MAX_TOKENS_PER_DAY = 1e16       # ~1.2e11 tokens/s: far above any real fleet's load (money/fleet.py)
+MAX_TOKENS_PER_DAY = 1e16       # ~1.2e11 tokens/s: far above any real fleet's load (budget/fleet.py)
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,6 @@ class Slo:
                 check_number(value, flag, "an SLO must be a positive time in seconds", high=MAX_SLO_S)
 
 
-
 def _with_energy(options: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
     """Monthly energy, its cost and its carbon for each option: the traffic's tokens at the chosen
     point's joules per token on the sizing basis (joules per chip-second over tokens/s per chip),
@@ -162,7 +163,7 @@ class BudgetResult:
     current: str | None = None
     notes: list[str] = field(default_factory=list)
     sizing: str = SIZING_BLENDED   # SIZING_BLENDED or SIZING_SPLIT (module docstring)
-    # With a horizon (`months`): how to buy per platform (money/buying.py), one row per platform,
+    # With a horizon (`months`): how to buy per platform (budget/purchase_mixes.py), one row per platform,
     # and each commitment's break-even utilisation, one row per platform x committed plan.
     mixes: pd.DataFrame | None = None
     commitments: pd.DataFrame | None = None
@@ -170,14 +171,6 @@ class BudgetResult:
     months: float | None = None     # the horizon
     # With TCO tiers (money/tco.py): each platform's fleet at each tier's rate beside list on-demand.
     tco: pd.DataFrame | None = None
-
-
-
-
-
-
-
-
 
 
 def point_output_share(df: pd.DataFrame) -> pd.Series:
@@ -208,25 +201,6 @@ def _misses(row, slo: Slo) -> str:
     if slo.tpot_p99_s is not None and not row["tpot_p99_s"] <= slo.tpot_p99_s:
         parts.append(f"TPOT p99 {row['tpot_p99_s'] * 1e3:.1f} ms > {slo.tpot_p99_s * 1e3:.1f} ms")
     return "; ".join(parts) or "no valid measured point"
-
-
-def parse_platform(text: str) -> dict[str, str]:
-    """'cloud/region/instance_type', 'cloud/instance_type' or 'instance_type' -> filter fields."""
-    parts = [p.strip() for p in text.split("/") if p.strip()]
-    if len(parts) == 3:
-        return {"cloud": parts[0].lower(), "region": parts[1], "instance_type": parts[2]}
-    if len(parts) == 2:
-        return {"cloud": parts[0].lower(), "instance_type": parts[1]}
-    if len(parts) == 1:
-        return {"instance_type": parts[0]}
-    raise UserError(f"'{text}' is not cloud/region/instance_type", field="--current")
-
-
-def _match_platform(options: pd.DataFrame, spec: dict[str, str]) -> pd.Series:
-    mask = pd.Series(True, index=options.index)
-    for key, value in spec.items():
-        mask &= options[key].astype(str).str.lower() == value.lower()
-    return mask
 
 
 def check_token_inputs(*, tokens_per_day, output_share, peak_factor=1.0, slo_ttft_s=None, slo_tpot_s=None,
@@ -269,7 +243,7 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     `split` sizes on the traffic's input/output mix instead of blended tokens (module docstring);
     `include_flagged` lets flagged prices compete (cost.choose_prices). `power` adds each option's
     monthly energy, carbon and energy cost (`_with_energy`), in the monthly cost for owned capacity.
-    `months` (a horizon) adds how to buy per platform (`_purchase_mixes`, money/buying.py) for a day
+    `months` (a horizon) adds how to buy per platform (`purchase_mixes`, budget/buying.py) for a day
     with `peak_hours` hours at the peak; `tco_tiers` (money/tco.load_tco) prices each platform's
     fleet at each tier beside list on-demand (`tco.tier_costs`).
     """
@@ -316,13 +290,13 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     infeasible = _closest_points(candidates, meets, slo)
 
     if current:
-        options, note = _compare_with_current(options, current)
+        options, note = compare_with_current(options, current)
         if note:
             notes.append(note)
     mixes = commitments = tiers = None
     if profile is not None:
-        mixes, commitments, mix_notes = _purchase_mixes(options, prices, profile, months, power,
-                                                        spot_lost_hours, spot_preemption_rate, current)
+        mixes, commitments, mix_notes = purchase_mixes(options, prices, profile, months, power,
+                                                       spot_lost_hours, spot_preemption_rate, current)
         notes += mix_notes
     if tco_tiers is not None:
         tiers, tco_notes = tco.tier_costs(options, tco_tiers, power)
@@ -363,12 +337,6 @@ def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -
         note += (f"; {candidates.loc[unsplit, 'file'].nunique()} server point(s) without an input/output split "
                  "left out (blended only: their split_note says why; drop --split to size on blended tokens)")
     return candidates, note
-
-
-
-
-
-
 
 
 def _size_fleet(best: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
@@ -412,50 +380,6 @@ def _closest_points(candidates: pd.DataFrame, meets: pd.DataFrame, slo: Slo) -> 
     return pd.DataFrame(rows, columns=columns)
 
 
-def _compare_with_current(options: pd.DataFrame, current: str) -> tuple[pd.DataFrame, str | None]:
-    spec = parse_platform(current)
-    mask = _match_platform(options, spec)
-    if not mask.any():
-        return options.assign(saving_vs_current_usd_per_month=math.nan, saving_vs_current_pct=math.nan,
-                              vs_current="unknown"), (
-            f"current platform '{current}' has no option meeting the SLOs (or no price): no savings computed")
-    matched = options[mask]
-    where = matched[["cloud", "region", "instance_type"]].drop_duplicates()
-    if len(where) > 1:
-        choices = ", ".join("/".join(r) for r in where.astype(str).itertuples(index=False))
-        raise UserError(f"'{current}' matches several platforms: {choices}", field="--current")
-    reference = matched.drop_duplicates(["workload", "scale", "plan"]).set_index(["workload", "scale", "plan"])
-    keys = list(zip(options["workload"], options["scale"], options["plan"]))
-    ref_cost = np.array([reference["monthly_usd"].get(k, math.nan) for k in keys], dtype=float)
-    ref_low = np.array([reference["monthly_usd_ci95_low"].get(k, math.nan) for k in keys], dtype=float)
-    ref_high = np.array([reference["monthly_usd_ci95_high"].get(k, math.nan) for k in keys], dtype=float)
-    out = options.copy()
-    out["current_monthly_usd"] = ref_cost
-    out["saving_vs_current_usd_per_month"] = ref_cost - out["monthly_usd"]
-    out["saving_vs_current_pct"] = out["saving_vs_current_usd_per_month"] / ref_cost * 100
-    out["vs_current"] = [
-        cost.compare_costs(a, (ah - al) / 2, b, (bh - bl) / 2) if math.isfinite(b) else "unknown"
-        for a, al, ah, b, bl, bh in zip(out["monthly_usd"], out["monthly_usd_ci95_low"],
-                                         out["monthly_usd_ci95_high"], ref_cost, ref_low, ref_high)
-    ]
-    out["is_current"] = mask.values
-    return out, None
-
-
-# ----------------------------------------------------------------------------- how to buy
-
-MIX_COLUMNS = [
-    "rank", "workload", "scale", "priced_accelerator", "cloud", "region", "instance_type", "chips_per_instance",
-    "months", "base_tokens_per_s", "peak_tokens_per_s", "peak_hours", "peak_utilisation",
-    "base_instances", "peak_instances", "base_plan", "base_usd", "peak_plan", "peak_usd",
-    "horizon_usd", "monthly_usd", "monthly_usd_ci95_low", "monthly_usd_ci95_high",
-    "on_demand_monthly_usd", "saving_vs_on_demand_usd_per_month", "energy_in_monthly_usd",
-    "tokens_per_s_per_chip", "tokens_per_s_per_chip_ci95_low", "tokens_per_s_per_chip_ci95_high", "chips", "file",
-]
-COMMITMENT_COLUMNS = ["workload", "scale", "cloud", "region", "instance_type", "plan", "usd_per_instance_hour",
-                      "term_months", "horizon_usd_per_instance", "break_even_utilisation", "bought_for"]
-
-
 def _with_platform_columns(options: pd.DataFrame, mixes: pd.DataFrame | None,
                            tiers: pd.DataFrame | None) -> pd.DataFrame:
     """The per-platform mix (`buy_*`) and tier costs (`tco_<tier>_monthly_usd`) on every option row
@@ -480,145 +404,11 @@ def _with_platform_columns(options: pd.DataFrame, mixes: pd.DataFrame | None,
     return out.drop(columns="_platform")
 
 
-def _offers(group: pd.DataFrame, prices: pd.DataFrame) -> list[buying.Offer]:
-    """One platform's plans as offers, with the term and preemption rate its price rows carry."""
-    extra = [c for c in ("term_months", "preemption_rate_per_h") if c in prices]
-    rows = group.merge(prices[["cloud", "region", "instance_type", "plan"] + extra].drop_duplicates(
-        ["cloud", "region", "instance_type", "plan"]), on=["cloud", "region", "instance_type", "plan"], how="left")
-    offers = []
-    for _, r in rows.iterrows():
-        term = r.get("term_months")
-        rate = r.get("preemption_rate_per_h")
-        offer = buying.Offer.of_plan(str(r["plan"]), float(r["usd_per_instance_hour"]),
-                                     term_months=float(term) if pd.notna(term) else None,
-                                     preemption_rate_per_h=float(rate) if pd.notna(rate) else None)
-        if offer is not None and math.isfinite(offer.usd_per_hour):
-            offers.append(offer)
-    # The vocabulary's order (on-demand, spot, 1y, 3y, ...): ties and tables read the same every time.
-    order = {name: i for i, name in enumerate(plan_vocab.PLAN_NAMES)}
-    return sorted(offers, key=lambda o: (order.get(plan_vocab.base_plan_name(o.plan), len(order)), o.plan))
-
-
-def _fleet_instances(rate_per_chip: float, tokens_per_s: float, chips: float, per_instance: float) -> float:
-    """Whole instances serving `tokens_per_s`, as `_size_fleet` sizes them; inf when the rate is 0 (a
-    throughput CI reaching zero: the fleet is unbounded, as its cost is in the options table)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        replicas = ceil_whole(np.divide(tokens_per_s, rate_per_chip * chips))
-    return float(instances_needed(replicas, chips, per_instance))
-
-
-def _purchase_mixes(options: pd.DataFrame, prices: pd.DataFrame, profile: buying.LoadProfile, months: float,
-                    power: Power, lost_hours: float, spot_rate: float | None,
-                    current: str | None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """Per workload, scale and platform: the cheapest mix of plans over `months` (money/buying.py) for
-    the fleet sized at the base and at the peak with the platform's chosen point, its CI from the
-    point's throughput CI; and each commitment's break-even utilisation against on-demand."""
-    notes: list[str] = []
-    rows, commits = [], []
-    unrated_spot = 0
-    keys = ["workload", "scale"] + PLATFORM_COLUMNS[2:]
-    for key, group in options.groupby(keys, sort=False, dropna=False):
-        point = group.sort_values("tokens_per_s_per_chip", ascending=False, kind="stable").iloc[0]
-        offers = _offers(group, prices)
-        unrated_spot += any(o.interruptible and o.preemption_rate_per_h is None for o in offers) and spot_rate is None
-        chips, per_instance = float(point["chips"]), float(point["chips_per_instance"])
-        mixes = {}
-        # The low cost comes from the high throughput bound, and vice versa.
-        for bound, rate_col in (("", "tokens_per_s_per_chip"), ("_ci95_low", "tokens_per_s_per_chip_ci95_high"),
-                                ("_ci95_high", "tokens_per_s_per_chip_ci95_low")):
-            rate = float(point[rate_col])
-            base_n = _fleet_instances(rate, profile.base_tokens_per_s, chips, per_instance)
-            peak_n = _fleet_instances(rate, profile.peak_tokens_per_s, chips, per_instance)
-            mixes[bound] = (buying.choose_mix(offers, base_n, peak_n, profile.peak_utilisation, months,
-                                              lost_hours=lost_hours, default_preemption_rate=spot_rate)
-                            if math.isfinite(base_n) and math.isfinite(peak_n) else None, base_n, peak_n)
-        mix, base_n, peak_n = mixes[""]
-        if mix is None:
-            continue
-        if mix.base.plan is None and base_n > 0:
-            notes.append(f"{point['instance_type']} ({point['region']}) has no plan for the base load (spot, its "
-                         "only price, is never bought for the base): its mix has no cost")
-        energy = float(point["monthly_energy_usd"]) if power.owned else 0.0
-        on_demand = next((o for o in offers if o.plan == "on_demand"), None)
-        od_monthly = peak_n * on_demand.usd_per_hour * HOURS_PER_MONTH if on_demand else math.nan
-        # A bound without a mix: unbounded (inf) where its fleet is, unknown (NaN) where its rate is.
-        monthly = {b: (m.monthly_usd if m is not None else math.inf if math.inf in (bn, pn) else math.nan) + energy
-                   for b, (m, bn, pn) in mixes.items()}
-        rows.append({**dict(zip(keys, key)), "months": months,
-                     "base_tokens_per_s": profile.base_tokens_per_s, "peak_tokens_per_s": profile.peak_tokens_per_s,
-                     "peak_hours": profile.peak_hours, "peak_utilisation": profile.peak_utilisation,
-                     "base_instances": int(base_n), "peak_instances": int(peak_n),
-                     "base_plan": mix.base.plan, "base_usd": mix.base.usd, "peak_plan": mix.peak.plan,
-                     "peak_usd": mix.peak.usd, "horizon_usd": mix.usd + energy * months,
-                     "monthly_usd": monthly[""], "monthly_usd_ci95_low": monthly["_ci95_low"],
-                     "monthly_usd_ci95_high": monthly["_ci95_high"], "on_demand_monthly_usd": od_monthly + energy,
-                     "saving_vs_on_demand_usd_per_month": od_monthly + energy - monthly[""],
-                     "energy_in_monthly_usd": power.owned,
-                     **{c: point[c] for c in ("tokens_per_s_per_chip", "tokens_per_s_per_chip_ci95_low",
-                                              "tokens_per_s_per_chip_ci95_high", "chips", "file")}})
-        for offer in offers:
-            if offer.committed:
-                used = [layer for layer, choice in (("base", mix.base), ("peak", mix.peak))
-                        if choice.plan == offer.plan]
-                commits.append({"workload": key[0], "scale": key[1], "cloud": point["cloud"],
-                                "region": point["region"], "instance_type": point["instance_type"],
-                                "plan": offer.plan, "usd_per_instance_hour": offer.usd_per_hour,
-                                "term_months": offer.term_months,
-                                "horizon_usd_per_instance": buying.committed_usd_per_instance(offer, months),
-                                "break_even_utilisation": buying.break_even_utilisation(
-                                    offer, on_demand.usd_per_hour if on_demand else math.nan, months),
-                                "bought_for": "+".join(used)})
-                if offer.term_months and offer.term_months > months:
-                    notes.append(f"{offer.plan} on {point['instance_type']} runs {offer.term_months:g} months, "
-                                 f"past the {months:g}-month horizon: its whole term is costed")
-    table = pd.DataFrame(rows, columns=[c for c in MIX_COLUMNS if c != "rank"])
-    table = table.sort_values(["workload", "scale", "monthly_usd"], kind="stable")
-    table.insert(0, "rank", table.groupby(["workload", "scale"], dropna=False).cumcount() + 1)
-    if unrated_spot:
-        notes.append(f"spot left out of {unrated_spot} platform(s)' mix: no preemption rate in the price table "
-                     "(--spot-preemption-rate prices its risk)")
-    notes = list(dict.fromkeys(notes))
-    if current and len(table):
-        table, note = _mix_vs_current(table, current)
-        if note:
-            notes.append(note)
-    return table.reset_index(drop=True), pd.DataFrame(commits, columns=COMMITMENT_COLUMNS), notes
-
-
-def _mix_vs_current(table: pd.DataFrame, current: str) -> tuple[pd.DataFrame, str | None]:
-    """Each mix's monthly saving (positive) against the current platform's own best mix."""
-    mask = _match_platform(table, parse_platform(current))
-    if not mask.any():
-        return table, f"current platform '{current}' has no buying mix: no savings of the mix computed"
-    def key(row):  # a server's result has no scale: NaN, which never equals itself as a key
-        return row["workload"], "" if pd.isna(row["scale"]) else str(row["scale"])
-
-    reference = {}
-    for _, row in table[mask].iterrows():
-        reference.setdefault(key(row), row)
-    out = table.copy()
-    ref = [reference.get(key(row)) for _, row in out.iterrows()]
-    ref_cost = np.array([r["monthly_usd"] if r is not None else math.nan for r in ref], dtype=float)
-    ref_half = np.array([(r["monthly_usd_ci95_high"] - r["monthly_usd_ci95_low"]) / 2 if r is not None else math.nan
-                         for r in ref], dtype=float)
-    out["current_monthly_usd"] = ref_cost
-    out["saving_vs_current_usd_per_month"] = ref_cost - out["monthly_usd"]
-    out["saving_vs_current_pct"] = out["saving_vs_current_usd_per_month"] / ref_cost * 100
-    out["vs_current"] = [cost.compare_costs(a, (ah - al) / 2, b, bh) if math.isfinite(b) else "unknown"
-                         for a, al, ah, b, bh in zip(out["monthly_usd"], out["monthly_usd_ci95_low"],
-                                                     out["monthly_usd_ci95_high"], ref_cost, ref_half)]
-    out["is_current"] = mask.values
-    return out, None
-
-
-# ----------------------------------------------------------------------------- training budget
-
-
 # ----------------------------------------------------------------------------- tpubench budget
 
 def plan_tokens(results: pd.DataFrame, prices: pd.DataFrame, tokens_per_day: float, options: BudgetOptions,
                 unit=None, today: date | None = None) -> BudgetResult:
-    """`plan_budget` on the options of `tpubench budget` (money/budget_request.py)."""
+    """`plan_budget` on the options of `tpubench budget` (budget/request.py)."""
     return plan_budget(results, prices, tokens_per_day=tokens_per_day, output_share=options.output_share,
                        peak_factor=options.peak_factor, slo_ttft_s=options.ms_to_s(options.slo_ttft_ms),
                        slo_tpot_s=options.ms_to_s(options.slo_tpot_ms), plans=options.plans, current=options.current,
@@ -629,17 +419,13 @@ def plan_tokens(results: pd.DataFrame, prices: pd.DataFrame, tokens_per_day: flo
                        tco_tiers=None if options.tco is None else tco.load_tco(options.tco))
 
 
-def _check_tokens(tokens_per_day: float, options: BudgetOptions) -> None:
+def check_tokens(tokens_per_day: float, options: BudgetOptions, unit=None) -> None:
     check_token_inputs(tokens_per_day=tokens_per_day, output_share=options.output_share,
                        peak_factor=options.peak_factor, slo_ttft_s=options.ms_to_s(options.slo_ttft_ms),
                        slo_tpot_s=options.ms_to_s(options.slo_tpot_ms), months=options.months,
                        peak_hours=options.peak_hours, spot_lost_hours=options.spot_lost_hours,
                        spot_preemption_rate=options.spot_preemption_rate)
+    options.power()
 
 
-# The token unit's planner (scenarios' OutputUnit.budget_planner names it).
-TOKENS = BudgetPlanner(
-    volume_words="tokens per day", amount_words="tokens", most=MAX_TOKENS_PER_DAY, plan=plan_tokens,
-    flag="--tokens-per-day", check=_check_tokens,
-    reads=("--output-share", "--peak-factor", "--slo-ttft-ms", "--slo-tpot-ms", "--current", "--split", "--months",
-           "--peak-hours", "--spot-lost-hours", "--spot-preemption-rate", "--tco") + POWER_FLAGS)
+SIZING = Sizing(plan=plan_tokens, check=check_tokens)

@@ -1,11 +1,12 @@
-"""The markdown of a per-day budget of any unit (money/unit_budget.py, `tpubench budget --volume
-UNIT=AMOUNT`): per platform and plan the fleet, its monthly cost with CI, and the point it is sized
-on, in the unit's own words (report/budgets.py)."""
+"""The markdown of a per-day budget of any unit (budget/per_day.py, `tpubench budget audio-seconds` for
+a unit "audio seconds"): per platform and plan the fleet, its monthly cost with CI, and the point it
+is sized on, in the unit's own words."""
 
 from __future__ import annotations
 
+from tpubench.budget.render.footer import budget_footer
 from tpubench.output.report import format as f
-from tpubench.output.report.markdown import budget_footer, table
+from tpubench.output.report.markdown_parts import table
 from tpubench.scenarios.registry import row_label
 
 
@@ -14,7 +15,7 @@ def unit_budget_markdown(result, max_rows: int = 50) -> str:
     out = [f"# tpubench budget: {unit.plural}", "",
            f"Traffic: {result.per_day:,.0f} {unit.plural}/day, peak ×{result.peak_factor:g} → "
            f"{result.peak_per_s:,.3g} {unit.plural}/s at peak. Month = 730 h. Per platform and plan, the valid "
-           f"point with the most {unit.plural}/s per chip (see tpubench.money.unit_budget).", ""]
+           f"point with the most {unit.plural}/s per chip (see tpubench.budget.per_day).", ""]
     notes = result.notes + f.flagged_price_notes(result.options)
     out += [f"- {n}" for n in notes] + ([""] if notes else [])
     options = result.options

@@ -1,16 +1,17 @@
 """A fleet for any unit of output made at a steady rate (docs/commands.md#budget-per-unit): the
-planner of every unit without one of its own (budget_request.GENERIC_PLANNER), so a new unit is
-budgeted with no code of its own, and the steps money/image_budget.py builds on.
+planner of every unit without one of its own (budget/planners.py GENERIC_PLANNER: `tpubench budget
+audio-seconds --audio-seconds-per-day N` for a unit "audio seconds"), so a new unit is budgeted
+with no code of its own, and the steps budget/images.py builds on.
 
 Traffic is `per_day` units a day with a peak-to-average factor: R = per_day * peak_factor / 86400
 units/s at the peak. A priced row of the unit spends c chip-seconds per unit on its headline figure
 (the unit's `headline` cost column, as chip-seconds: e.g. `image_chip_s_per_image`), so it makes
 1 / c units/s per chip (`{unit.throughput}_per_chip`, CI: the low rate from the high c). Per priced
 platform and plan the valid point with the most units/s per chip is chosen (ties: the cheaper
-headline cost) and its fleet sized as money/fleet.py says; monthly energy is the units' chip-seconds
+headline cost) and its fleet sized as budget/fleet.py says; monthly energy is the units' chip-seconds
 at the point's busy power (the unit's joules per unit over its chip-seconds per unit) plus the idle
 floor of the rented chips. No latency limit: a unit that needs one writes its own planner on these
-steps (money/image_budget.py).
+steps (budget/images.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ from datetime import date
 import numpy as np
 import pandas as pd
 
-from tpubench.money import cost
-from tpubench.money.budget_request import POWER_FLAGS, BudgetOptions, BudgetPlanner, Power
-from tpubench.money.fleet import (
+from tpubench.budget.fleet import (
     BOUND_FROM_RATE,
     DAYS_PER_MONTH,
     PLATFORM_COLUMNS,
@@ -39,6 +38,8 @@ from tpubench.money.fleet import (
     within_tpu_slices,
     without_huge_fleets,
 )
+from tpubench.budget.request import PER_DAY_FLAG, BudgetOptions, Power, Sizing, check_number, unit_flag
+from tpubench.money import cost
 from tpubench.records.columns import numeric_column
 
 MAX_UNITS_PER_DAY = 1e16   # as for tokens: far above any fleet, every count an exact integer
@@ -131,8 +132,7 @@ class UnitBudget:
 def plan_per_day(results: pd.DataFrame, prices: pd.DataFrame, per_day: float, options: BudgetOptions, unit,
                  today: date | None = None) -> UnitBudget:
     """Size a fleet on every priced platform and plan for `per_day` units of `unit` (module docstring)."""
-    PER_DAY.check_amount(per_day, f"--volume {unit.key}", unit)
-    check_peak_factor(options.peak_factor)
+    check_per_day(per_day, options, unit)
     power = options.power()
     priced, unpriced, notes = priced_rows(results, prices, options, today, power.grid_gco2_per_kwh)
     candidates = with_unit_rate(unit_candidates(priced, unit, notes), unit)
@@ -140,7 +140,7 @@ def plan_per_day(results: pd.DataFrame, prices: pd.DataFrame, per_day: float, op
     notes += [note] if note else []
     peak = per_day * options.peak_factor / SECONDS_PER_DAY
     best, note = without_huge_fleets(best_per_platform(candidates, unit), rate_column(unit), peak,
-                                     f"--volume {unit.key}", unit.plural)
+                                     unit_flag(PER_DAY_FLAG, unit), unit.plural)
     notes += [note] if note else []
     fleet = fleet_per_day(best, unit, per_day, peak, power).assign(**{"per_day": float(per_day)})
     notes += energy_notes(fleet, power)
@@ -149,10 +149,11 @@ def plan_per_day(results: pd.DataFrame, prices: pd.DataFrame, per_day: float, op
                       options=fleet.reset_index(drop=True), unpriced=unpriced, notes=notes)
 
 
-def _check(per_day: float, options: BudgetOptions) -> None:
+def check_per_day(per_day: float, options: BudgetOptions, unit) -> None:
+    check_number(per_day, unit_flag(PER_DAY_FLAG, unit), f"must be a positive number of {unit.plural}",
+                 high=MAX_UNITS_PER_DAY)
     check_peak_factor(options.peak_factor)
+    options.power()
 
 
-# Any unit's planner: it is sized on `--volume UNIT=AMOUNT` (units a day).
-PER_DAY = BudgetPlanner(volume_words="{plural} per day", amount_words="{plural}", most=MAX_UNITS_PER_DAY,
-                        plan=plan_per_day, check=_check, reads=("--peak-factor",) + POWER_FLAGS)
+SIZING = Sizing(plan=plan_per_day, check=check_per_day)
