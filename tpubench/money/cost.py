@@ -59,7 +59,7 @@ from tpubench.measure.per_token import SECONDS_PER_HOUR
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
 from tpubench.money import accelerator_map, pricing, token_costs
 from tpubench.money.energy import energy_columns, energy_figures
-from tpubench.money.priced_rows import PricedRows
+from tpubench.money.priced_rows import PRICE_NOTES, PricedRows
 from tpubench.records.columns import numeric_column
 from tpubench.scenarios import registry
 from tpubench.scenarios.output_units import CI_BOUNDS
@@ -201,11 +201,6 @@ def unit_rows(df: pd.DataFrame, unit) -> pd.Series:
     return unit_keys(df).eq(unit.key) if len(df) else pd.Series(False, index=df.index, dtype=bool)
 
 
-def rows_of(df: pd.DataFrame, unit) -> pd.DataFrame:
-    """The rows of `df` in `unit`."""
-    return df[unit_rows(df, unit)] if len(df) else df
-
-
 def priced_from_chip_seconds(chip_s, usd_per_chip_s, scale: float):
     """USD per `scale` units at `chip_s` chip-seconds each ($/Mtok: scale 1e6; $/1k images: 1e3)."""
     return np.multiply(chip_s, usd_per_chip_s) * scale
@@ -267,9 +262,6 @@ def _unpriced_reason(raw, device, canonical, all_accelerators, notes: dict[str, 
     if canonical in notes:
         return f"{canonical}: {notes[canonical]}"
     return f"no price row for {canonical}; add one in a price file (see pricing/README.md)"
-
-
-PRICE_NOTES = "price_notes"
 
 
 def choose_prices(prices: pd.DataFrame, plans=None, cloud=None, region=None, instance=None,

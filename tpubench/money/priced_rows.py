@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+# Where a priced frame (cost.price_results) keeps which flagged prices were set aside.
+PRICE_NOTES = "price_notes"
+
 
 @dataclass
 class PricedRows:
@@ -64,7 +67,7 @@ class PricedRows:
         frame = frame.reset_index(drop=True)
         at = np.arange(len(frame))
         return cls(frame, pd.DataFrame(index=at), at, at, pd.DataFrame(index=at), list(frame.columns),
-                   list(frame.attrs.get("price_notes", [])), frame)
+                   list(frame.attrs.get(PRICE_NOTES, [])), frame)
 
     def _holder(self, name: str) -> tuple[pd.DataFrame | None, np.ndarray | None]:
         if name in self.figures:
