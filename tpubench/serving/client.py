@@ -14,13 +14,26 @@ process), read where the event loop meets the socket, not where the request's ta
   head and once when the reply is over, not for every read, and the client's own work on other
   streams is not counted in a TTFT or an ITL; every SSE event completed by one read shares that
   read's arrival time, which is when the client could have shown it;
-- a request's send time is when its bytes are written to the connection (_TimedRequest; the
-  headers go out with the body in one write), not when it was handed to aiohttp: the request's
-  preparation and a wait for the loop to run aiohttp's write are the client's own lateness
-  (`queue_s`), not the server's TTFT. A request that never reaches a write (cannot connect), a
-  redirected one, and any aiohttp without these hooks keep the time it was handed to aiohttp (and
-  a session without _TimedProtocol has its bodies read by the task, stamped when it runs: _pull).
+- a request's send time is when its bytes are handed to the socket (_stamp_send, on aiohttp's
+  public request trace; the headers go out with the body in one write), not when it was handed to
+  aiohttp: the request's preparation and a wait for the loop to run aiohttp's write are the
+  client's own lateness (`queue_s`), not the server's TTFT. A request that never reaches a write
+  (cannot connect), a redirected one, and a session not opened here keep the time it was handed
+  to aiohttp (and a session without _TimedProtocol has its bodies read by the task, stamped when
+  it runs: _pull).
 A record stores them relative to an origin the caller gives (the start of the measured window).
+
+aiohttp has no public hook for the first two, so they rest on its internals, and pyproject pins
+the range they are tested on (aiohttp>=3.12,<3.15: 3.12.0, 3.12.15, 3.13.5, 3.14.0 and 3.14.5):
+the connection protocol (_TimedProtocol subclasses aiohttp.client_proto.ResponseHandler and
+replaces the connector's `_factory`), the reply's payload (_follow swaps the class of its live
+StreamReader for _FedPayload, which overrides feed_data/feed_eof/set_exception) and, for a reply
+that came whole in one read and whose connection is already back in the pool, the payload's
+`_protocol`. The send stamp is public (TraceConfig.on_request_chunk_sent); before 3.12 aiohttp
+wrote the headers on their own ahead of the body, so that stamp came after the server had the
+request. tests/test_serving_client.py (test_the_timing_hooks_are_engaged_on_this_aiohttp) fails
+on an aiohttp where a hook does not engage; a new minor joins the range once the client's tests
+(tests/test_serving_client*.py, tests/test_hostile_server.py) pass on it.
 
 What counts:
 - a token-bearing chunk is an SSE event whose first choice carries non-empty text (`text` for
@@ -412,11 +425,9 @@ else:                                # pragma: no cover - Python 3.10
 
 class _TimedProtocol(ResponseHandler):
     """aiohttp's client protocol, noting when the loop last read bytes from its socket
-    (`data_t`) and when a request was last written to it (`sent_t`, by _TimedRequest); while a
-    reply is followed (_follow), its body's reader."""
+    (`data_t`); while a reply is followed (_follow), its body's reader."""
 
     data_t = math.nan
-    sent_t = math.nan
     body_reader: _BodyReader | None = None     # the reply being read on this connection (_follow)
 
     def data_received(self, data: bytes) -> None:
@@ -431,15 +442,29 @@ class _TimedProtocol(ResponseHandler):
             reader.on_error(aiohttp.ServerDisconnectedError())    # neither: nothing more can come
 
 
-class _TimedRequest(aiohttp.ClientRequest):
-    """aiohttp's request, noting on its connection's protocol when its body (with the headers,
-    which aiohttp holds back to send with it) is written."""
+class _Sent:
+    """When a request's bytes were written (`t`): the trace context of one request (_exchange)."""
 
-    async def write_bytes(self, writer, conn, *args, **kwargs):
-        protocol = conn.protocol
-        if isinstance(protocol, _TimedProtocol):
-            protocol.sent_t = _now()
-        return await super().write_bytes(writer, conn, *args, **kwargs)
+    __slots__ = ("t",)
+
+    def __init__(self) -> None:
+        self.t = math.nan
+
+
+async def _stamp_send(session, context, params) -> None:
+    """aiohttp's public request trace (TraceConfig.on_request_chunk_sent), called as the request's
+    bytes are handed to the transport: the headers go out with the body in one write, so its
+    first call is when the request was sent."""
+    sent = context.trace_request_ctx
+    if isinstance(sent, _Sent) and sent.t != sent.t:     # nan: the first write, not a redirect's
+        sent.t = _now()
+
+
+def _send_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_stamp_send)
+    trace.freeze()
+    return trace
 
 
 def _time_connections(connector: aiohttp.TCPConnector) -> None:
@@ -458,7 +483,7 @@ def open_session(max_connections: int = 0) -> aiohttp.ClientSession:
     _time_connections(connector)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
                                  read_bufsize=READ_BUFFER_BYTES, cookie_jar=aiohttp.DummyCookieJar(),
-                                 request_class=_TimedRequest)
+                                 trace_configs=[_send_trace()])
 
 
 class StreamingClient:
@@ -550,18 +575,22 @@ class StreamingClient:
 
     async def _exchange(self, rec: RequestRecord, body: bytes, origin: float, stream: _Stream) -> None:
         handed = rec.sent_s + origin
-        async with self.session.post(self._url, data=body, headers=self._headers) as resp:
+        sent = _Sent()
+        async with self.session.post(self._url, data=body, headers=self._headers, trace_request_ctx=sent) as resp:
             rec.status = resp.status
+            content = resp.content
             connection = resp.connection
-            protocol = connection.protocol if connection is not None else None
+            # A reply that came whole with its head (in one read) has had its connection put back
+            # in the pool already; its payload still knows the protocol that read it, whose last
+            # read is this reply's (the task runs before the loop reads its socket again).
+            protocol = connection.protocol if connection is not None else getattr(content, "_protocol", None)
             if not isinstance(protocol, _TimedProtocol):
                 protocol = None
             if resp.history:     # followed a redirect: say where the request was served
                 rec.served_url = safe_text(str(resp.url))
-            elif protocol is not None and handed <= protocol.sent_t <= _now():
-                rec.sent_s = protocol.sent_t - origin      # written to the socket (module docstring)
+            elif handed <= sent.t <= _now():
+                rec.sent_s = sent.t - origin      # written to the socket (module docstring)
                 rec.queue_s = rec.sent_s - rec.scheduled_s
-            content = resp.content
             if resp.status != 200:
                 rec.error = f"HTTP {resp.status}: {first_line(await _read_up_to(content))}"
                 return
