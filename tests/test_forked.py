@@ -41,6 +41,22 @@ def test_one_worker_or_few_items_work_here(monkeypatch):
 
 
 @linux_only
+def test_no_workers_are_forked_while_another_thread_runs(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    assert forked.workers_for(100, 10) == 2
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert forked.workers_for(100, 10) == 0
+    finally:
+        stop.set()
+        other.join()
+
+
+@linux_only
 def test_a_worker_error_reaches_the_caller_and_the_pool_is_gone():
     def fails(x):
         if x == 5:
