@@ -1,4 +1,5 @@
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -52,3 +53,18 @@ def pytest_ignore_collect(collection_path, config):
     if (config.getoption("markexpr") or "").replace(" ", "") != 'notslow':
         return None
     return True if WHOLLY_SLOW in collection_path.read_text(encoding="utf-8") else None
+
+
+# Test modules are kept as bytecode even where PYTHONDONTWRITEBYTECODE is set: pytest rewrites every
+# assert of a test module on import, about 7 s of each xdist worker's start-up for this suite, and
+# reads a rewritten module back from tests/__pycache__ (git-ignored) when one is there. Only while
+# the test modules are collected; the setting is the user's again for the tests themselves.
+_NO_BYTECODE = sys.dont_write_bytecode
+
+
+def pytest_collection(session):
+    sys.dont_write_bytecode = False
+
+
+def pytest_collection_finish(session):
+    sys.dont_write_bytecode = _NO_BYTECODE
