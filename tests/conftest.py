@@ -8,6 +8,11 @@ import pytest
 # Deterministic and quiet: one thread, no tokenizers parallelism, no Hub access.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One OpenBLAS thread (numpy's BLAS; set before numpy loads, which is why pyproject's addopts turns
+# off jaxtyping's pytest plugin, the one plugin that imported numpy first). The tests' matrices are
+# small, and on 2 cores two xdist workers' BLAS threads fight each other: the estimate's calibration
+# (a few hundred small solves) took 0.6 to 1.6 s with them and 0.4 s with one. Subprocesses inherit it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # The results and figure caches (output/results_cache.py) in a folder of this test session, never
 # the user's own.
 os.environ.setdefault("TPUBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="tpubench-test-cache-"))
