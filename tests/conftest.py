@@ -1,3 +1,4 @@
+import gc
 import os
 import sys
 import tempfile
@@ -71,5 +72,26 @@ def pytest_collection(session):
     sys.dont_write_bytecode = False
 
 
+# The garbage collector's full collections walk every object the process tracks, and a test process
+# holds pandas, matplotlib and, once a test needs them, torch, JAX and transformers: about 0.3 s a
+# collection, dozens of times a session. Whatever is alive once collection ends (and after a test
+# that imported many modules) is frozen out of those walks (gc.freeze: still freed by reference
+# counting, only no longer searched for cycles).
+_FROZEN_AT_MODULES = [0]
+_REFREEZE_AFTER = 200     # modules imported since the last freeze
+
+
+def _freeze():
+    gc.collect()
+    gc.freeze()
+    _FROZEN_AT_MODULES[0] = len(sys.modules)
+
+
 def pytest_collection_finish(session):
     sys.dont_write_bytecode = _NO_BYTECODE
+    _freeze()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if len(sys.modules) - _FROZEN_AT_MODULES[0] >= _REFREEZE_AFTER:
+        _freeze()
