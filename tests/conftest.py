@@ -26,17 +26,35 @@ def tiny_workload() -> Path:
     return FIXTURES / "tiny_moe.yaml"
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _one_thread():
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+class _TorchOnOneThread:
+    """torch.set_num_threads(1) the moment torch is first imported, instead of importing torch (2 to
+    3 s) in every test process whether or not a test there needs it: a meta path finder that finds
+    torch with the finders after it and runs set_num_threads(1) right after torch's own module code."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                break
+        else:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_on_one_thread(module):
+            exec_module(module)
+            module.set_num_threads(1)
+
+        spec.loader.exec_module = exec_on_one_thread
+        return spec
+
+
+if "torch" in sys.modules:
+    sys.modules["torch"].set_num_threads(1)
+else:
+    sys.meta_path.insert(0, _TorchOnOneThread())
 
 
 @pytest.fixture
