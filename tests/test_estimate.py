@@ -353,6 +353,7 @@ def test_estimates_never_enter_measured_or_published_tables(monkeypatch, capsys,
     assert read_published([tmp_path]).empty
 
 
+@pytest.mark.slow   # the estimate CLI in a fresh Python process
 def test_the_estimate_imports_no_torch_jax_or_transformers():
     import subprocess
     import sys
