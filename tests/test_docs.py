@@ -55,6 +55,7 @@ def _citations() -> list[tuple[Path, str, str | None]]:
             for page, anchor in CITATION.findall(f.read_text(encoding="utf-8"))]
 
 
+@pytest.mark.slow   # `site`: mkdocs build --strict in a subprocess
 @needs_mkdocs
 def test_docs_build_strict(site):
     for page in ("index", "getting-started", "definitions", "chips-prices-pairs", "results",
@@ -63,6 +64,7 @@ def test_docs_build_strict(site):
         assert _built_page(site, page).is_file(), page
 
 
+@pytest.mark.slow   # `site`: mkdocs build --strict in a subprocess
 @needs_mkdocs
 def test_cited_pages_and_anchors_exist(site):
     citations = _citations()

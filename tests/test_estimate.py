@@ -266,6 +266,19 @@ def test_your_measured_generate_result_calibrates_its_family(tmp_path):
     assert obs.points[0].kv_bytes == 4.0 and obs.points[0].weight_bytes == 4.0     # the small scale is float32
 
 
+def test_the_same_rows_are_calibrated_once_and_other_rows_again():
+    from tpubench.estimate.command import calibration
+    from tpubench.output.published.store import shipped_published
+
+    published = shipped_published().iloc[:60]
+    made = calibration(published)
+    assert len(made.obs.y) >= 2 and calibration(published.copy()) is made      # the same rows, another frame
+    changed = published.copy()
+    changed["output_tokens_per_s_per_chip"] *= 2
+    other = calibration(changed)
+    assert other is not made and other.fit.pooled[0] == pytest.approx(made.fit.pooled[0] + math.log(2))
+
+
 def test_pricing_is_the_measured_rows_arithmetic_by_hand():
     from tpubench.estimate.predict import Estimate
     from tpubench.estimate.pricing import priced
@@ -353,6 +366,7 @@ def test_estimates_never_enter_measured_or_published_tables(monkeypatch, capsys,
     assert read_published([tmp_path]).empty
 
 
+@pytest.mark.slow   # the estimate CLI in a fresh Python process
 def test_the_estimate_imports_no_torch_jax_or_transformers():
     import subprocess
     import sys

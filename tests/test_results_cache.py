@@ -271,6 +271,7 @@ def test_changed_matplotlib_settings_change_the_key():
     assert drawing_key(drawing, "svg") == before
 
 
+@pytest.mark.slow   # two fresh Python processes
 def test_drawing_key_is_the_same_in_another_process():
     # Both keys from fresh processes: in this one, another test may have changed rcParams, which
     # rightly changes the key.
@@ -297,6 +298,7 @@ print(json.dumps({"html": hashlib.sha256(html.encode()).hexdigest(), "figures": 
 """
 
 
+@pytest.mark.slow   # two fresh Python processes, each building and drawing a whole HTML report
 def test_a_report_drawn_again_draws_no_figure_and_gives_the_same_html(results, cache):
     def report():
         done = subprocess.run([sys.executable, "-c", _REPORT, str(results)], capture_output=True, text=True,
