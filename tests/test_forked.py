@@ -17,6 +17,13 @@ from tpubench.output.report.figures import encode_drawings, new_figure
 from tpubench.output.report.html_parts import figures_drawn_together, html_figures
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+THREADS_AS_THEY_ARE = forked.other_threads_running
+
+
+@pytest.fixture(autouse=True)
+def _no_other_threads(monkeypatch):
+    """Workers as in a process of one thread, whatever threads earlier tests of this process left."""
+    monkeypatch.setattr(forked, "other_threads_running", lambda: False)
 
 
 def _pid_and_square(x: int) -> tuple[int, int]:
@@ -46,6 +53,7 @@ def test_no_workers_are_forked_while_another_thread_runs(monkeypatch):
 
     monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
     assert forked.workers_for(100, 10) == 2
+    monkeypatch.setattr(forked, "other_threads_running", THREADS_AS_THEY_ARE)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()

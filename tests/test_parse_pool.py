@@ -33,6 +33,12 @@ def files(tmp_path) -> list[str]:
     return paths
 
 
+@pytest.fixture(autouse=True)
+def _no_other_threads(monkeypatch):
+    """Workers as in a process of one thread, whatever threads earlier tests of this process left."""
+    monkeypatch.setattr(forked, "other_threads_running", lambda: False)
+
+
 def _parsed(files, monkeypatch, workers: int):
     monkeypatch.setattr(parse_pool, "PARALLEL_MIN_FILES", 1 if workers else 10**9)
     monkeypatch.setattr(forked, "usable_cpus", lambda: workers)

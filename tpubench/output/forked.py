@@ -33,12 +33,16 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def other_threads_running() -> bool:
+    return threading.active_count() > 1
+
+
 def workers_for(items: int, min_items: int) -> int:
     """How many worker processes share `items` items: 0 (work here) below `min_items`, on one CPU,
     where workers are not forked, or while this process runs other threads (a notebook's kernel):
     a child forked while another thread holds a lock (the allocator's, a logger's) can wait on it
     for ever, which is why Python 3.12 warns of such forks."""
-    if items < max(2, min_items) or not sys.platform.startswith("linux") or threading.active_count() > 1:
+    if items < max(2, min_items) or not sys.platform.startswith("linux") or other_threads_running():
         return 0
     workers = min(usable_cpus(), MAX_WORKERS, items)
     return workers if workers > 1 else 0
