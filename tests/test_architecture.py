@@ -25,6 +25,7 @@ from pathlib import Path
 import grimp
 import pytest
 import tomllib
+from helpers_source import parsed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -131,7 +132,7 @@ def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
 
     found = []
     for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > limit:

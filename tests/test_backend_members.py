@@ -9,6 +9,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+from helpers_source import parsed
 
 from tpubench.backends import get_backend
 from tpubench.backends.base import Backend
@@ -55,7 +56,7 @@ def backend_uses() -> dict[str, list[str]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         if (PACKAGE / "backends") in path.parents:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Attribute) and _is_backend(node.value):
                 uses.setdefault(node.attr, []).append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     return uses
@@ -74,7 +75,7 @@ def test_no_shared_code_branches_on_a_backend_name():
     for path in sorted(PACKAGE.rglob("*.py")):
         if (PACKAGE / "backends") in path.parents:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Compare) and any(
                     isinstance(side, ast.Attribute) and side.attr == "name" and _is_backend(side.value)
                     for side in [node.left, *node.comparators]):

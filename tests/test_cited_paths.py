@@ -20,6 +20,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
+from helpers_source import parsed
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "tpubench"
@@ -34,7 +35,7 @@ def cited_texts(path: Path):
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
             yield tok.start[0], tok.string
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             doc = ast.get_docstring(node, clean=False)
             if doc:
@@ -54,7 +55,7 @@ def path_exists(cited: str, citing: Path) -> bool:
 
 def _top_level_names(module: Path) -> set[str]:
     names: set[str] = set()
-    for node in ast.parse(module.read_text(encoding="utf-8")).body:
+    for node in parsed(module).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):

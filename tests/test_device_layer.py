@@ -8,6 +8,7 @@ import types
 from pathlib import Path
 
 from fakes import make_point
+from helpers_source import parsed
 
 import tpubench
 from tpubench.backends.torch import TorchDevice, TorchSession
@@ -69,7 +70,7 @@ def test_no_module_imports_another_modules_private_names():
     root = Path(tpubench.__file__).parent
     private = []
     for path in root.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpubench"):
                 private += [f"{path.relative_to(root)}: {node.module}.{a.name}" for a in node.names
                             if a.name.startswith("_") and not a.name.startswith("__")]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers_source import parsed
+
 import tpubench
 from tpubench.scenarios import Scenario
 from tpubench.scenarios.registry import SCENARIOS, describing, pair_label, row_label, schema_of
@@ -34,7 +36,7 @@ def test_every_scenario_has_the_whole_protocol():
 
 def _kind_branches(path: Path) -> list[str]:
     """Comparisons of something named *kind* with a registered kind's name: `x.scenario_kind == "serve"`."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare):
