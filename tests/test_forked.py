@@ -20,6 +20,10 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="wo
 THREADS_AS_THEY_ARE = forked.other_threads_running
 
 
+# A worker process of the suite may have imported JAX for an earlier test, and JAX warns at any fork.
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+
+
 @pytest.fixture(autouse=True)
 def _no_other_threads(monkeypatch):
     """Workers as in a process of one thread, whatever threads earlier tests of this process left."""

@@ -14,7 +14,9 @@ from tpubench.output import forked, parse_pool
 from tpubench.output.frames import flatten, load_results
 from tpubench.output.parse_pool import ParsedRows, parse_files
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only"),
+              # A worker process of the suite may have imported JAX for an earlier test; JAX warns at any fork.
+              pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")]
 
 
 @pytest.fixture

@@ -33,13 +33,19 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+# Frameworks that run threads of their own, native ones threading does not count (JAX warns at a fork).
+_THREADED_FRAMEWORKS = ("jax", "torch", "tensorflow")
+
+
 def other_threads_running() -> bool:
-    return threading.active_count() > 1
+    """Whether this process runs threads besides this one: Python's, or a loaded framework's."""
+    return threading.active_count() > 1 or any(name in sys.modules for name in _THREADED_FRAMEWORKS)
 
 
 def workers_for(items: int, min_items: int) -> int:
     """How many worker processes share `items` items: 0 (work here) below `min_items`, on one CPU,
-    where workers are not forked, or while this process runs other threads (a notebook's kernel):
+    where workers are not forked, or while this process runs other threads (a notebook's kernel, a
+    framework's pools; `tpubench report` imports none):
     a child forked while another thread holds a lock (the allocator's, a logger's) can wait on it
     for ever, which is why Python 3.12 warns of such forks."""
     if items < max(2, min_items) or not sys.platform.startswith("linux") or other_threads_running():
