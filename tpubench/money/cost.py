@@ -284,11 +284,10 @@ def choose_prices(prices: pd.DataFrame, plans=None, cloud=None, region=None, ins
 
 
 def _carried(ok: pd.DataFrame, basis: pd.DataFrame) -> pd.DataFrame:
-    """What of the priced results the join to prices copies to every price row: the columns a
-    priced row keeps (priced_columns), their chip-seconds, and every column that is not text (what
+    """What of the priced results their table keeps (PricedRows.measured): the columns a priced row
+    shows (priced_columns), their chip-seconds, and every column that is not text (what
     cost_figures, energy_figures and the units' hooks read, through numeric_column, which reads a text
-    column as NaN unless it holds numbers, and results' metrics are numbers). Copying the results'
-    other text columns to 66,000 priced rows (10,000 results) was most of a report's pricing time."""
+    column as NaN unless it holds numbers, and results' metrics are numbers)."""
     kept = set(priced_columns()) | set(basis.columns) | {"priced_accelerator"}
     return ok[[c for c in ok.columns if c in kept or not isinstance(ok[c].dtype, pd.StringDtype)]]
 

@@ -5,6 +5,7 @@ the latency limit, with the closest one."""
 from __future__ import annotations
 
 from tpubench.budget.render.footer import budget_footer as footer
+from tpubench.budget.render.footer import budget_notes
 from tpubench.output.report import format as f
 from tpubench.output.report.images import joules_cell, point_label
 from tpubench.output.report.markdown_parts import table
@@ -18,8 +19,7 @@ def image_budget_markdown(result, max_rows: int = 50) -> str:
            f"images/s at peak. Latency limit: {limit} (an image of a call of B images arrives with the whole "
            "call). Month = 730 h. Per platform and plan, the qualifying point with the most images/s "
            "per chip (see tpubench.budget.images).", ""]
-    notes = result.notes + f.flagged_price_notes(result.options)
-    out += [f"- {n}" for n in notes] + ([""] if notes else [])
+    out += budget_notes(result)
     options = result.options
     if len(options):
         energy = bool(options["monthly_kwh"].notna().any())

@@ -4,7 +4,7 @@ is sized on, in the unit's own words."""
 
 from __future__ import annotations
 
-from tpubench.budget.render.footer import budget_footer
+from tpubench.budget.render.footer import budget_footer, budget_notes
 from tpubench.output.report import format as f
 from tpubench.output.report.markdown_parts import table
 from tpubench.scenarios.registry import row_label
@@ -16,8 +16,7 @@ def unit_budget_markdown(result, max_rows: int = 50) -> str:
            f"Traffic: {result.per_day:,.0f} {unit.plural}/day, peak ×{result.peak_factor:g} → "
            f"{result.peak_per_s:,.3g} {unit.plural}/s at peak. Month = 730 h. Per platform and plan, the valid "
            f"point with the most {unit.plural}/s per chip (see tpubench.budget.per_day).", ""]
-    notes = result.notes + f.flagged_price_notes(result.options)
-    out += [f"- {n}" for n in notes] + ([""] if notes else [])
+    out += budget_notes(result)
     options = result.options
     if len(options):
         rate = f"{unit.throughput}_per_chip"

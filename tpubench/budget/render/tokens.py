@@ -4,7 +4,7 @@ and SLOs, the ranked options, how to buy (budget/render/buying.py), and the plat
 from __future__ import annotations
 
 from tpubench.budget.render.buying import buying_markdown, tco_markdown
-from tpubench.budget.render.footer import budget_footer
+from tpubench.budget.render.footer import budget_footer, budget_notes
 from tpubench.budget.tokens import SIZING_SPLIT
 from tpubench.output.report import format as f
 from tpubench.output.report.markdown_parts import table
@@ -30,8 +30,7 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
            f"Traffic: {t.tokens_per_day:,.0f} tokens/day, {t.output_share:.0%} output, peak ×{t.peak_factor:g} "
            f"→ {t.peak_tokens_per_s:,.0f} tokens/s at peak. SLOs: {_slo_text(s)}. Month = 730 h. "
            f"{basis} (see tpubench.budget.tokens).", ""]
-    notes = result.notes + f.flagged_price_notes(result.options)
-    out += [f"- {n}" for n in notes] + ([""] if notes else [])
+    out += budget_notes(result)
     options = result.options
     if len(options):
         compare = "saving_vs_current_usd_per_month" in options

@@ -3,7 +3,7 @@ dollars, hours and what to rent."""
 
 from __future__ import annotations
 
-from tpubench.budget.render.footer import budget_footer
+from tpubench.budget.render.footer import budget_footer, budget_notes
 from tpubench.output.report import format as f
 from tpubench.output.report.markdown_parts import table
 
@@ -14,8 +14,7 @@ def render_training_budget_markdown(result, max_rows: int = 50) -> str:
            f"Token budget: {result.train_tokens:,.0f} training tokens. Per platform and plan, the point with "
            "the most training tokens/s per rented chip; replicas of its world run data-parallel on the "
            "rented slice or instance, billed by the second (see tpubench.budget.training.plan_training).", ""]
-    notes = result.notes + f.flagged_price_notes(result.options)
-    out += [f"- {n}" for n in notes] + ([""] if notes else [])
+    out += budget_notes(result)
     options = result.options
     if len(options):
         headers = ["Workload", "#", "Platform", "Plan", "Dollars", "Hours", "Rent", "Training tok/s/chip",
