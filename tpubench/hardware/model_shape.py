@@ -264,6 +264,15 @@ def _head_dim(config: Mapping[str, Any]) -> int:
     return int(_get(config, "head_dim", config["hidden_size"] // config["num_attention_heads"]))
 
 
+def _gqa_sizes(config: Mapping[str, Any], family: str, *required: str) -> tuple[int, int, int, int, int]:
+    """(hidden size, attention heads, layers, key/value heads, head dim) of a grouped-query attention
+    config, after `_require` of `required` (the keys its family cannot do without)."""
+    _require(config, family, *required)
+    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    return (hidden, n_heads, int(config["num_hidden_layers"]), int(_get(config, "num_key_value_heads", n_heads)),
+            _head_dim(config))
+
+
 def _qwen3_layer_types(config: Mapping[str, Any], sliding_window: int | None) -> list[str]:
     n_layers = int(config["num_hidden_layers"])
     types = config.get("layer_types")
@@ -296,11 +305,8 @@ def _qwen3(family: str, config: Mapping[str, Any]) -> ModelShape:
 
 
 def _qwen3_moe(family: str, config: Mapping[str, Any]) -> ModelShape:
-    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    n_layers = int(config["num_hidden_layers"])
-    n_kv = int(_get(config, "num_key_value_heads", n_heads))
-    head_dim = _head_dim(config)
+    hidden, n_heads, n_layers, n_kv, head_dim = _gqa_sizes(
+        config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     # to_dict() writes num_experts under its attribute_map alias num_local_experts.
     n_experts = int(_get(config, "num_experts", _get(config, "num_local_experts", 128)))
     top_k = int(_get(config, "num_experts_per_tok", 8))
@@ -417,12 +423,8 @@ def _gemma2(family: str, config: Mapping[str, Any]) -> ModelShape:
     window (`sliding_window` tokens: the even layers) and global attention as `layer_types` says. Its
     soft-capping of attention and final logits (a tanh per score) and query_pre_attn_scalar are
     elementwise, left out like the softmax."""
-    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads",
-             "intermediate_size", "vocab_size")
-    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    n_layers = int(config["num_hidden_layers"])
-    n_kv = int(_get(config, "num_key_value_heads", n_heads))
-    head_dim = _head_dim(config)
+    hidden, n_heads, n_layers, n_kv, head_dim = _gqa_sizes(
+        config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
     sliding_window = config.get("sliding_window")
     types = list(config.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention"
                                                for i in range(n_layers)])
@@ -440,11 +442,8 @@ def _gemma2(family: str, config: Mapping[str, Any]) -> ModelShape:
 
 
 def _llama_like(family: str, config: Mapping[str, Any]) -> ModelShape:
-    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    n_layers = int(config["num_hidden_layers"])
-    n_kv = int(_get(config, "num_key_value_heads", n_heads))
-    head_dim = _head_dim(config)
+    hidden, n_heads, n_layers, n_kv, head_dim = _gqa_sizes(
+        config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     inter = int(_get(config, "intermediate_size", 4 * hidden))
     n_experts = int(_get(config, "num_local_experts", _get(config, "num_experts", 0)))
     top_k = int(_get(config, "num_experts_per_tok", 0)) if n_experts else 0
@@ -540,12 +539,8 @@ def _gpt_oss(family: str, config: Mapping[str, Any]) -> ModelShape:
     `layer_types` says, biases on q/k/v/o, on the router and on each expert's projections, and one
     learned sink logit per head (`sinks`: stored and read, no matmul; its softmax term is left out).
     An expert's biases are read with it, so they count in its size (0.03%)."""
-    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-             "intermediate_size")
-    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    n_layers = int(config["num_hidden_layers"])
-    n_kv = int(_get(config, "num_key_value_heads", n_heads))
-    head_dim = _head_dim(config)
+    hidden, n_heads, n_layers, n_kv, head_dim = _gqa_sizes(
+        config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
     inter = int(config["intermediate_size"])
     n_experts = int(_get(config, "num_local_experts", _get(config, "num_experts", 0)))
     top_k = int(_get(config, "num_experts_per_tok", _get(config, "experts_per_token", 0)))
@@ -681,12 +676,8 @@ def _llama4_text(family: str, config: Mapping[str, Any]) -> ModelShape:
     without weights. Three layers in four (the RoPE ones, `no_rope_layers` 1) attend within chunks
     of `attention_chunk_size` tokens: counted as a sliding window of the chunk size, exact up to one
     chunk of context and an upper bound beyond (a chunked query sees 1 to chunk-size tokens)."""
-    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-             "intermediate_size")
-    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    n_layers = int(config["num_hidden_layers"])
-    n_kv = int(_get(config, "num_key_value_heads", n_heads))
-    head_dim = _head_dim(config)
+    hidden, n_heads, n_layers, n_kv, head_dim = _gqa_sizes(
+        config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
     inter, dense_inter = int(config["intermediate_size"]), int(_get(config, "intermediate_size_mlp", 16384))
     n_experts, top_k = int(_get(config, "num_local_experts", 0)), int(_get(config, "num_experts_per_tok", 1))
     step = int(_get(config, "interleave_moe_layer_step", 1))
@@ -723,13 +714,9 @@ def _qwen3_5_moe(family: str, config: Mapping[str, Any]) -> ModelShape:
     (linear_num_value_heads x linear_value_head_dim) projections, two per-head scalars (b, a), a
     depthwise convolution of linear_conv_kernel_dim taps over q, k, v, a gated norm and out_proj.
     The vision tower and the multi-token-prediction layer are left out."""
-    _require(config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-             "linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
-             "linear_value_head_dim")
-    hidden, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    n_layers = int(config["num_hidden_layers"])
-    n_kv = int(_get(config, "num_key_value_heads", n_heads))
-    head_dim = _head_dim(config)
+    hidden, n_heads, n_layers, n_kv, head_dim = _gqa_sizes(
+        config, family, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+        "linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim")
     interval = int(_get(config, "full_attention_interval", 4))
     types = list(config.get("layer_types") or ["full_attention" if (i + 1) % interval == 0
                                                else "linear_attention" for i in range(n_layers)])
