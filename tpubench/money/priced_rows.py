@@ -57,10 +57,6 @@ class PricedRows:
     def __len__(self) -> int:
         return len(self.result_at)
 
-    @property
-    def empty(self) -> bool:
-        return len(self) == 0
-
     @classmethod
     def of_frame(cls, frame: pd.DataFrame) -> PricedRows:
         """A priced frame (price_results') as the three tables: every column its own pair's."""
@@ -82,13 +78,8 @@ class PricedRows:
         """The columns `names` of every pair (or of the pairs at positions `at`, in that order), each
         taken from the table that holds it (dtypes kept), with a RangeIndex."""
         pairs = np.arange(len(self)) if at is None else np.asarray(at, dtype=np.intp)
-        by_table: dict[int, tuple[pd.DataFrame, np.ndarray | None, list[str]]] = {}
-        for name in names:
-            table, rows = self._holder(name)
-            if table is not None:
-                by_table.setdefault(id(table), (table, rows, []))[2].append(name)
         parts = []
-        for table, rows, wanted in by_table.values():
+        for table, rows, wanted in self._tables_of(names):
             picked = pairs if rows is None else rows[pairs]
             parts.append(table[wanted].take(picked).reset_index(drop=True))
         out = pd.concat(parts, axis=1) if parts else pd.DataFrame(index=pd.RangeIndex(len(pairs)))
@@ -123,13 +114,14 @@ class PricedRows:
             group = group * width + (codes if rows is None else codes[rows])
         return group
 
-    def _tables_of(self, keys: list[str]):
+    def _tables_of(self, names: list[str]) -> list[tuple[pd.DataFrame, np.ndarray | None, list[str]]]:
+        """(table, its row per pair or None for `figures`, the names it holds) for the tables holding
+        some of `names`; a name no table holds is in none (None on every pair)."""
         tables: dict[int, tuple[pd.DataFrame, np.ndarray | None, list[str]]] = {}
-        for name in keys:
+        for name in names:
             table, rows = self._holder(name)
-            if table is None:
-                continue        # a key no row has: the same (None) on every pair
-            tables.setdefault(id(table), (table, rows, []))[2].append(name)
+            if table is not None:
+                tables.setdefault(id(table), (table, rows, []))[2].append(name)
         return list(tables.values())
 
     def used_prices(self) -> pd.DataFrame:

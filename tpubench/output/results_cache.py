@@ -32,7 +32,7 @@ from tpubench.records.files import replace_file, result_file_names
 # Fewer files than this parse in well under a second: no cache file is worth writing for them.
 MIN_FILES = 200
 # The modules whose code shapes a row: a cache written by other code is not used.
-_ROW_MODULES = ("output/frames.py", "output/results_cache.py", "output/rows_file.py", "records/result.py",
+_ROW_MODULES = ("output/frames.py", "output/parse_pool.py", "output/results_cache.py", "output/rows_file.py", "records/result.py",
                 "records/sanity.py", "records/energy_verdict.py", "workload_spec/point.py", "version.py")
 
 
