@@ -318,6 +318,34 @@ def test_an_invalid_point_takes_no_part_in_a_probe_fit(prices):
                                          "probe points"}
 
 
+def test_every_shipped_rows_split_is_its_own_groups_fit_whatever_the_row_order():
+    """serve_split writes each group's fit by position: over the ~2,700 published rows shipped
+    (hundreds of groups), shuffled under a non-range index, each row has what probe_split gives its
+    own group of valid points, computed here group by group."""
+    from tpubench.output.published.rows import as_result_rows
+    from tpubench.output.published.store import shipped_published
+    from tpubench.records.columns import numeric_column
+    from tpubench.scenarios.serve.cost import PROBE_GROUP_COLUMNS, probe_split, serve_split
+
+    published = shipped_published()
+    rows = as_result_rows(published, files=published["file"]).sample(frac=1, random_state=3)
+    rows.index = rows.index * 7 + 11
+    split = serve_split(rows)
+    assert split.index.equals(rows.index)
+    server = numeric_column(rows, "blended_s_per_token").notna() & rows["valid"].astype(bool) & rows["status"].eq("ok")
+    keys = [c for c in PROBE_GROUP_COLUMNS if c in rows]
+    groups = list(rows[server].groupby(keys, dropna=False, sort=False))
+    assert len(groups) > 100 and (split.loc[~server, "split_method"].isin(["", "blended only"])).all()
+    for _, group in groups:
+        expected = probe_split(numeric_column(group, "chips"), numeric_column(group, "input_tokens_per_s"),
+                               numeric_column(group, "output_tokens_per_s"))
+        mine = split.loc[group.index]
+        assert (mine["split_method"] == expected.method).all() and (mine["split_note"] == expected.note).all()
+        for kind, value in (("input", expected.input), ("output", expected.output)):
+            column = mine[f"probe_{kind}_chip_s_per_token"]
+            assert (column.isna().all() if pd.isna(value) else (column == value).all())
+
+
 def test_budget_sizes_on_blended_unless_asked_for_the_split(prices):
     results = frame(*[make_serve_result(**p) for p in PROBES])
     # Blended: the input-heavy point serves 11000 tokens / (10 s * 4 chips) = 275 tokens/s/chip at its
