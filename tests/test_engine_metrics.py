@@ -243,6 +243,7 @@ def test_a_head_dim_vllm_cannot_serve_is_refused_before_starting(tmp_path, monke
         with open_server(spec, workload_model=model, workdir=tmp_path):
             pass
     assert err.value.field == "model.config.head_dim"
+    assert not any(tmp_path.iterdir())       # refused before any model was built
 
 
 # ----------------------------------------------------------------------------- served-model check

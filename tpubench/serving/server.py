@@ -144,10 +144,13 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
         check_packages(preset, launch.get("preset"), python)
     # A command that has no {model} serves what it says: nothing is built for it.
     uses_model = any("{model}" in str(a) for a in [*argv_template, *(launch.get("args") or [])])
-    model = _model_to_serve(launch, workload_model, workdir, on_phase) if uses_model else launch.get("model")
     host, port, connect_host = _listen_address(launch)
+    # Before the model is built (minutes for a large config), not after.
+    _refuse_unservable_model(launch, preset, _fill_argv(argv_template, launch, model="build", host=host, port=port,
+                                                        python=python), workload_model)
+    model = _model_to_serve(launch, workload_model, workdir, on_phase) if uses_model else launch.get("model")
     argv = _fill_argv(argv_template, launch, model=model, host=host, port=port, python=python)
-    env, split = _server_environment(launch, preset, argv, connect_host, workload_model)
+    env, split = _server_environment(launch, preset, argv, connect_host)
     base_url = f"http://{_url_host(connect_host)}:{port}"
     ready_path = launch.get("ready_path") or "/v1/models"
     if not ready_path.startswith("/"):
@@ -235,12 +238,10 @@ def _fill_argv(argv_template: list[str], launch: dict, *, model, host: str, port
     return argv
 
 
-def _server_environment(launch: dict, preset, argv: list[str], connect_host: str,
-                        workload_model: dict | None) -> tuple[dict, CpuSplit | None]:
+def _server_environment(launch: dict, preset, argv: list[str], connect_host: str) -> tuple[dict, CpuSplit | None]:
     """(the server process's environment, how the host's CPUs are split between it and tpubench, or
     None). A vLLM preset on a CPU gets its CPU arguments appended to `argv`."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
-           **{str(k): str(v) for k, v in (launch.get("env") or {}).items()}}
+    env = _launch_env(launch)
     if preset is not None and preset.name.startswith("vllm") and connect_host in _LOOPBACK:
         # vLLM serves POST /reset_prefix_cache (a cold cache for every load point) only in dev
         # mode, whose other routes are no one's business on a server only this host can reach.
@@ -253,9 +254,21 @@ def _server_environment(launch: dict, preset, argv: list[str], connect_host: str
         env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     if preset is not None and preset.pin_on_cpu and not launch.get("command") and \
             server_on_cpu(argv, env, preset.name):
-        _check_cpu_head_dim(launch, workload_model)
         argv.extend(vllm_cpu_args(launch.get("args") or [], env))
     return env, split
+
+
+def _launch_env(launch: dict) -> dict:
+    """This process's environment with the launch's own variables over it."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+            **{str(k): str(v) for k, v in (launch.get("env") or {}).items()}}
+
+
+def _refuse_unservable_model(launch: dict, preset, argv: list[str], workload_model: dict | None) -> None:
+    """A model tpubench would build that the stack cannot serve here is refused before it is built."""
+    if preset is not None and preset.pin_on_cpu and not launch.get("command") and \
+            server_on_cpu(argv, _launch_env(launch), preset.name):
+        _check_cpu_head_dim(launch, workload_model)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
