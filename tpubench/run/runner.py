@@ -103,19 +103,21 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
             reporter = SilentReporter()   # rank 0 speaks and writes for the world
 
     scenario = measurement_of(workload.scenario.kind)
-    env, peaks = _environment(be, points)
-    plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), _not_metered_here(workload))
+    ctx = SweepContext(backend=be, source=str(workload_path), peaks={}, reporter=reporter,
+                       collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
+                       profile_dir=Path(out_dir) if profile else None)
+    # Points that cannot run here are known before the host is probed for its peaks (seconds on a
+    # CPU): a sweep none of whose points can run is refused without waiting for the probe.
+    cannot_run, notes = scenario.check(ctx, points)
+    env, ctx.peaks = _environment(be, points)
+    ctx.energy = plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), _not_metered_here(workload))
     try:   # whatever stops the sweep, the energy source (NVML) is closed
-        ctx = SweepContext(backend=be, source=str(workload_path), peaks=peaks, reporter=reporter,
-                           collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
-                           energy=plan, profile_dir=Path(out_dir) if profile else None)
         if energy and plan.source is None:
             reporter.note(f"energy: not measured ({plan.why_not})")
         source = plan.source
         env["energy_source"] = ({"name": source.name, "method": source.method, "detail": source.detail}
                                 if source is not None else {"name": None, "why_not": plan.why_not})
         env_key = environment_key(be.name, be.device, env)
-        cannot_run, notes = scenario.check(ctx, points)
         done = _already_measured(out_dir, env_key, retry_failed) if resume else {}
         # Under a user's torchrun every rank measures, rank 0 writes.
         writes = not user_world or int(os.environ.get("RANK", "0")) == 0
