@@ -106,8 +106,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     ctx = SweepContext(backend=be, source=str(workload_path), peaks={}, reporter=reporter,
                        collective_timeout_s=workload.parallel.collective_timeout_s, user_world=user_world,
                        profile_dir=Path(out_dir) if profile else None)
-    # Points that cannot run here are known before the host is probed for its peaks (seconds on a
-    # CPU): a sweep none of whose points can run is refused without waiting for the probe.
+    # Before the host is probed for its peaks (seconds on a CPU): a sweep no point of which runs is refused at once.
     cannot_run, notes = scenario.check(ctx, points)
     env, ctx.peaks = _environment(be, points)
     ctx.energy = plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), _not_metered_here(workload))
