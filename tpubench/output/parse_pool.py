@@ -35,10 +35,19 @@ class ParsedRows:
 
     @classmethod
     def of_rows(cls, at: list[int], keys: list[str], rows: list[dict]) -> ParsedRows:
+        # Rows come in a few shapes (the same names in the same order: every ok result of a
+        # scenario, every failed one): each shape's rows are transposed at once, in C, where a
+        # lookup of every name in every row (1.3 million over 10,000 results) took 0.2 s.
+        shapes: dict[tuple, list[int]] = {}
+        for i, row in enumerate(rows):
+            shapes.setdefault(tuple(row), []).append(i)
         first_seen: dict = {}
-        for row in rows:
-            first_seen.update(row)          # the names in the order rows first have them (values unused)
-        return cls(at, keys, {name: [row.get(name, math.nan) for row in rows] for name in first_seen})
+        for shape in shapes:        # in the order of each shape's first row: the order rows first have the names
+            first_seen.update(dict.fromkeys(shape))
+        if len(shapes) == 1:
+            (shape,) = shapes
+            return cls(at, keys, dict(zip(shape, map(list, zip(*(row.values() for row in rows))))))
+        return cls(at, keys, _scattered(rows, shapes, list(first_seen)))
 
     def extend(self, other: ParsedRows, offset: int) -> None:
         """`other`'s rows after these; its positions counted from `offset`."""
@@ -50,6 +59,20 @@ class ParsedRows:
                 self.columns[name] = [math.nan] * before + values
         self.at.extend(offset + i for i in other.at)
         self.keys.extend(other.keys)
+
+
+def _scattered(rows: list[dict], shapes: dict[tuple, list[int]], names: list) -> dict[str, list]:
+    """The columns `names` of `rows`, grouped by shape (of_rows), each shape's values set at its
+    rows' positions through object arrays (NaN where a row lacks a name)."""
+    import numpy as np
+
+    columns = {name: np.full(len(rows), math.nan, dtype=object) for name in names}
+    for shape, at in shapes.items():
+        where = np.array(at, dtype=np.intp)
+        for name, values in zip(shape, zip(*(rows[i].values() for i in at))):
+            # fromiter: each value as it is (an array from the tuple would unpack a list in it).
+            columns[name][where] = np.fromiter(values, dtype=object, count=len(at))
+    return {name: column.tolist() for name, column in columns.items()}
 
 
 def _parse(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> ParsedRows:
