@@ -128,3 +128,14 @@ def test_a_row_reads_what_the_whole_result_gives(tmp_path):
     assert isinstance(whole, RunResult) and whole.samples and whole.requests
     assert not hasattr(row, "samples") and not hasattr(row, "requests")
     assert flatten(row, str(path)) == flatten(whole, str(path))
+
+
+def test_a_file_a_row_cannot_read_is_named_in_the_whole_result_s_words(tmp_path):
+    from tpubench.records.result import RowResult, read_usable_result
+
+    path = tmp_path / "r.json"
+    path.write_text('{"point": 3, "point_key": "k", "backend": "t", "device": "cpu", "samples": 5}', encoding="utf-8")
+    said_whole, said_row = [], []
+    assert read_usable_result(path, said_whole.append) is None
+    assert read_usable_result(path, said_row.append, RowResult) is None
+    assert said_row == said_whole and "2 validation errors for RunResult: point:" in said_row[0]
