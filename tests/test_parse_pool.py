@@ -115,27 +115,3 @@ def test_rows_of_interleaved_shapes_are_columns_in_first_seen_order():
     assert columns["c"][1] == (1, 2) and all(math.isnan(columns["c"][i]) for i in (0, 2, 3, 4))
     one_shape = ParsedRows.of_rows([0, 1], ["k", "l"], [{"x": 1, "y": "a"}, {"x": 2, "y": "b"}]).columns
     assert one_shape == {"x": [1, 2], "y": ["a", "b"]}
-
-
-def test_a_row_reads_what_the_whole_result_gives(tmp_path):
-    from tpubench.records.result import RowResult, RunResult, read_usable_result
-
-    result = make_result(batch_size=4, seed=1, samples=True)
-    path = tmp_path / "r.json"
-    path.write_text(result.model_dump_json().replace('"point":', '"requests": [{"ttft_s": 0.1}], "point":', 1),
-                    encoding="utf-8")
-    whole, row = read_usable_result(path, print), read_usable_result(path, print, RowResult)
-    assert isinstance(whole, RunResult) and whole.samples and whole.requests
-    assert not hasattr(row, "samples") and not hasattr(row, "requests")
-    assert flatten(row, str(path)) == flatten(whole, str(path))
-
-
-def test_a_file_a_row_cannot_read_is_named_in_the_whole_result_s_words(tmp_path):
-    from tpubench.records.result import RowResult, read_usable_result
-
-    path = tmp_path / "r.json"
-    path.write_text('{"point": 3, "point_key": "k", "backend": "t", "device": "cpu", "samples": 5}', encoding="utf-8")
-    said_whole, said_row = [], []
-    assert read_usable_result(path, said_whole.append) is None
-    assert read_usable_result(path, said_row.append, RowResult) is None
-    assert said_row == said_whole and "2 validation errors for RunResult: point:" in said_row[0]

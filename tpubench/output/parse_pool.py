@@ -76,11 +76,11 @@ def _scattered(rows: list[dict], shapes: dict[tuple, list[int]], names: list) ->
 
 
 def _parse(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> ParsedRows:
-    from tpubench.records.result import RowResult, read_usable_result
+    from tpubench.records.result import read_usable_result
 
     at, keys, rows = [], [], []
     for i, path in enumerate(paths):
-        result = read_usable_result(path, warn, RowResult)     # a row reads no raw samples
+        result = read_usable_result(path, warn)
         if result is not None:
             at.append(i)
             keys.append(result.environment_key)
@@ -89,12 +89,11 @@ def _parse(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> 
 
 
 def parse_files(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> ParsedRows:
-    """Every usable file of `paths` read (as records.result.RowResult) and flattened by
-    `flatten(result, path)`. The warnings are
+    """Every usable file of `paths` read and flattened by `flatten(result, path)`. The warnings are
     said from here whichever process parsed the file (the same stack level for `warnings.warn`)."""
     workers = forked.workers_for(len(paths), PARALLEL_MIN_FILES)
     if workers:
-        from tpubench.records.result import RowResult  # noqa: F401 - built once here, inherited by every worker
+        from tpubench.records.result import RunResult  # noqa: F401 - built once here, inherited by every worker
     size = -(-len(paths) // (workers * CHUNKS_PER_WORKER)) if workers else max(1, len(paths))
     starts = range(0, len(paths), size)
 

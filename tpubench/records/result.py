@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tpubench.records import sanity
 
@@ -69,19 +69,6 @@ class RunResult(BaseModel):
     # The weights', activations' and KV cache's dtypes (workload_spec/precision.py); {} in results
     # from before them, whose model dtype was all three.
     precision: dict[str, str] = Field(default_factory=dict)
-
-
-
-# What a result's row (output/frames.flatten) and the usability rules (records/sanity.py) read of
-# it: RunResult less its raw samples, and its extra fields (a serve result's requests) ignored.
-# Parsing a file into it builds no Python object for the samples, a fifth of the parse of 10,000
-# files. The other fields, types and defaults are RunResult's own, so a file one of them rejects
-# is rejected alike; only malformed samples, which no row reads, do not make a file unusable here.
-ROW_SKIPS = ("samples",)
-RowResult = create_model(
-    # Titled as RunResult: a file it rejects is named in the same words ("validation errors for RunResult").
-    "RowResult", __config__=ConfigDict(extra="ignore", title="RunResult"),
-    **{name: (info.annotation, info) for name, info in RunResult.model_fields.items() if name not in ROW_SKIPS})
 
 
 def now_iso() -> str:
@@ -190,11 +177,10 @@ def write_new_file(out_dir: str | Path, name: str, data: bytes) -> Path:
     return target
 
 
-def read_result(path: str | Path, model: type[BaseModel] = RunResult) -> RunResult:
-    """The result in `path` as `model` (RunResult; RowResult where only its row is needed)."""
+def read_result(path: str | Path) -> RunResult:
     # Parsing bytes in pydantic-core is ~3x faster than json.load + model_validate (the stdlib
     # parser is slow on the float-heavy sample lists); validation is the same.
-    return model.model_validate_json(_file_bytes(path))
+    return RunResult.model_validate_json(_file_bytes(path))
 
 
 def _file_bytes(path: str | Path) -> bytes:
@@ -222,35 +208,18 @@ def read_results(paths, *, warn: Callable[[str], None] | None = None) -> list[tu
     return out
 
 
-def _first_problem(exc: Exception) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, ValidationError) and exc.errors():
-        # Name the first problem ("Invalid JSON: ..." for a truncated file), not just the count.
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        first = f"{first}: {loc + ': ' if loc else ''}{err.get('msg', '')}"
-    return first
-
-
-def _as_whole(f: str | Path, model: type[BaseModel], exc: Exception) -> Exception:
-    """What RunResult finds wrong with `f` where `model` (RowResult) found `exc`: the same words
-    whichever model read it, its count of errors including any in the raw samples."""
-    if model is RunResult or not isinstance(exc, ValidationError):
-        return exc
+def read_usable_result(f: str | Path, warn: Callable[[str], None]) -> RunResult | None:
+    """The result in `f`, or None with a warning naming the file when it is corrupt, foreign or unusable."""
     try:
-        read_result(f)
-    except (OSError, ValueError, ValidationError) as whole:
-        return whole
-    return exc
-
-
-def read_usable_result(f: str | Path, warn: Callable[[str], None], model: type[BaseModel] = RunResult) -> RunResult | None:
-    """The result in `f` as `model` (read_result), or None with a warning naming the file when it
-    is corrupt, foreign or unusable."""
-    try:
-        result = read_result(f, model)
+        result = read_result(f)
     except (OSError, ValueError, ValidationError) as exc:
-        warn(f"skipping {f}: not a readable tpubench result ({_first_problem(_as_whole(f, model, exc))})")
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, ValidationError) and exc.errors():
+            # Name the first problem ("Invalid JSON: ..." for a truncated file), not just the count.
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            first = f"{first}: {loc + ': ' if loc else ''}{err.get('msg', '')}"
+        warn(f"skipping {f}: not a readable tpubench result ({first})")
         return None
     why = sanity.problem(result)
     if why:   # parses, but would crash or mislead what computes with it (records/sanity.py)
