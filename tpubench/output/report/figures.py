@@ -7,7 +7,6 @@ the backend of a notebook that imported us.
 
 from __future__ import annotations
 
-import functools
 import io
 import math
 from typing import Sequence
@@ -171,36 +170,13 @@ def texts_outside(fig) -> list[str]:
 def log_axis(ax, which: str, subs: Sequence[float] = (1.0, 2.0, 5.0)) -> None:
     """Log scale with ticks at 1-2-5 (or `subs`) and plain labels. The default labels minor ticks
     too: dozens of text layouts per axis, which was the slowest part of drawing a report."""
-    from matplotlib.ticker import FuncFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_major_locator(_in_view_log_locator()(base=10, subs=tuple(subs)))
+    axis.set_major_locator(LogLocator(base=10, subs=tuple(subs)))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.6g}"))
     axis.set_minor_locator(NullLocator())
-
-
-
-@functools.lru_cache(maxsize=1)
-def _in_view_log_locator():
-    """matplotlib's LogLocator less the ticks well outside the view. It gives a decade more on
-    each side: a tenth of a report's ticks, each built (five artists), labelled and placed at
-    every draw, never drawn. Axis._update_ticks draws the ticks within a relative 1e-10 of the
-    view's log width; this keeps those within 1e-6, so the same ticks are drawn."""
-    from matplotlib.ticker import LogLocator
-
-    class InViewLogLocator(LogLocator):
-        def __call__(self):
-            ticks = np.asarray(super().__call__())
-            low, high = sorted(self.axis.get_view_interval())
-            if not (low > 0 and high > 0 and ticks.size):
-                return ticks
-            slack = 1e-6 * (math.log10(high) - math.log10(low))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                at = np.log10(ticks)
-            return ticks[(at >= math.log10(low) - slack) & (at <= math.log10(high) + slack)]
-
-    return InViewLogLocator
 
 
 def figure_to_png(fig) -> bytes:
