@@ -145,12 +145,13 @@ def open_server(server: dict, *, workload_model: dict | None, workdir: Path,
     # A command that has no {model} serves what it says: nothing is built for it.
     uses_model = any("{model}" in str(a) for a in [*argv_template, *(launch.get("args") or [])])
     host, port, connect_host = _listen_address(launch)
-    # Before the model is built (minutes for a large config), not after.
-    _refuse_unservable_model(launch, preset, _fill_argv(argv_template, launch, model="build", host=host, port=port,
-                                                        python=python), workload_model)
+    cpu_preset = _cpu_preset_launch(launch, preset, _fill_argv(argv_template, launch, model="build", host=host,
+                                                               port=port, python=python))
+    if cpu_preset:   # before the model is built (minutes for a large config), not after
+        _check_cpu_head_dim(launch, workload_model)
     model = _model_to_serve(launch, workload_model, workdir, on_phase) if uses_model else launch.get("model")
     argv = _fill_argv(argv_template, launch, model=model, host=host, port=port, python=python)
-    env, split = _server_environment(launch, preset, argv, connect_host)
+    env, split = _server_environment(launch, preset, argv, connect_host, cpu_preset)
     base_url = f"http://{_url_host(connect_host)}:{port}"
     ready_path = launch.get("ready_path") or "/v1/models"
     if not ready_path.startswith("/"):
@@ -238,9 +239,11 @@ def _fill_argv(argv_template: list[str], launch: dict, *, model, host: str, port
     return argv
 
 
-def _server_environment(launch: dict, preset, argv: list[str], connect_host: str) -> tuple[dict, CpuSplit | None]:
+def _server_environment(launch: dict, preset, argv: list[str], connect_host: str,
+                        cpu_preset: bool) -> tuple[dict, CpuSplit | None]:
     """(the server process's environment, how the host's CPUs are split between it and tpubench, or
-    None). A vLLM preset on a CPU gets its CPU arguments appended to `argv`."""
+    None). A vLLM preset on a CPU (`cpu_preset`, _cpu_preset_launch) gets its CPU arguments appended
+    to `argv`."""
     env = _launch_env(launch)
     if preset is not None and preset.name.startswith("vllm") and connect_host in _LOOPBACK:
         # vLLM serves POST /reset_prefix_cache (a cold cache for every load point) only in dev
@@ -252,8 +255,7 @@ def _server_environment(launch: dict, preset, argv: list[str], connect_host: str
         # vLLM's CPU backend binds its OpenMP threads to these CPUs and reserves none for itself.
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_list(split.server))
         env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-    if preset is not None and preset.pin_on_cpu and not launch.get("command") and \
-            server_on_cpu(argv, env, preset.name):
+    if cpu_preset:
         argv.extend(vllm_cpu_args(launch.get("args") or [], env))
     return env, split
 
@@ -264,11 +266,11 @@ def _launch_env(launch: dict) -> dict:
             **{str(k): str(v) for k, v in (launch.get("env") or {}).items()}}
 
 
-def _refuse_unservable_model(launch: dict, preset, argv: list[str], workload_model: dict | None) -> None:
-    """A model tpubench would build that the stack cannot serve here is refused before it is built."""
-    if preset is not None and preset.pin_on_cpu and not launch.get("command") and \
-            server_on_cpu(argv, _launch_env(launch), preset.name):
-        _check_cpu_head_dim(launch, workload_model)
+def _cpu_preset_launch(launch: dict, preset, argv: list[str]) -> bool:
+    """Whether a preset that takes arguments of its own on a CPU (vLLM's) starts here, on this
+    host's CPUs, with `argv` and the launch's environment (the model in `argv` does not matter)."""
+    return preset is not None and preset.pin_on_cpu and not launch.get("command") and \
+        server_on_cpu(argv, _launch_env(launch), preset.name)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
