@@ -13,11 +13,12 @@ is shut down (every worker joined) before the interrupt goes on.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
 from typing import Callable, Sequence, TypeVar
+
+from tpubench.hardware.environment import cpu_chips
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -27,10 +28,8 @@ _job: tuple[Callable, Sequence] | None = None     # what the workers run: set be
 
 
 def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):    # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    """The CPUs this process may run on (its affinity mask: the rule a CPU's chips follow)."""
+    return cpu_chips()
 
 
 # Frameworks that run threads of their own, native ones threading does not count (JAX warns at a fork).
