@@ -347,18 +347,7 @@ def _import_cloud_prices(cloud: str, file: Path, out: Optional[Path], as_of: Opt
 
     from tpubench.money.pricing import write_price_csv
 
-    if as_of is not None:
-        from datetime import date
-
-        from tpubench.money.pricing import today_utc
-
-        try:
-            day = date.fromisoformat(as_of)
-        except ValueError:
-            raise UserError(f"'{as_of}' is not an ISO date (YYYY-MM-DD)", field="--as-of") from None
-        if day > today_utc():
-            raise UserError(f"date {as_of} is in the future", field="--as-of")
-        as_of = day.isoformat()
+    as_of = _checked_date(as_of, "--as-of")
     module = import_module(f"tpubench.money.price_imports.{cloud}")
     result = getattr(module, f"import_{cloud}")(file, as_of=as_of)
     table = result.table()
@@ -402,6 +391,91 @@ def pricing_import_azure(
 ):
     """Azure accelerator-VM prices (on-demand, spot, reservations 1y/3y) from a saved Retail Prices file."""
     _import_cloud_prices("azure", file, out, as_of)
+
+
+@pricing_app.command("refresh")
+def pricing_refresh(
+    from_dir: Optional[Path] = typer.Option(None, "--from", help="Rebuild offline from stored copies in this folder "
+                                                                 "(skypilot/gcp/vms.csv, skypilot/aws/vms.csv, "
+                                                                 "gcp/*.json, aws/*.json, azure/*.json)."),
+    out: Path = typer.Option(Path("pricing/refreshed.csv"), "--out", "-o", help="Where the dated table is written."),
+    store: Path = typer.Option(Path("pricing/catalogs"), "--store",
+                               help="Without --from: where SkyPilot's fetched catalogs are stored (and the clouds' "
+                                    "price files you saved are read from)."),
+    against: List[Path] = typer.Option([], "--against", help="Price file(s) to compare with (default: the shipped "
+                                                             "table)."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="Date of the stored copies (YYYY-MM-DD); default: "
+                                                              "today when fetched, else each file's own date."),
+    threshold: float = typer.Option(10.0, "--threshold", min=0.0, help="List prices that moved more than this percent."),
+):
+    """Rebuild the price table from the public catalogs (SkyPilot's, fetched by SkyPilot itself, and the clouds'
+    price files you saved), write it dated, and print what moved. Reaches the network only without --from."""
+    from tpubench.money import pricing, refresh
+
+    as_of = _checked_date(as_of, "--as-of")
+    labels = None
+    if from_dir is None:
+        labels, as_of = _fetch_skypilot_catalogs(store), as_of or pricing.today_utc().isoformat()
+    table, notes = refresh.rebuild(refresh.find_store(from_dir or store), as_of=as_of, labels=labels)
+    if table.empty:
+        raise UserError("the stored files price nothing tpubench knows", where=str(from_dir or store))
+    written = refresh.write_table(table, out)
+    after = pricing.load_prices([written], shipped=False)        # the written file, checked like any --prices file
+    before = pricing.load_prices(against, shipped=not against)
+    console = _console()
+    for line in notes:
+        console.print(escape(line))
+    dates = sorted(set(after["as_of"]))
+    console.print(escape(f"wrote {len(after)} price(s) dated {', '.join(dates)} to {written}; use it with --prices "
+                         f"{written}"))
+    both, new, gone = refresh.coverage(before, after)
+    rows = refresh.moved(before, after, threshold / 100)
+    console.print(escape(f"{len(rows)} of {both} price(s) in both tables moved more than {threshold:g}%; {new} only in "
+                         f"the new table, {gone} only in the old one"))
+    for line in refresh.moved_lines(rows):
+        console.print(escape(line))
+
+
+def _checked_date(text: Optional[str], flag: str) -> Optional[str]:
+    """An ISO date given on the command line, not in the future; None stays None."""
+    if text is None:
+        return None
+    from datetime import date
+
+    from tpubench.money.pricing import today_utc
+
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"'{text}' is not an ISO date (YYYY-MM-DD)", field=flag) from None
+    if day > today_utc():
+        raise UserError(f"date {text} is in the future", field=flag)
+    return day.isoformat()
+
+
+def _fetch_skypilot_catalogs(store: Path) -> dict[str, str]:
+    """SkyPilot's current gcp and aws catalogs, fetched by SkyPilot itself (launch/sky_bridge.py) and
+    copied into `store`/skypilot/<cloud>/vms.csv; returns per cloud where its copy came from."""
+    import shutil
+
+    from tpubench.errors import ExternalFailure
+    from tpubench.launch import skypilot
+    from tpubench.money.refresh import SKYPILOT_CLOUDS
+
+    answer = skypilot.call({"op": "catalog", "files": [f"{c}/vms.csv" for c in SKYPILOT_CLOUDS], "fetch": True},
+                           what="fetching SkyPilot's catalogs")
+    labels = {}
+    for entry in answer["files"]:
+        failed = [w for w in entry["warnings"] if "fail" in w.lower()]
+        if failed or entry["modified_locally"]:
+            why = failed[0] if failed else f"{entry['path']} was modified locally, so SkyPilot keeps it"
+            raise ExternalFailure(f"SkyPilot did not fetch {entry['file']}: {why}")
+        cloud = entry["file"].split("/")[0]
+        target = store / "skypilot" / cloud / "vms.csv"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(entry["path"], target)
+        labels[cloud] = f"catalogs/{entry['schema']}/{entry['file']} fetched by SkyPilot {answer['version']}"
+    return labels
 
 
 def _emit(text: str, out: Optional[Path]) -> None:

@@ -391,7 +391,8 @@ def _price_side(chosen: pd.DataFrame, today: date | None) -> pd.DataFrame:
 
 def _unpriced(failed: pd.DataFrame, no_chips: pd.DataFrame, unmatched: pd.DataFrame, all_accelerators) -> pd.DataFrame:
     notes_table = pricing.load_unpriced_notes()
-    notes = {r.accelerator: f"{r.reason} ({r.source})" for r in notes_table.itertuples()}
+    every_plan = notes_table[notes_table.get("plan", pd.Series("", index=notes_table.index)).astype(str) == ""]
+    notes = {r.accelerator: f"{r.reason} ({r.source})" for r in every_plan.itertuples()}
     unmatched["reason"] = [
         _unpriced_reason(raw, dev, canon, all_accelerators, notes)
         for raw, dev, canon in zip(unmatched["accelerator"], unmatched["device"], unmatched["priced_accelerator"])
