@@ -194,10 +194,10 @@ def _warn_stderr(msg: str) -> None:
     _console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(msg)}")
 
 
-def _load_prices(price_files: List[Path], discount: Optional[float]):
-    from tpubench.money.pricing import load_prices
+def _load_prices(price_files: List[Path], discount: Optional[float], clouds=(), regions=()):
+    from tpubench.money.pricing import in_regions, load_prices
 
-    return load_prices(price_files, discount_pct=discount)
+    return in_regions(load_prices(price_files, discount_pct=discount), clouds or (), regions or ())
 
 
 @app.command()
@@ -209,8 +209,10 @@ def report(
     plan: List[str] = typer.Option([], "--plan", help="on_demand, spot, commit_1y, commit_3y, reservation, "
                                                      "flex_start, capacity_block (repeatable)."),
     discount: Optional[float] = typer.Option(None, "--discount", help="Add a plan: on-demand less this percent."),
-    cloud: Optional[str] = typer.Option(None, "--cloud"),
-    region: Optional[str] = typer.Option(None, "--region"),
+    cloud: List[str] = typer.Option([], "--cloud", help="Only this cloud's prices (repeatable; default: every cloud "
+                                                         "in the table)."),
+    region: List[str] = typer.Option([], "--region", help="Only this region's prices (repeatable; default: every "
+                                                           "region in the table)."),
     instance: Optional[str] = typer.Option(None, "--instance"),
     what_if: Optional[str] = typer.Option(None, "--what-if-instance", help="Price every result as this instance."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
@@ -238,8 +240,10 @@ def report(
     from tpubench.money.tco import load_tco
     from tpubench.output.report import build_report, render
 
-    data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
-                        region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
+    # Clouds and regions filter the table itself, so measured, estimated and published options all
+    # come from the regions asked for.
+    data = build_report(paths, prices=_load_prices(prices, discount, cloud, region), plans=plan or None,
+                        instance=instance, what_if_instance=what_if, warn=_warn_stderr,
                         keep="all" if all_runs else "latest", include_flagged=include_flagged,
                         grid_gco2_per_kwh=grid_gco2_per_kwh, published_tolerance=published_tolerance / 100,
                         tco_tiers=None if tco is None else load_tco(tco), include_shipped=not no_shipped, on=on,
@@ -265,7 +269,8 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
                       include_published=inputs.include_published, shipped=not inputs.no_shipped)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
-    result = sizing.plan(df, _load_prices(inputs.prices, inputs.discount), amount, options, command.unit)
+    prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
+    result = sizing.plan(df, prices, amount, options, command.unit)
     _emit(render_budget(result, inputs.fmt), inputs.out)
 
 

@@ -456,6 +456,23 @@ def apply_discount(prices: pd.DataFrame, percent: float, base_plan: str = "on_de
     return pd.concat([prices, base], ignore_index=True)
 
 
+def in_regions(prices: pd.DataFrame, clouds: Sequence[str] = (), regions: Sequence[str] = ()) -> pd.DataFrame:
+    """Only the price rows of the named clouds and regions (case-insensitive; each empty = all): the
+    table every answer, estimate and budget then reads, so each names a region the user may use. A
+    name no row has is a UserError listing those it does have."""
+    for column, wanted, flag in (("cloud", clouds, "--cloud"), ("region", regions, "--region")):
+        if not wanted:
+            continue
+        names = {str(w).lower() for w in wanted}
+        kept = prices[prices[column].astype(str).str.lower().isin(names)]
+        missing = sorted(names - set(kept[column].astype(str).str.lower()))
+        if missing:
+            known = ", ".join(sorted(set(prices[column].astype(str))))
+            raise UserError(f"no price rows for {column} {', '.join(missing)}; known: {known}", field=flag)
+        prices = kept
+    return prices.reset_index(drop=True)
+
+
 def plan_names(prices: pd.DataFrame) -> list[str]:
     present = list(pd.unique(prices["plan"]))
     return [p for p in PLANS if p in present] + [p for p in present if p not in PLANS]

@@ -36,6 +36,7 @@ import pandas as pd
 
 from tpubench.estimate.models import PointPrecision
 from tpubench.money import price_age, price_gaps
+from tpubench.money.plans import PLAN_NAMES, base_plan_name
 from tpubench.money.pricing import load_unpriced_notes
 from tpubench.output.report.format import plan_label, stack_label
 from tpubench.scenarios.registry import row_label
@@ -344,10 +345,12 @@ def assemble(options: list[dict], workload_files: dict[str, str], notes: list[st
     if frame.empty:
         return Answer(notes=notes)
     recency = {w: rank for rank, w in enumerate(sorted(newest or {}, key=lambda w: (newest[w], w), reverse=True))}
+    plan_order = {name: i for i, name in enumerate(PLAN_NAMES)}      # on-demand first, as the plan vocabulary
     frame = frame.assign(_order=frame["usd_per_mtok"].fillna(math.inf),
-                         _recent=frame["workload"].map(recency).fillna(len(recency)))
-    frame = (frame.sort_values(["_recent", "workload", "plan", "_order"], kind="stable")
-             .drop(columns=["_order", "_recent"]).reset_index(drop=True))
+                         _recent=frame["workload"].map(recency).fillna(len(recency)),
+                         _plan=frame["plan"].map(lambda p: plan_order.get(base_plan_name(p), len(plan_order))))
+    frame = (frame.sort_values(["_recent", "workload", "_plan", "plan", "_order"], kind="stable")
+             .drop(columns=["_order", "_recent", "_plan"]).reset_index(drop=True))
     gaps = price_gaps.plan_gaps(frame, load_unpriced_notes() if unpriced is None else unpriced)
     verdicts = [{**verdict(group, workload_files.get(workload, "WORKLOAD.yaml"), today),
                  "gaps_note": price_gaps.gap_words(gaps.get((workload, plan), []))}
