@@ -128,7 +128,7 @@ def moved(before: pd.DataFrame, after: pd.DataFrame, threshold: float = MOVE_THR
     both = before[cols].merge(after[cols], on=KEY, suffixes=("_before", "_after"))
     change = both["usd_per_instance_hour_after"] / both["usd_per_instance_hour_before"] - 1.0
     both = both.assign(change=change)
-    out = both[change.abs() > threshold]
+    out = both[change.abs() > threshold + 1e-9]      # exactly the threshold (11 / 10 - 1 in floats) has not moved more
     return out.reindex(out["change"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 
