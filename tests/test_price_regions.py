@@ -79,10 +79,10 @@ def test_one_and_three_year_verdicts_compare_tpu_v6e_with_h100(monkeypatch, caps
 
 
 BUDGET_PRICES = ("cloud,region,instance_type,accelerator,chips_per_instance,plan,usd_per_instance_hour,"
-                 "preemption_rate_per_day,source,as_of\n") + """testcloud,r1,h100x4,H100,4,on_demand,32.0,,hand-made test price,2026-12-01
-testcloud,r1,h100x4,H100,4,spot,16.0,0.5,hand-made test price,2026-01-01
-testcloud,r2,h100x4,H100,4,on_demand,28.0,,hand-made test price,2026-12-01
-testcloud,r3,h100x4,H100,4,on_demand,20.0,,hand-made test price,2026-12-01
+                 "preemption_rate_per_day,source,as_of\n") + """testcloud,r1,h100x4,H100,4,on_demand,32.0,,test price,2026-12-01
+testcloud,r1,h100x4,H100,4,spot,16.0,0.5,test price,2026-01-01
+testcloud,r2,h100x4,H100,4,on_demand,28.0,,test price,2026-12-01
+testcloud,r3,h100x4,H100,4,on_demand,20.0,,test price,2026-12-01
 """
 
 
