@@ -35,17 +35,39 @@ def write(tmp_path: Path, text: str, name: str = "prices.csv") -> Path:
 def test_shipped_table_loads_with_canonical_names_sources_and_iso_dates():
     prices = pricing.load_prices(today=TODAY)
     wide = pricing.prices_wide(prices)
-    assert len(wide) == 44                                  # 46 reference rows less 2 NOT PRICED
+    assert len(wide) == 49                  # 44 catalog instances + tpu-v6e-1 us-east5, 3 tpu7x-8, p5 us-east-2
     assert set(wide["accelerator"]) <= CANONICAL
     assert (wide["chips_per_instance"] >= 1).all()
-    assert wide["source"].str.contains("skypilot-org/skypilot-catalog").all()
-    assert set(prices["as_of"]) == {"2026-01-22", "2024-06-01"}
-    assert set(prices["plan"]) == {"on_demand", "spot"}     # no public commit prices
+    assert (prices["source"].str.len() > 40).all()          # every price says where it comes from
+    assert prices["as_of"].str.fullmatch(r"\d{4}-\d{2}-\d{2}").all()
+    assert set(prices["plan"]) == set(pricing.PLANS)         # every plan a budget buys has at least one price
     # A TPU slice is priced whole: tpu-v6e-8 is 8 chips at 21.6 $/h, so 2.7 $/chip-h.
     row = prices[(prices.instance_type == "tpu-v6e-8") & (prices.region == "us-central1")
                  & (prices.plan == "on_demand")].iloc[0]
     assert row.chips_per_instance == 8
     assert row.usd_per_chip_hour == pytest.approx(2.7)
+
+
+def test_shipped_commitments_match_their_public_sources():
+    """Trillium's GA list (1.89 / 1.22 per chip-hour), the v5p 3-year SKU (1.911) and TPU7x on demand (12.00)."""
+    prices = pricing.load_prices(today=TODAY).set_index(["instance_type", "region", "plan"])
+    assert prices.loc[("tpu-v6e-8", "us-east5", "commit_1y"), "usd_per_chip_hour"] == pytest.approx(1.89)
+    assert prices.loc[("tpu-v6e-8", "us-east5", "commit_3y"), "usd_per_chip_hour"] == pytest.approx(1.22)
+    assert prices.loc[("tpu-v6e-8", "us-east5", "commit_3y"), "as_of"] == "2024-12-11"
+    assert prices.loc[("tpu-v5p-8", "europe-west4", "commit_3y"), "usd_per_chip_hour"] == pytest.approx(1.911)
+    assert prices.loc[("tpu7x-8", "us-central1", "on_demand"), "usd_per_chip_hour"] == pytest.approx(12.0)
+    assert prices.loc[("p5.48xlarge", "us-east-1", "capacity_block"), "usd_per_chip_hour"] == pytest.approx(4.91625)
+
+
+def test_every_plan_the_table_lacks_for_a_compared_chip_has_a_reason():
+    """Committed use for v5e/v5p/v6e, GPU commitments, Trainium2 on demand and TPU7x: a price or a reason."""
+    prices = pricing.load_prices(today=TODAY)
+    unpriced = pricing.load_unpriced_notes()
+    said = set(zip(unpriced["accelerator"], unpriced["plan"]))
+    for chip in ("TPU v5e", "TPU v5p", "TPU v6e", "H100", "H200", "B200", "Trainium2", "TPU7x"):
+        priced = set(prices.loc[prices["accelerator"] == chip, "plan"])
+        for plan in ("on_demand", "commit_1y", "commit_3y"):
+            assert plan in priced or (chip, plan) in said or (chip, "") in said, (chip, plan)
 
 
 def test_shipped_files_live_in_the_package():
@@ -61,8 +83,9 @@ def test_every_reference_row_is_carried_over():
     unpriced = pricing.load_unpriced_notes()
     with open(REFERENCE, newline="") as fh:
         for r in csv.DictReader(fh):
-            if r["source"].startswith("NOT PRICED"):
-                assert r["instance_type"].split(" ")[0] in set(unpriced["instance_type"])
+            if r["source"].startswith("NOT PRICED"):    # still unpriced, or priced since from a public source
+                name = r["instance_type"].split(" ")[0]
+                assert any(str(t).startswith(name) for t in set(unpriced["instance_type"]))
             else:
                 assert (r["cloud"], r["region"], r["instance_type"]) in shipped
 
@@ -231,10 +254,13 @@ def test_map_accelerators_over_a_column():
 def test_price_age_and_stale_warnings_use_the_injected_date():
     assert pricing.price_age_days("2026-01-22", date(2026, 7, 21)) == 180
     prices = pricing.load_prices(today=TODAY)
-    fresh = pricing.stale_price_warnings(prices, today=date(2026, 7, 21))
+    catalog = prices[prices["as_of"].isin(["2026-01-22", "2024-06-01"])]
+    fresh = pricing.stale_price_warnings(catalog, today=date(2026, 2, 21))      # spot 30 days old: not yet
     assert len(fresh) == 1 and "2024-06-01" in fresh[0]             # only the Azure snapshot
-    late = pricing.stale_price_warnings(prices, today=date(2026, 7, 22))
-    assert len(late) == 2 and "2026-01-22" in late[1] and "181 days" in late[1]
+    spot = pricing.stale_price_warnings(catalog, today=date(2026, 2, 22))
+    assert len(spot) == 2 and "(spot)" in spot[1] and "31 days" in spot[1] and "pricing refresh" in spot[1]
+    late = pricing.stale_price_warnings(catalog, today=date(2026, 7, 22))
+    assert any("(on-demand)" in w and "181 days" in w for w in late)
 
 
 # ----------------------------------------------------------------------------- SkyPilot import

@@ -194,10 +194,10 @@ def _warn_stderr(msg: str) -> None:
     _console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(msg)}")
 
 
-def _load_prices(price_files: List[Path], discount: Optional[float]):
-    from tpubench.money.pricing import load_prices
+def _load_prices(price_files: List[Path], discount: Optional[float], clouds=(), regions=()):
+    from tpubench.money.pricing import in_regions, load_prices
 
-    return load_prices(price_files, discount_pct=discount)
+    return in_regions(load_prices(price_files, discount_pct=discount), clouds or (), regions or ())
 
 
 @app.command()
@@ -209,8 +209,10 @@ def report(
     plan: List[str] = typer.Option([], "--plan", help="on_demand, spot, commit_1y, commit_3y, reservation, "
                                                      "flex_start, capacity_block (repeatable)."),
     discount: Optional[float] = typer.Option(None, "--discount", help="Add a plan: on-demand less this percent."),
-    cloud: Optional[str] = typer.Option(None, "--cloud"),
-    region: Optional[str] = typer.Option(None, "--region"),
+    cloud: List[str] = typer.Option([], "--cloud", help="Only this cloud's prices (repeatable; default: every cloud "
+                                                         "in the table)."),
+    region: List[str] = typer.Option([], "--region", help="Only this region's prices (repeatable; default: every "
+                                                           "region in the table)."),
     instance: Optional[str] = typer.Option(None, "--instance"),
     what_if: Optional[str] = typer.Option(None, "--what-if-instance", help="Price every result as this instance."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Keep every run of a point measured again "
@@ -238,8 +240,10 @@ def report(
     from tpubench.money.tco import load_tco
     from tpubench.output.report import build_report, render
 
-    data = build_report(paths, prices=_load_prices(prices, discount), plans=plan or None, cloud=cloud,
-                        region=region, instance=instance, what_if_instance=what_if, warn=_warn_stderr,
+    # Clouds and regions filter the table itself, so measured, estimated and published options all
+    # come from the regions asked for.
+    data = build_report(paths, prices=_load_prices(prices, discount, cloud, region), plans=plan or None,
+                        instance=instance, what_if_instance=what_if, warn=_warn_stderr,
                         keep="all" if all_runs else "latest", include_flagged=include_flagged,
                         grid_gco2_per_kwh=grid_gco2_per_kwh, published_tolerance=published_tolerance / 100,
                         tco_tiers=None if tco is None else load_tco(tco), include_shipped=not no_shipped, on=on,
@@ -265,7 +269,8 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
                       include_published=inputs.include_published, shipped=not inputs.no_shipped)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
-    result = sizing.plan(df, _load_prices(inputs.prices, inputs.discount), amount, options, command.unit)
+    prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
+    result = sizing.plan(df, prices, amount, options, command.unit)
     _emit(render_budget(result, inputs.fmt), inputs.out)
 
 
@@ -347,18 +352,7 @@ def _import_cloud_prices(cloud: str, file: Path, out: Optional[Path], as_of: Opt
 
     from tpubench.money.pricing import write_price_csv
 
-    if as_of is not None:
-        from datetime import date
-
-        from tpubench.money.pricing import today_utc
-
-        try:
-            day = date.fromisoformat(as_of)
-        except ValueError:
-            raise UserError(f"'{as_of}' is not an ISO date (YYYY-MM-DD)", field="--as-of") from None
-        if day > today_utc():
-            raise UserError(f"date {as_of} is in the future", field="--as-of")
-        as_of = day.isoformat()
+    as_of = _checked_date(as_of, "--as-of")
     module = import_module(f"tpubench.money.price_imports.{cloud}")
     result = getattr(module, f"import_{cloud}")(file, as_of=as_of)
     table = result.table()
@@ -402,6 +396,91 @@ def pricing_import_azure(
 ):
     """Azure accelerator-VM prices (on-demand, spot, reservations 1y/3y) from a saved Retail Prices file."""
     _import_cloud_prices("azure", file, out, as_of)
+
+
+@pricing_app.command("refresh")
+def pricing_refresh(
+    from_dir: Optional[Path] = typer.Option(None, "--from", help="Rebuild offline from stored copies in this folder "
+                                                                 "(skypilot/gcp/vms.csv, skypilot/aws/vms.csv, "
+                                                                 "gcp/*.json, aws/*.json, azure/*.json)."),
+    out: Path = typer.Option(Path("pricing/refreshed.csv"), "--out", "-o", help="Where the dated table is written."),
+    store: Path = typer.Option(Path("pricing/catalogs"), "--store",
+                               help="Without --from: where SkyPilot's fetched catalogs are stored (and the clouds' "
+                                    "price files you saved are read from)."),
+    against: List[Path] = typer.Option([], "--against", help="Price file(s) to compare with (default: the shipped "
+                                                             "table)."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="Date of the stored copies (YYYY-MM-DD); default: "
+                                                              "today when fetched, else each file's own date."),
+    threshold: float = typer.Option(10.0, "--threshold", min=0.0, help="List prices that moved more than this percent."),
+):
+    """Rebuild the price table from the public catalogs (SkyPilot's, fetched by SkyPilot itself, and the clouds'
+    price files you saved), write it dated, and print what moved. Reaches the network only without --from."""
+    from tpubench.money import pricing, refresh
+
+    as_of = _checked_date(as_of, "--as-of")
+    labels = None
+    if from_dir is None:
+        labels, as_of = _fetch_skypilot_catalogs(store), as_of or pricing.today_utc().isoformat()
+    table, notes = refresh.rebuild(refresh.find_store(from_dir or store), as_of=as_of, labels=labels)
+    if table.empty:
+        raise UserError("the stored files price nothing tpubench knows", where=str(from_dir or store))
+    written = refresh.write_table(table, out)
+    after = pricing.load_prices([written], shipped=False)        # the written file, checked like any --prices file
+    before = pricing.load_prices(against, shipped=not against)
+    console = _console()
+    for line in notes:
+        console.print(escape(line))
+    dates = sorted(set(after["as_of"]))
+    console.print(escape(f"wrote {len(after)} price(s) dated {', '.join(dates)} to {written}; use it with --prices "
+                         f"{written}"))
+    both, new, gone = refresh.coverage(before, after)
+    rows = refresh.moved(before, after, threshold / 100)
+    console.print(escape(f"{len(rows)} of {both} price(s) in both tables moved more than {threshold:g}%; {new} only in "
+                         f"the new table, {gone} only in the old one"))
+    for line in refresh.moved_lines(rows):
+        console.print(escape(line))
+
+
+def _checked_date(text: Optional[str], flag: str) -> Optional[str]:
+    """An ISO date given on the command line, not in the future; None stays None."""
+    if text is None:
+        return None
+    from datetime import date
+
+    from tpubench.money.pricing import today_utc
+
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"'{text}' is not an ISO date (YYYY-MM-DD)", field=flag) from None
+    if day > today_utc():
+        raise UserError(f"date {text} is in the future", field=flag)
+    return day.isoformat()
+
+
+def _fetch_skypilot_catalogs(store: Path) -> dict[str, str]:
+    """SkyPilot's current gcp and aws catalogs, fetched by SkyPilot itself (launch/sky_bridge.py) and
+    copied into `store`/skypilot/<cloud>/vms.csv; returns per cloud where its copy came from."""
+    import shutil
+
+    from tpubench.errors import ExternalFailure
+    from tpubench.launch import skypilot
+    from tpubench.money.refresh import SKYPILOT_CLOUDS
+
+    answer = skypilot.call({"op": "catalog", "files": [f"{c}/vms.csv" for c in SKYPILOT_CLOUDS], "fetch": True},
+                           what="fetching SkyPilot's catalogs")
+    labels = {}
+    for entry in answer["files"]:
+        failed = [w for w in entry["warnings"] if "fail" in w.lower()]
+        if failed or entry["modified_locally"]:
+            why = failed[0] if failed else f"{entry['path']} was modified locally, so SkyPilot keeps it"
+            raise ExternalFailure(f"SkyPilot did not fetch {entry['file']}: {why}")
+        cloud = entry["file"].split("/")[0]
+        target = store / "skypilot" / cloud / "vms.csv"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(entry["path"], target)
+        labels[cloud] = f"catalogs/{entry['schema']}/{entry['file']} fetched by SkyPilot {answer['version']}"
+    return labels
 
 
 def _emit(text: str, out: Optional[Path]) -> None:

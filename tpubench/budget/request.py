@@ -73,8 +73,10 @@ class BudgetOptions:
     plans: tuple[str, ...] | None = _option(None, "--plan", "Only this purchase plan: on_demand, spot, commit_1y, "
                                             "commit_3y, reservation, flex_start, capacity_block (repeatable).",
                                             common=True)
-    cloud: str | None = _option(None, "--cloud", "Only this cloud's prices.", common=True)
-    region: str | None = _option(None, "--region", "Only this region's prices.", common=True)
+    cloud: tuple[str, ...] | None = _option(None, "--cloud", "Only this cloud's prices (repeatable; default: every "
+                                            "cloud in the price table).", common=True)
+    region: tuple[str, ...] | None = _option(None, "--region", "Only this region's prices (repeatable; default: every "
+                                             "region in the price table).", common=True)
     include_flagged: bool = _option(False, "--include-flagged", "Let flagged prices (spot above on-demand, a lower "
                                     "bound...) compete where an unflagged row prices the same accelerator and plan; "
                                     "they stay marked.", common=True)

@@ -31,12 +31,42 @@ def _resources(task) -> list:
     return out
 
 
+def _catalog(filename: str, fetch: bool) -> dict:
+    """SkyPilot's own copy of one catalog file ("gcp/vms.csv"): with `fetch`, first refreshed from
+    the hosted catalog as SkyPilot refreshes it (read_catalog with a pull frequency of 0 hours);
+    what SkyPilot logged while doing so (a failed fetch leaves the cached copy) comes back too."""
+    import logging
+
+    from sky.catalog import common
+    from sky.skylet import constants
+
+    warnings: list = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record):
+            warnings.append(record.getMessage())
+
+    keep = _Keep(logging.WARNING)
+    log = logging.getLogger(common.__name__)
+    log.addHandler(keep)
+    try:
+        frame = common.read_catalog(filename, pull_frequency_hours=0 if fetch else None)
+        frame.columns    # SkyPilot reads (and, when due, downloads) a catalog on first use
+    finally:
+        log.removeHandler(keep)
+    return {"file": filename, "path": common.get_catalog_path(filename), "schema": constants.CATALOG_SCHEMA_VERSION,
+            "modified_locally": bool(common.is_catalog_modified(filename)), "warnings": warnings}
+
+
 def handle(request: dict) -> dict:
     import sky
 
     op = request["op"]
     if op == "version":
         return {"version": sky.__version__}
+    if op == "catalog":
+        return {"version": sky.__version__,
+                "files": [_catalog(name, bool(request.get("fetch", True))) for name in request["files"]]}
     if op == "parse":
         tasks = []
         for path in request["files"]:

@@ -391,7 +391,9 @@ def _price_side(chosen: pd.DataFrame, today: date | None) -> pd.DataFrame:
 
 def _unpriced(failed: pd.DataFrame, no_chips: pd.DataFrame, unmatched: pd.DataFrame, all_accelerators) -> pd.DataFrame:
     notes_table = pricing.load_unpriced_notes()
-    notes = {r.accelerator: f"{r.reason} ({r.source})" for r in notes_table.itertuples()}
+    # One reason per chip: the note for every plan where there is one (plan ""), else its first plan's.
+    by_chip = notes_table.sort_values("plan", kind="stable") if "plan" in notes_table else notes_table
+    notes = {r.accelerator: f"{r.reason} ({r.source})" for r in by_chip.drop_duplicates("accelerator").itertuples()}
     unmatched["reason"] = [
         _unpriced_reason(raw, dev, canon, all_accelerators, notes)
         for raw, dev, canon in zip(unmatched["accelerator"], unmatched["device"], unmatched["priced_accelerator"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date
 from pathlib import Path
 from typing import Sequence
 
@@ -33,6 +33,7 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.money import plans as plan_vocab
+from tpubench.money import price_age
 from tpubench.money.table_files import check_header, did_you_mean, parse_number, read_rows
 from tpubench.records.csv_safety import neutralize_frame
 from tpubench.records.files import replace_file
@@ -76,7 +77,7 @@ _FLAG_NOTE = re.compile(r"\[FLAG:?\s*([^\]]*)\]", re.IGNORECASE)
 _TRUE_WORDS = {"true", "yes", "1", "y"}
 _FALSE_WORDS = {"false", "no", "0", "n"}
 
-STALE_AFTER_DAYS = 180
+STALE_AFTER_DAYS = price_age.STALE_AFTER_DAYS
 # An effective price above this many USD per chip-hour is a unit or parsing error, not a price (GCP
 # nanos read as units, an upfront fee read as hourly): the dearest chips list at tens of USD per
 # chip-hour (about 6.9 for an H100 in an AWS p5.48xlarge on demand).
@@ -87,28 +88,32 @@ MAX_USD_PER_CHIP_HOUR = 1000.0
 
 
 def today_utc() -> date:
-    return datetime.now(timezone.utc).date()
+    return price_age.today_utc()
 
 
 def price_age_days(as_of: str | date, today: date | None = None) -> int:
     """Whole days between a price's `as_of` date and `today` (UTC today when not given)."""
-    d = as_of if isinstance(as_of, date) else date.fromisoformat(str(as_of))
-    return ((today or today_utc()) - d).days
+    return price_age.age_days(as_of, today or today_utc())
 
 
 def stale_price_warnings(prices: pd.DataFrame, today: date | None = None,
-                         max_age_days: int = STALE_AFTER_DAYS) -> list[str]:
-    """One warning per `as_of` date older than `max_age_days`, counting the prices it covers."""
+                         max_age_days: int | None = None) -> list[str]:
+    """One warning per `as_of` date whose prices are older than their plan allows (money.price_age:
+    spot after 30 days, the rest after 180; `max_age_days` sets one limit for every plan), counting
+    the instance rows it covers and naming the command that refreshes them."""
     if prices.empty:
         return []
     today = today or today_utc()
+    plan_of = prices["plan"] if "plan" in prices else pd.Series("on_demand", index=prices.index)
+    limits = plan_of.map(price_age.stale_after_days) if max_age_days is None else max_age_days
+    ages = prices["as_of"].map(lambda d: price_age_days(d, today))
+    old = prices[ages > limits].assign(_age=ages, _limit=limits)
     out = []
-    for as_of, group in prices.groupby("as_of", sort=True):
-        age = price_age_days(as_of, today)
-        if age > max_age_days:
-            rows = group[list(KEY_COLUMNS)].drop_duplicates()
-            out.append(f"{len(rows)} instance price row(s) dated {as_of} are {age} days old "
-                       f"(over {max_age_days}): check them against the clouds' pricing pages")
+    for (as_of, limit), group in old.groupby(["as_of", "_limit"], sort=True):
+        rows = group[list(KEY_COLUMNS)].drop_duplicates()
+        plans = ", ".join(plan_vocab.plan_label(p) for p in dict.fromkeys(group.get("plan", ["on_demand"])))
+        out.append(f"{len(rows)} instance price row(s) dated {as_of} ({plans}) are {int(group['_age'].iloc[0])} days "
+                   f"old (over {limit}): refresh with `{price_age.REFRESH_COMMAND}`")
     return out
 
 
@@ -449,6 +454,23 @@ def apply_discount(prices: pd.DataFrame, percent: float, base_plan: str = "on_de
             base[col] *= factor
     base["source"] = base["source"] + f" less {percent:g}% discount"
     return pd.concat([prices, base], ignore_index=True)
+
+
+def in_regions(prices: pd.DataFrame, clouds: Sequence[str] = (), regions: Sequence[str] = ()) -> pd.DataFrame:
+    """Only the price rows of the named clouds and regions (case-insensitive; each empty = all): the
+    table every answer, estimate and budget then reads, so each names a region the user may use. A
+    name no row has is a UserError listing those it does have."""
+    for column, wanted, flag in (("cloud", clouds, "--cloud"), ("region", regions, "--region")):
+        if not wanted:
+            continue
+        names = {str(w).lower() for w in wanted}
+        kept = prices[prices[column].astype(str).str.lower().isin(names)]
+        missing = sorted(names - set(kept[column].astype(str).str.lower()))
+        if missing:
+            known = ", ".join(sorted(set(prices[column].astype(str))))
+            raise UserError(f"no price rows for {column} {', '.join(missing)}; known: {known}", field=flag)
+        prices = kept
+    return prices.reset_index(drop=True)
 
 
 def plan_names(prices: pd.DataFrame) -> list[str]:

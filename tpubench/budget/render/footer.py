@@ -3,14 +3,25 @@ not price and the sources of its prices (at the end)."""
 
 from __future__ import annotations
 
+from tpubench.money.pricing import stale_price_warnings
 from tpubench.output.report import format as f
 from tpubench.output.report.markdown_parts import table
 
 
-def budget_notes(result) -> list[str]:
-    """A budget's notes and the flagged prices among its options, as a list, then a blank line."""
-    notes = result.notes + f.flagged_price_notes(result.options)
+def budget_notes(result, today=None) -> list[str]:
+    """A budget's notes, the flagged prices among its options and the stale ones (money.price_age:
+    spot after 30 days, other plans after 180), as a list, then a blank line."""
+    notes = result.notes + f.flagged_price_notes(result.options) + stale_notes(result.options, today)
     return [f"- {n}" for n in notes] + ([""] if notes else [])
+
+
+def stale_notes(options, today=None) -> list[str]:
+    """One line per date of the prices a budget's options use that are older than their plan allows."""
+    needed = {"plan", "price_as_of", "cloud", "region", "instance_type"}
+    if not len(options) or not needed <= set(options.columns):
+        return []
+    used = options[sorted(needed)].drop_duplicates().rename(columns={"price_as_of": "as_of"})
+    return stale_price_warnings(used, today)
 
 
 def budget_footer(unpriced, options) -> list[str]:

@@ -29,11 +29,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import date
 
 import numpy as np
 import pandas as pd
 
 from tpubench.estimate.models import PointPrecision
+from tpubench.money import price_age, price_gaps
+from tpubench.money.plans import PLAN_NAMES, base_plan_name
+from tpubench.money.pricing import load_unpriced_notes
 from tpubench.output.report.format import plan_label, stack_label
 from tpubench.scenarios.registry import row_label
 from tpubench.units import MISSING, number, sig
@@ -47,7 +51,7 @@ SMOKE_TEST = "smoke test at the '{scale}' scale, not the full architecture"
 _SMOKE_TEST = re.compile("^" + re.escape(SMOKE_TEST).replace(re.escape("{scale}"), "(.+)") + "$")
 COLUMNS = ["workload", "plan", "source", "option", "accelerator", "chips", "point", "precision",
            "tokens_per_s_per_chip", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high", "interval",
-           "price_basis", "in_verdict", "why_not", "note", "launch_on"]
+           "price_basis", "in_verdict", "why_not", "note", "launch_on", "price_as_of"]
 
 
 @dataclass
@@ -98,7 +102,7 @@ def measured_options(summary: pd.DataFrame, headline: str, throughput: str) -> l
             "usd_per_mtok_high": r[f"{headline}_ci95_high"], "interval": INTERVAL[MEASURED],
             "price_basis": price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
                                         r.get("price_as_of")),
-            "in_verdict": not why, "why_not": why, "note": "", "launch_on": "",
+            "in_verdict": not why, "why_not": why, "note": "", "launch_on": "", "price_as_of": r.get("price_as_of"),
         })
     return out
 
@@ -111,11 +115,13 @@ def _precision_label(r) -> str:
     return precision.label if precision else ("" if dtype is None or pd.isna(dtype) else str(dtype))
 
 
-def estimate_options(estimates: pd.DataFrame, plans: list[str]) -> list[dict]:
+def estimate_options(estimates: pd.DataFrame, plans: list[str], unpriced: pd.DataFrame | None = None) -> list[dict]:
     """One option per workload, chip (as written, with its quantisation), precision and plan: its
-    cheapest operating point; a chip refused, or not priced in a plan, is a row that says why."""
+    cheapest operating point; a chip refused, or not priced in a plan, is a row that says why
+    (`unpriced`, the shipped unpriced table by default: money.price_gaps)."""
     if estimates is None or estimates.empty:
         return []
+    unpriced = load_unpriced_notes() if unpriced is None else unpriced
     out = []
     # One option per chip and precision: a workload sweeping quantisations, or a chip named
     # `@fp8`, is compared at each (the verdict pairs like with like first).
@@ -137,11 +143,11 @@ def estimate_options(estimates: pd.DataFrame, plans: list[str]) -> list[dict]:
                     "accelerator": first["accelerator"], "chips": first["chips"], "interval": INTERVAL[ESTIMATE],
                     "launch_on": _launch_spec(str(target), str(first["accelerator"]), first["chips"])}
             if refused or mine.empty:
-                why = f"no estimate: {refused}" if refused else f"no {plan_label(plan)} price for {first['accelerator']}"
+                why = f"no estimate: {refused}" if refused else price_gaps.missing_price(first["accelerator"], plan, unpriced)
                 out.append({**base, "point": MISSING, "precision": str(first.get("precision") or ""),
                             "tokens_per_s_per_chip": math.nan, "usd_per_mtok": math.nan, "usd_per_mtok_low": math.nan,
                             "usd_per_mtok_high": math.nan, "price_basis": "", "in_verdict": False, "why_not": why,
-                            "note": ""})
+                            "note": "", "price_as_of": None})
                 continue
             r = mine.iloc[0]
             out.append({**base, "point": load_words(r),
@@ -151,7 +157,8 @@ def estimate_options(estimates: pd.DataFrame, plans: list[str]) -> list[dict]:
                         "usd_per_mtok_high": r["blended_usd_per_mtok_high"],
                         "price_basis": price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
                                                     r.get("price_as_of")),
-                        "in_verdict": True, "why_not": "", "note": _calibration_words(r)})
+                        "in_verdict": True, "why_not": "", "note": _calibration_words(r),
+                        "price_as_of": r.get("price_as_of")})
     return out
 
 
@@ -204,20 +211,22 @@ def _triple(row) -> tuple[float, float, float]:
     return value, (low if math.isfinite(low) else value), (high if math.isfinite(high) else value)
 
 
-def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml") -> dict:
-    """The verdict of one workload and plan over its options (module notes)."""
+def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml", today: date | None = None) -> dict:
+    """The verdict of one workload and plan over its options (module notes), with a stale-price line
+    where a price it rests on is older than its plan allows (money.price_age)."""
     candidates = options[options["in_verdict"].astype(bool) & options["usd_per_mtok"].notna()]
     candidates = candidates.sort_values("usd_per_mtok", kind="stable")
     base = {"workload": options["workload"].iloc[0], "plan": options["plan"].iloc[0], "cheapest": "",
             "runner_up": "", "ratio": math.nan, "ratio_low": math.nan, "ratio_high": math.nan, "decided": False,
-            "decide_command": "", "decide_why": ""}
+            "decide_command": "", "decide_why": "", "stale_note": None, "gaps_note": None}
     if candidates.empty:
         return {**base, "text": "no option answers for the full architecture in this plan: name the chips to "
                                 "decide between (compare_on in the workload, or --on)"}
     best = candidates.iloc[0]
     runner = _runner_up(candidates, best)
     if runner is None:
-        return {**base, "cheapest": best["option"], "text": f"only one option: {best['option']} ({best['source']})"}
+        return {**base, "cheapest": best["option"], "text": f"only one option: {best['option']} ({best['source']})",
+                "stale_note": _stale_note([best], today)}
     ratio, low, high = ratio_interval(_triple(best), _triple(runner))
     decided = bool(low > 1)
     # Said only where both precisions are known (a server's dtype may not be).
@@ -228,7 +237,14 @@ def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml") -> dict
             + ("decided at this confidence" if decided else "not decided at this confidence"))
     command, why = ("", "") if decided else _to_decide(best, runner, workload_file)
     return {**base, "cheapest": best["option"], "runner_up": runner["option"], "ratio": ratio, "ratio_low": low,
-            "ratio_high": high, "decided": decided, "text": text, "decide_command": command, "decide_why": why}
+            "ratio_high": high, "decided": decided, "text": text, "decide_command": command, "decide_why": why,
+            "stale_note": _stale_note([best, runner], today)}
+
+
+def _stale_note(rows, today: date | None) -> str | None:
+    """money.price_age's line for the prices a verdict rests on (each option's plan and date)."""
+    return price_age.stale_note([(r["plan"], r.get("price_as_of"), r["option"]) for r in rows],
+                                today or price_age.today_utc())
 
 
 def _runner_up(candidates: pd.DataFrame, best):
@@ -303,7 +319,7 @@ def verdict_lines(v: dict | None) -> list[str]:
         out.append(f"To decide it: `{v['decide_command']}` ({v['decide_why']}).")
     elif v.get("decide_why"):
         out.append(f"To decide it: {v['decide_why']}.")
-    return out
+    return out + [line for line in (v.get("stale_note"), v.get("gaps_note")) if line and line == line]
 
 
 def title(workload: str, plan: str) -> str:
@@ -320,7 +336,8 @@ def frame(answer: Answer) -> pd.DataFrame:
 
 
 def assemble(options: list[dict], workload_files: dict[str, str], notes: list[str],
-             newest: dict[str, str] | None = None) -> Answer:
+             newest: dict[str, str] | None = None, today: date | None = None,
+             unpriced: pd.DataFrame | None = None) -> Answer:
     """The Answer of these options: in table order (the workload measured last first, by `newest`:
     workload -> its latest result's start time, then by name; per plan, cheapest first, options
     without a figure last), with one verdict per workload and plan."""
@@ -328,12 +345,16 @@ def assemble(options: list[dict], workload_files: dict[str, str], notes: list[st
     if frame.empty:
         return Answer(notes=notes)
     recency = {w: rank for rank, w in enumerate(sorted(newest or {}, key=lambda w: (newest[w], w), reverse=True))}
+    plan_order = {name: i for i, name in enumerate(PLAN_NAMES)}      # on-demand first, as the plan vocabulary
     frame = frame.assign(_order=frame["usd_per_mtok"].fillna(math.inf),
-                         _recent=frame["workload"].map(recency).fillna(len(recency)))
-    frame = (frame.sort_values(["_recent", "workload", "plan", "_order"], kind="stable")
-             .drop(columns=["_order", "_recent"]).reset_index(drop=True))
-    verdicts = [verdict(group, workload_files.get(workload, "WORKLOAD.yaml"))
-                for (workload, _), group in frame.groupby(["workload", "plan"], sort=False)]
+                         _recent=frame["workload"].map(recency).fillna(len(recency)),
+                         _plan=frame["plan"].map(lambda p: plan_order.get(base_plan_name(p), len(plan_order))))
+    frame = (frame.sort_values(["_recent", "workload", "_plan", "plan", "_order"], kind="stable")
+             .drop(columns=["_order", "_recent", "_plan"]).reset_index(drop=True))
+    gaps = price_gaps.plan_gaps(frame, load_unpriced_notes() if unpriced is None else unpriced)
+    verdicts = [{**verdict(group, workload_files.get(workload, "WORKLOAD.yaml"), today),
+                 "gaps_note": price_gaps.gap_words(gaps.get((workload, plan), []))}
+                for (workload, plan), group in frame.groupby(["workload", "plan"], sort=False)]
     return Answer(options=frame, verdicts=pd.DataFrame(verdicts), notes=notes)
 
 

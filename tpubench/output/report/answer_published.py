@@ -25,6 +25,8 @@ from tpubench.estimate.models import published_model, row_precision
 from tpubench.estimate.pricing import plan_prices
 from tpubench.measure.per_token import usd_per_mtok_from_chip_seconds
 from tpubench.money.cost import usd_per_chip_second
+from tpubench.money.price_gaps import missing_price
+from tpubench.money.pricing import load_unpriced_notes
 from tpubench.output.report.answer import INTERVAL, PUBLISHED, load_words, price_words
 from tpubench.units import number
 
@@ -88,24 +90,24 @@ def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.Da
     """The answer's rows of the published rows (`candidates`) nearest workload `workload` (module
     notes). A row of the workload's own model with no price in a plan is listed as such (TPU7x has
     no list price yet); another model's row without one is left out."""
-    out = []
+    out, unpriced = [], load_unpriced_notes()
     for row in nearest_rows(candidates, wl).head(limit).to_dict("records"):
         same_model = bool(row["_same_model"])
         table = plan_prices(prices, Target(str(row["accelerator"]), str(row["accelerator"]), int(row["chips"]), None),
                             plans)
         priced = {price["plan"]: price for price in table.to_dict("records")}
         for plan in plans if same_model else list(priced):
-            out.append(_option(row, workload, plan, priced.get(plan), same_model))
+            out.append(_option(row, workload, plan, priced.get(plan), same_model, unpriced))
     return out
 
 
-def _option(row: dict, workload: str, plan: str, price: dict | None, same_model: bool) -> dict:
+def _option(row: dict, workload: str, plan: str, price: dict | None, same_model: bool, unpriced: pd.DataFrame) -> dict:
     """One published row priced in one plan (`price` None: the price table has none for its chip)."""
     precision = row_precision(row)
     reference = f"{row['publisher']} ({row['date']}): {row['reference']}"
     usd = math.nan if price is None else float(usd_per_mtok_from_chip_seconds(
         1.0 / total_rate(row), usd_per_chip_second(price["usd_per_chip_hour"], 1)))
-    why = (f"no {plan} price for {row['accelerator']} in the price table" if price is None and same_model
+    why = (missing_price(str(row["accelerator"]), plan, unpriced) if price is None and same_model
            else "" if same_model else f"another model ({row['_model']}): a yardstick, not your workload; {reference}")
     basis = "" if price is None else "published throughput x " + price_words(
         price["cloud"], price["instance_type"], price["region"], price["usd_per_chip_hour"], price["as_of"])
@@ -115,7 +117,8 @@ def _option(row: dict, workload: str, plan: str, price: dict | None, same_model:
             "precision": precision.label if precision else str(row.get("precision") or ""),
             "tokens_per_s_per_chip": row["output_tokens_per_s_per_chip"], "usd_per_mtok": usd, "usd_per_mtok_low": usd,
             "usd_per_mtok_high": usd, "interval": INTERVAL[PUBLISHED], "price_basis": basis,
-            "in_verdict": same_model and price is not None, "why_not": why, "note": reference, "launch_on": ""}
+            "in_verdict": same_model and price is not None, "why_not": why, "note": reference, "launch_on": "",
+            "price_as_of": None if price is None else price["as_of"]}
 
 
 __all__ = ["candidates", "nearest_rows", "published_options", "total_rate"]

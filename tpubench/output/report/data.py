@@ -259,13 +259,14 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
         data.tco, tco_notes = tco.tier_usd_per_mtok(data.summary, tco_tiers)
         warnings += tco_notes
     data.headline = headline.pick(data)
-    data.answer = _answer(data, source, prices, plans, on, estimator, warn)
+    data.answer = _answer(data, source, prices, plans, on, estimator, warn, today)
     if data.counts["invalid"]:
         warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy")
     return data
 
 
-def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[str], estimator, warn) -> answer.Answer:
+def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[str], estimator, warn,
+            today: date | None = None) -> answer.Answer:
     """The answer table (report/answer.py): your measured options of the first unit (inference
     tokens), and with an `estimator` the estimates for the chips each workload is decided between
     and the published rows nearest its architecture."""
@@ -281,7 +282,7 @@ def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[
     results = data.results
     newest = (results.groupby("workload")["started_at"].max().astype(str).to_dict()
               if len(results) and {"workload", "started_at"} <= set(results.columns) else {})
-    return answer.assemble(options, {w: path for w, (path, _) in contexts.items()}, notes, newest)
+    return answer.assemble(options, {w: path for w, (path, _) in contexts.items()}, notes, newest, today)
 
 
 def result_rows(data: ReportData, unit=None) -> pd.DataFrame:

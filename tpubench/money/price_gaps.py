@@ -1,0 +1,70 @@
+"""A plan the price table lacks for a chip, said in words and never dropped silently.
+
+The shipped `tpubench/data/unpriced.csv` lists what has no public price (a chip, or one plan of
+it: `plan` empty means every plan) with the reason and where to look; `missing_price` turns a
+(chip, plan) with no price row into the sentence the answer and the budget show ("no 3-year
+commitment price for Trainium2: ..."), and `plan_gaps` finds, per workload and plan, the chips a
+verdict decides between on another plan that this plan cannot price. Pure functions over tables.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pandas as pd
+
+from tpubench.money import plans as plan_vocab
+
+# Where a user adds a price the table lacks (the one page that says how).
+ADD_A_PRICE = "add a row of your own with --prices (docs/extending/prices.md)"
+
+
+def _matching(notes: pd.DataFrame, accelerator: str, plan: str) -> pd.DataFrame:
+    """The unpriced rows of `accelerator` that cover `plan` (their own plan, or every plan), the
+    plan's own rows first."""
+    if notes is None or notes.empty or "accelerator" not in notes:
+        return pd.DataFrame()
+    mine = notes[notes["accelerator"].astype(str).str.lower() == str(accelerator).lower()]
+    plan_col = mine["plan"].astype(str) if "plan" in mine else pd.Series("", index=mine.index)
+    base = plan_vocab.base_plan_name(plan)
+    exact, every = mine[plan_col == base], mine[plan_col.isin(["", "nan"])]
+    return pd.concat([exact, every])
+
+
+def missing_price(accelerator: str, plan: str, notes: pd.DataFrame | None) -> str:
+    """'no 1-year commitment price for H100: <reason> (<source>, checked <date>)', or, where the
+    unpriced table says nothing of it, where the table stops and how to add one."""
+    label = plan_vocab.plan_label(plan)
+    hit = _matching(notes, accelerator, plan)
+    if hit.empty:
+        return f"no {label} price for {accelerator} in the price table: {ADD_A_PRICE}"
+    r = hit.iloc[0]
+    where = ", ".join(x for x in (str(r.get("source", "")), f"checked {r['as_of']}" if r.get("as_of") else "") if x)
+    return f"no {label} price for {accelerator}: {r['reason']}" + (f" ({where})" if where else "")
+
+
+def plan_gaps(options: pd.DataFrame, notes: pd.DataFrame | None) -> dict[tuple[str, str], list[str]]:
+    """Per (workload, plan) of `options` (columns workload, plan, accelerator, in_verdict), one
+    `missing_price` line for each chip that takes part in the verdict on another plan of that
+    workload but has no option in the verdict on this one."""
+    if options is None or options.empty:
+        return {}
+    ranked = options[options["in_verdict"].astype(bool)]
+    out: dict[tuple[str, str], list[str]] = {}
+    for workload, rows in options.groupby("workload", sort=False):
+        contenders = list(dict.fromkeys(ranked.loc[ranked["workload"] == workload, "accelerator"].astype(str)))
+        for plan in dict.fromkeys(rows["plan"]):
+            here = set(ranked.loc[(ranked["workload"] == workload) & (ranked["plan"] == plan), "accelerator"].astype(str))
+            lines = [missing_price(chip, plan, notes) for chip in contenders if chip not in here]
+            if lines:
+                out[(workload, plan)] = lines
+    return out
+
+
+def gap_words(lines: Iterable[str]) -> str | None:
+    """The line beside a verdict naming what its plan cannot price, or None."""
+    lines = list(lines)
+    return ("Not in this verdict: " + "; ".join(lines)) if lines else None
+
+
+__all__ = ["ADD_A_PRICE", "gap_words", "missing_price", "plan_gaps"]
