@@ -20,8 +20,9 @@ import tpubench
 from tpubench.estimate.calibration import observations, runs_left_out
 from tpubench.estimate.chips import chip, parse_target
 from tpubench.estimate.command import run_estimate
+from tpubench.estimate.features import CLOSED_LOOP, prefill_one_s, roofline, sequences_that_fit
 from tpubench.estimate.models import PointPrecision
-from tpubench.estimate.predict import calibrate, estimate
+from tpubench.estimate.predict import calibrate, estimate, latencies
 from tpubench.estimate.records import read_records
 from tpubench.measure.per_token import batch_chip_seconds_per_token
 from tpubench.money.pricing import load_prices
@@ -348,5 +349,18 @@ def test_an_estimate_past_the_memory_is_refused_for_a_batch_and_capped_for_a_ser
     spec = chip("H100", point.compute_precision)
     batch = estimate(cal, target, spec, point)
     assert batch.refused and "do not fit beside the weights" in batch.refused
-    server = estimate(cal, target, spec, point, serving=True)
+    server = estimate(cal, target, spec, point, arrival=CLOSED_LOOP)
     assert server.refused is None and any(n.startswith("only ") and "fit at once" in n for n in server.notes)
+    # The clients that do not fit wait for a slot: by Little's law, (clients - running) x cycle / running,
+    # on top of the TTFT of a request that found one.
+    fits = sequences_that_fit(point, spec.memory_bytes)
+    running = replace(point, concurrency=float(math.floor(fits)))
+    roof = roofline(running, spec.peak_flops, spec.peak_bytes_per_s)
+    cycle = roof.cycle_s / server.efficiency
+    _, tpot = latencies(cal.latency, server.family, running, roof,
+                        prefill_one_s(running, spec.peak_flops, spec.peak_bytes_per_s), server.efficiency, CLOSED_LOOP,
+                        running.concurrency)
+    admitted = cycle - tpot * (running.output_len - 1)
+    wait = (1e6 - running.concurrency) * cycle / running.concurrency
+    assert server.ttft_s[0] == pytest.approx(wait + admitted, rel=1e-9)
+    assert server.tpot_s[0] == pytest.approx(tpot, rel=1e-12)

@@ -13,6 +13,7 @@ import pandas as pd
 from tpubench.errors import UserError
 from tpubench.estimate.calibration import measured_rows
 from tpubench.estimate.chips import Target, chip, parse_target
+from tpubench.estimate.features import CLOSED_LOOP, STATIC
 from tpubench.estimate.points import WorkloadPoints, point_precision, with_precision, workload_points
 from tpubench.estimate.predict import Calibration, Estimate, calibrate, estimate
 from tpubench.estimate.pricing import plan_prices, priced
@@ -90,7 +91,8 @@ def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, p
     for target in targets:
         table = plan_prices(prices, target, plans)
         for point in _points_on(wl, target):
-            est = estimate(cal, target, chip(target.accelerator, point.compute_precision), point, serving=wl.serving)
+            est = estimate(cal, target, chip(target.accelerator, point.compute_precision), point,
+                           arrival=CLOSED_LOOP if wl.serving else STATIC)
             estimates.append(est)
             priced_rows.append([] if est.refused else [priced(est, row) for _, row in table.iterrows()])
     return EstimateReport(workload=wl.name, calibration=cal, estimates=estimates, prices=priced_rows,
