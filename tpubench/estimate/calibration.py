@@ -209,6 +209,7 @@ def observations(rows: pd.DataFrame) -> Observations:
             "clients": _num(row["concurrency"]), "arrival": arrival_of(row),
             "prefill_one_s": prefill_one_s(point, spec.peak_flops, spec.peak_bytes_per_s),
             "ttft_s": _latency(row, "ttft"), "tpot_s": _latency(row, "tpot"),
+            "ttft_p99_s": _num(row.get("ttft_p99_s")), "tpot_p99_s": _num(row.get("tpot_p99_s")),
         })
     X = np.array(xs) if xs else np.zeros((0, len(TERMS)))
     return Observations(X=X, y=np.array(ys), families=fams, rows=pd.DataFrame(kept), points=points, specs=specs,

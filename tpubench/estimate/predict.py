@@ -53,6 +53,7 @@ from tpubench.estimate.features import (
     terms,
 )
 from tpubench.estimate.fit import DEFAULT_RIDGE, Fit, conformal_halfwidth, fit_efficiency
+from tpubench.estimate.pairs import PairMisses
 from tpubench.estimate.records import LABEL
 from tpubench.measure.per_token import batch_chip_seconds_per_token
 
@@ -79,6 +80,23 @@ class Calibration:
     # Outside the calibration rows' range of terms, the interval's half-width grows by `widening`
     # per unit of `Box.distance` (calibrated on extreme rows held out: _widening).
     widening: float = 0.0
+    # The ratio of two families' estimates: its held-out pairs' misses (estimate.pairs).
+    pairs: PairMisses = field(default_factory=PairMisses)
+
+    def tail(self, metric: str, arrival: str) -> tuple[float, int]:
+        """(p99 / median, rows) of TTFT or TPOT for requests arriving as `arrival`: the median ratio
+        over the published rows that give both (of that arrival where 9 or more do, else of all);
+        (1, 0) where none does. A percentile other than the median is the estimate's median times
+        a lognormal's share of this ratio (output.report.service_level.at_percentile)."""
+        rows = self.obs.rows
+        if not len(rows):
+            return 1.0, 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (rows[f"{metric[:4]}_p99_s"] / rows[f"{metric[:4]}_s"]).to_numpy(dtype=float)
+        known = np.isfinite(ratio) & (ratio >= 1)
+        mine = known & (rows["arrival"] == arrival).to_numpy()
+        use = mine if mine.sum() >= 9 else known
+        return (float(np.median(ratio[use])), int(use.sum())) if use.any() else (1.0, 0)
 
     def box(self) -> "Box":
         return Box.of(self.obs.X)
@@ -140,7 +158,8 @@ def calibrated(obs: Observations, *, ridge: float = DEFAULT_RIDGE) -> Calibratio
     loo, latency_loo = _held_out_misses(published, lat, groups, ridge)
     published.left_out = obs.left_out
     return Calibration(obs=published, fit=fit, own=own, loo=loo, latency=lat.fit(np.ones(len(groups), bool), ridge),
-                       latency_loo=latency_loo, widening=_widening(published, loo, ridge))
+                       latency_loo=latency_loo, widening=_widening(published, loo, ridge),
+                       pairs=PairMisses.of(published.rows, loo) if len(published.rows) else PairMisses())
 
 
 @dataclass(frozen=True)
@@ -316,6 +335,10 @@ class Estimate:
     interval_nominal: bool = False
     interval_basis: str = ""
     notes: tuple[str, ...] = field(default=())
+    # p99 / median of TTFT and TPOT for this arrival (Calibration.tail): another percentile than
+    # the median is asked of these.
+    ttft_tail: float = 1.0
+    tpot_tail: float = 1.0
 
 
 def estimate(cal: Calibration, target: Target, spec: Chip, point: Point, *, arrival: str = STATIC) -> Estimate:
@@ -386,7 +409,8 @@ def estimate(cal: Calibration, target: Target, spec: Chip, point: Point, *, arri
                     input_chip_s_per_token=slower(float(charged.input)),
                     output_chip_s_per_token=slower(float(charged.output)),
                     blended_chip_s_per_token=slower(float(charged.blended)),
-                    interval_nominal=nominal, interval_basis=basis, notes=tuple(notes))
+                    interval_nominal=nominal, interval_basis=basis, notes=tuple(notes),
+                    ttft_tail=cal.tail(TTFT, arrival)[0], tpot_tail=cal.tail(TPOT, arrival)[0])
 
 
 def _factor(q: float) -> float:

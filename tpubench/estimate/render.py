@@ -23,7 +23,8 @@ def flat_rows(report: EstimateReport) -> list[dict]:
                 "interval_coverage": COVERAGE, "interval_nominal": est.interval_nominal,
                 "interval_basis": est.interval_basis, "calibration_rows": est.calibration_rows,
                 "calibration_rows_same_chip": est.calibration_chip_rows, "own_rows": est.own_rows,
-                "calibrated_by": " | ".join(est.calibrated_by), "notes": "; ".join(est.notes)}
+                "calibrated_by": " | ".join(est.calibrated_by), "notes": "; ".join(est.notes),
+                "arrival": est.arrival, "ttft_tail": est.ttft_tail, "tpot_tail": est.tpot_tail}
         for name in _TRIPLES:
             value, low, high = getattr(est, name)
             base[name], base[f"{name}_low"], base[f"{name}_high"] = value, low, high

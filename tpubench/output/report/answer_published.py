@@ -21,7 +21,7 @@ import pandas as pd
 
 from tpubench.estimate.calibration import excluded
 from tpubench.estimate.chips import Target
-from tpubench.estimate.models import published_model, row_precision
+from tpubench.estimate.models import model_distance, published_model, row_precision
 from tpubench.estimate.pricing import plan_prices
 from tpubench.measure.per_token import usd_per_mtok_from_chip_seconds
 from tpubench.money.cost import usd_per_chip_second
@@ -29,12 +29,6 @@ from tpubench.money.price_gaps import missing_price
 from tpubench.money.pricing import load_unpriced_notes
 from tpubench.output.report.answer import INTERVAL, PUBLISHED, load_words, price_words
 from tpubench.units import number
-
-
-def _distance(shape, mine) -> float:
-    if (shape.n_experts > 0) != (mine.n_experts > 0):
-        return math.inf
-    return abs(math.log(shape.active_params / mine.active_params)) + abs(math.log(shape.total_params / mine.total_params)) / 2
 
 
 def candidates(published: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +54,7 @@ def nearest_rows(candidates: pd.DataFrame, wl) -> pd.DataFrame:
     mine, point = wl.points[0].shape, wl.points[-1]
     own = published_model(wl.hub_id)
     shapes = dict(zip(candidates["_model"], candidates["_shape"]))
-    distance = {model: (-1.0 if own and model == own[0] else _distance(shape, mine)) for model, shape in shapes.items()}
+    distance = {model: (-1.0 if own and model == own[0] else model_distance(shape, mine)) for model, shape in shapes.items()}
     with np.errstate(divide="ignore", invalid="ignore"):
         lengths = (np.abs(np.log(candidates["input_length"].to_numpy(float) / point.input_len))
                    + np.abs(np.log(candidates["output_length"].to_numpy(float) / point.output_len)))
