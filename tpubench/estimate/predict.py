@@ -301,7 +301,10 @@ def latencies(latency: Fit | None, family: str | None, point: Point, roof: Roofl
     else:
         step = cycle / point.output_len
         x = latency_terms(point, roof, prefill_one, step, arrival)
-        first = min(step * math.exp(latency.predict(x, family)), MAX_TTFT_SHARE * cycle)
+        # Never before the prompts ahead could be prefilled at the chips' peak (a fit read far outside
+        # its rows, a static batch of thousands, would say so), nor past the cycle's share for it.
+        floor = roof.prefill_s if arrival == STATIC else prefill_one
+        first = max(min(step * math.exp(latency.predict(x, family)), MAX_TTFT_SHARE * cycle), floor)
     # More clients than the batch holds: each waits for a slot (Little's law on the running batch).
     wait = (clients - point.concurrency) * cycle / point.concurrency if clients > point.concurrency else 0.0
     return wait + first, ((cycle - first) / steps if steps else math.nan)

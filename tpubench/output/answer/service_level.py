@@ -34,13 +34,13 @@ class Slo:
     default: bool = False       # not the workload's own
 
     def words(self) -> str:
-        """'TTFT p99 <= 2 s, TPOT p99 <= 50 ms (20 tok/s per user)'."""
+        """'TTFT p99 ≤ 2 s, TPOT p99 ≤ 50 ms (20 tok/s per user)'."""
         p = f"p{self.percentile}"
         parts = []
         if self.ttft_s is not None:
-            parts.append(f"TTFT {p} <= {duration(self.ttft_s)}")
+            parts.append(f"TTFT {p} ≤ {duration(self.ttft_s)}")
         if self.tpot_s is not None:
-            parts.append(f"TPOT {p} <= {duration(self.tpot_s)} ({sig(1 / self.tpot_s)} tok/s per user)")
+            parts.append(f"TPOT {p} ≤ {duration(self.tpot_s)} ({sig(1 / self.tpot_s)} tok/s per user)")
         return ", ".join(parts)
 
     def bounds(self) -> dict[str, float]:
