@@ -77,7 +77,8 @@ def duration(seconds, missing: str = MISSING) -> str:
     """A latency bound or figure in the unit that reads: '2 s', '450 ms', '8.5 ms'."""
     if not finite(seconds):
         return missing
-    return f"{sig(seconds)} s" if float(seconds) >= 1 else f"{ms(seconds)} ms"
+    value = float(seconds)
+    return f"{value:.3g} s" if value >= 1 else f"{value * 1e3:.3g} ms"
 
 
 # ----------------------------------------------------------------------------- fractions

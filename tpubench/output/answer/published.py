@@ -212,15 +212,18 @@ def _option(row: dict, workload: str, plan: str, price: dict, op: OperatingPoint
         price_basis="published throughput x " + price_words(price["cloud"], price["instance_type"], price["region"],
                                                              price["usd_per_chip_hour"], price["as_of"]),
         price_as_of=str(price["as_of"]), region=str(price["region"]), in_verdict=same_model and op.ranked,
-        why_not=why, reference=_reference(row), note=f"{row['_model']} I={number(row['input_length'])} "
-                                                    f"O={number(row['output_length'])}",
-        **operating_fields(op))
+        why_not=why, reference=_reference(row), note=_note(row), **operating_fields(op))
+
+
+def _note(row: dict) -> str:
+    """The model and lengths a published option is of ('qwen3-30b-a3b I=1024 O=1024')."""
+    return f"{row['_model']} I={number(row['input_length'])} O={number(row['output_length'])}"
 
 
 def _unpriced(row: dict, workload: str, plan: str, why: str) -> dict:
     return option_row(workload=workload, plan=plan, source=PUBLISHED, option=_name(row), accelerator=row["accelerator"],
                       chips=row["chips"], precision=row["_precision"], interval=INTERVAL[PUBLISHED], why_not=why,
-                      reference=_reference(row))
+                      reference=_reference(row), note=_note(row))
 
 
 __all__ = ["SWEEP", "candidates", "published_options", "sweep_points", "total_rate"]

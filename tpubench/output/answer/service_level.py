@@ -20,7 +20,7 @@ from pathlib import Path
 from statistics import NormalDist
 
 from tpubench.estimate.models import model_distance, published_model
-from tpubench.units import duration, sig
+from tpubench.units import duration
 
 SERVICE_LEVELS = Path(__file__).resolve().parent.parent.parent / "data" / "service_levels.csv"
 
@@ -40,7 +40,7 @@ class Slo:
         if self.ttft_s is not None:
             parts.append(f"TTFT {p} ≤ {duration(self.ttft_s)}")
         if self.tpot_s is not None:
-            parts.append(f"TPOT {p} ≤ {duration(self.tpot_s)} ({sig(1 / self.tpot_s)} tok/s per user)")
+            parts.append(f"TPOT {p} ≤ {duration(self.tpot_s)} ({1 / self.tpot_s:.3g} tok/s per user)")
         return ", ".join(parts)
 
     def bounds(self) -> dict[str, float]:
