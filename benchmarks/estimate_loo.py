@@ -62,6 +62,39 @@ def _misses(table, metric: str) -> list[str]:
     return out
 
 
+def _shared_prices() -> dict[str, float]:
+    """One price per chip-hour per accelerator for every pair: its cheapest on-demand list price in
+    the shipped table, else its cheapest of any plan (Trainium2 has no on-demand row)."""
+    from tpubench.money.pricing import load_prices
+
+    prices = load_prices()
+    prices = prices[~prices["flagged"].astype(bool)] if "flagged" in prices else prices
+    on_demand = prices[prices["plan"] == "on_demand"].groupby("accelerator")["usd_per_chip_hour"].min()
+    anyplan = prices.groupby("accelerator")["usd_per_chip_hour"].min()
+    return {**anyplan.to_dict(), **on_demand.to_dict()}
+
+
+def _pairs(obs, per_row, markdown: bool) -> None:
+    from tpubench.estimate.validate import DECISIVE_RATIO, pair_scores, pair_summary
+
+    table = pair_summary(pair_scores(obs, per_row, _shared_prices()))
+    print(f"\n== held-out pairs: one model on two chip families at comparable points, each side predicted "
+          f"with its own sweep held out (ratio interval: the family pair's other models' pairs; ranking accuracy "
+          f"over pairs whose true $ ratio is at least {DECISIVE_RATIO}x)")
+    if markdown:
+        print("\n| family pair | pairs | ratio coverage | decisive pairs | ranking accuracy | median interval |"
+              "\n|---|---:|---:|---:|---:|---:|")
+        for r in table.itertuples():
+            print(f"| {r.family_pair} | {r.pairs} | {100 * r.ratio_coverage_90:.0f}% | {r.decisive} | "
+                  f"{100 * r.ranking_accuracy:.0f}% | x/÷ {r.median_halfwidth_factor:.2f} |")
+    else:
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    overall = table.iloc[-1] if len(table) else None
+    if overall is not None:
+        print(f"pairs: ranking accuracy {100 * overall.ranking_accuracy:.0f}% (target >= 90%), ratio coverage "
+              f"{100 * overall.ratio_coverage_90:.0f}% (target 85-95%) over {overall.pairs} pairs")
+
+
 def _held_out(obs, ridge: float, by: str, title: str, markdown: bool, metrics=("throughput", "tpot", "ttft")) -> None:
     from tpubench.estimate.validate import held_out, summary
 
@@ -81,6 +114,8 @@ def _held_out(obs, ridge: float, by: str, title: str, markdown: bool, metrics=("
         print(f"{title}, {metric}: median |error| {row.median_abs_error_pct:.1f}% (target <= {TARGETS[metric]:g}%), "
               f"90% coverage {100 * row.coverage_90:.0f}% over {row.n} rows; "
               + ("targets met" if not misses else "missed: " + ", ".join(misses)))
+    if by == "sweep":
+        _pairs(obs, per_row, markdown)
 
 
 def _own_rows(obs, ridge: float, markdown: bool) -> None:

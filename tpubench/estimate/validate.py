@@ -38,7 +38,9 @@ import pandas as pd
 from tpubench.estimate.calibration import Observations, sweeps
 from tpubench.estimate.chips import Target
 from tpubench.estimate.features import STATIC
-from tpubench.estimate.fit import DEFAULT_RIDGE
+from tpubench.estimate.fit import DEFAULT_RIDGE, conformal_halfwidth
+from tpubench.estimate.pairs import COVERAGE as PAIR_COVERAGE
+from tpubench.estimate.pairs import comparable_pairs, family_pair
 from tpubench.estimate.predict import TPOT, TTFT, calibrated, estimate
 
 GROUPINGS = ("row", "sweep", "chip")
@@ -114,6 +116,66 @@ def with_own_rows(obs: Observations, counts=(0, 1, 3), *, ridge: float = DEFAULT
     return pd.DataFrame(out)
 
 
+# The ranking accuracy counts pairs whose true $ ratio is at least this far from a tie.
+DECISIVE_RATIO = 1.2
+
+
+def pair_scores(obs: Observations, per_row: pd.DataFrame, usd_per_chip_hour: dict[str, float]) -> pd.DataFrame:
+    """Each held-out pair (estimate.pairs: one model on two families at comparable points, each side
+    predicted with its own sweep held out: `per_row`, held_out(by="sweep")), priced at one shared
+    table (`usd_per_chip_hour` per accelerator), with: its true and estimated $ ratio (second over
+    first), whether the estimate names the cheaper side, the half-width the answer would give it
+    (its family pair's held-out pairs of the other models, estimate.pairs's rule, else the two
+    intervals' half-widths in quadrature) and whether that interval covers the true ratio."""
+    rows = obs.rows.reset_index(drop=True)
+    pairs = comparable_pairs(rows)
+    error = np.log1p(per_row["error_pct"].to_numpy(dtype=float) / 100)          # log(estimated / published)
+    factor = np.log(per_row["interval_factor"].to_numpy(dtype=float))
+    answered = (per_row["refused"] == "").to_numpy()
+    out = []
+    models = rows["model"].to_numpy()
+    for i, j in pairs:
+        a, b = rows.loc[i, "accelerator"], rows.loc[j, "accelerator"]
+        if not (answered[i] and answered[j] and a in usd_per_chip_hour and b in usd_per_chip_hour):
+            continue
+        price = usd_per_chip_hour[b] / usd_per_chip_hour[a]
+        true = price * rows.loc[i, "output_tokens_per_s_per_chip"] / rows.loc[j, "output_tokens_per_s_per_chip"]
+        estimated = true * math.exp(error[i] - error[j])
+        out.append({"model": models[i], "family_pair": " | ".join(family_pair(obs.families[i], obs.families[j])),
+                    "first": a, "second": b, "true_ratio": true, "estimated_ratio": estimated,
+                    "miss": abs(error[i] - error[j]), "quadrature": math.hypot(factor[i], factor[j]),
+                    "decisive": abs(math.log(true)) >= math.log(DECISIVE_RATIO),
+                    "named_cheaper": (true > 1) == (estimated > 1)})
+    frame = pd.DataFrame(out)
+    if frame.empty:
+        return frame
+    halfwidth = []
+    for r in frame.itertuples():
+        others = frame[(frame["family_pair"] == r.family_pair) & (frame["model"] != r.model)]["miss"].to_numpy()
+        q, nominal = conformal_halfwidth(others, PAIR_COVERAGE) if len(others) else (math.nan, False)
+        halfwidth.append(q if nominal else r.quadrature)
+    frame["halfwidth"] = halfwidth
+    frame["covered"] = frame["miss"] <= frame["halfwidth"]
+    return frame
+
+
+def pair_summary(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per family pair and overall: pairs, ratio coverage, decisive pairs (true ratio >= 1.2x either
+    way) and the share of them whose cheaper side the estimate names."""
+    def agg(df: pd.DataFrame) -> dict:
+        decisive = df[df["decisive"]]
+        return {"pairs": len(df), "ratio_coverage_90": float(df["covered"].mean()) if len(df) else np.nan,
+                "decisive": len(decisive),
+                "ranking_accuracy": float(decisive["named_cheaper"].mean()) if len(decisive) else np.nan,
+                "median_halfwidth_factor": float(np.exp(np.median(df["halfwidth"]))) if len(df) else np.nan}
+    if pairs.empty:
+        return pd.DataFrame(columns=["family_pair", "pairs", "ratio_coverage_90", "decisive", "ranking_accuracy",
+                                     "median_halfwidth_factor"])
+    rows = [{"family_pair": key, **agg(df)} for key, df in pairs.groupby("family_pair", sort=True)]
+    rows.append({"family_pair": "overall", **agg(pairs)})
+    return pd.DataFrame(rows)
+
+
 METRICS = {"throughput": "", "ttft": "ttft_", "tpot": "tpot_"}
 
 
@@ -134,4 +196,5 @@ def summary(per_row: pd.DataFrame, by: str = "accelerator", metric: str = "throu
     return pd.DataFrame(rows)
 
 
-__all__ = ["GROUPINGS", "METRICS", "OWN_CANDIDATES", "held_out", "own_candidates", "summary", "with_own_rows"]
+__all__ = ["DECISIVE_RATIO", "GROUPINGS", "METRICS", "OWN_CANDIDATES", "held_out", "own_candidates", "pair_scores",
+           "pair_summary", "summary", "with_own_rows"]
