@@ -464,10 +464,12 @@ def import_mlperf(
                                             "a summary.csv."),
     into: Path = typer.Option(Path("results"), "--into", help=_INTO_HELP),
     model: Optional[str] = typer.Option(None, "--model", help=_MODEL_HELP),
-    input_length: Optional[int] = typer.Option(None, "--input-length", min=1,
-                                               help="Input length to compare these results at (MLPerf fixes none)."),
-    output_length: Optional[int] = typer.Option(None, "--output-length", min=1,
-                                                help="Output length to compare these results at."),
+    input_length: Optional[float] = typer.Option(None, "--input-length", min=1,
+                                                 help="Input length to compare these results at (MLPerf fixes none; "
+                                                      "a data set's mean, such as 505.6, is taken as it is)."),
+    output_length: Optional[float] = typer.Option(None, "--output-length", min=1,
+                                                  help="Output length to compare these results at (a mean may be "
+                                                       "fractional)."),
     replace: bool = typer.Option(False, "--replace", help="Replace an earlier import of the same folder."),
 ):
     """MLPerf Inference LLM results: token rate per accelerator, TTFT/TPOT of Server runs, system and software."""

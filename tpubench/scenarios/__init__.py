@@ -122,8 +122,11 @@ class Scenario:
     options: tuple[str, ...] = ()  # run options of its own (`server_url`: tpubench run --server-url)
     calibrates_estimate: bool = False  # its results are decode loops of a model tpubench built, batch as
                                   # the load: `tpubench estimate` calibrates on them (tpubench/estimate/)
-    quantizes: bool = False       # its points take model.quantization: the model is quantised and gated
-                                  # against its unquantised self (models/quality_gate.py)
+    quantizes: bool = False       # its points take model.quantization's weight part: the model is quantised
+                                  # and gated against its unquantised self (models/quality_gate.py)
+    kv_cache_dtypes: bool = False  # its points take model.quantization's KV-cache part (`kv_fp8`): serve
+                                  # passes it to the engine it launches (serving/presets.py)
+    kv_cache_note: str = "it sets no cache dtype"   # why not, where it does not
     kernel_arms: bool = False     # its results are arms of a MoE kernel A/B (experts implementation,
                                   # decode loop): the report's kernel table compares them
                                   # (output/report/kernel_speedups.py)
