@@ -19,8 +19,8 @@ reason, rather than made as if it could.
 - AWS Trainium, Trainium2, Inferentia2: NxD Inference (`NeuronConfig(kv_cache_quant=True)`: the
   cache in float8_e4m3fn, dequantised on read; aws-neuron-sdk libraries/nxd-inference/
   developer_guides/feature-guide.rst, "KV Cache Quantization") and vLLM Neuron on Trainium2
-  (`kv_cache_dtype="fp8"`, Llama 3 models only as of 2026-06-23: aws-neuron-sdk vllm-neuron/docs/
-  design/vllm/kv-cache-quantization.md).
+  (`kv_cache_dtype="fp8"`, Llama 3 models only as of 2026-06-23: aws-neuron-sdk, vLLM Neuron's design
+  page kv-cache-quantization.md).
 """
 
 from __future__ import annotations

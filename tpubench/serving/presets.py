@@ -93,7 +93,7 @@ RESET_PATHS = (("vllm", "/reset_prefix_cache"), ("sglang", "/flush_cache"))
 
 # The flag vLLM and SGLang both take for the KV cache's dtype. vLLM: `--kv-cache-dtype fp8` (e4m3;
 # docs.vllm.ai features/quantization/quantized_kvcache, the same flag on vLLM TPU and vLLM Neuron:
-# tpu-inference's CI serves with it, aws-neuron-sdk vllm-neuron/docs/design/vllm/kv-cache-quantization.md).
+# tpu-inference's CI serves with it, aws-neuron-sdk, vLLM Neuron's design page kv-cache-quantization.md).
 # SGLang: `--kv-cache-dtype fp8_e4m3` (docs.sglang.io advanced_features/quantized_kv_cache).
 KV_CACHE_FLAG = "--kv-cache-dtype"
 _VLLM_KV = (("fp8", "fp8"),)
