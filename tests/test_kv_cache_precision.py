@@ -222,3 +222,24 @@ def test_the_estimate_reads_a_cache_sweep_that_a_run_cannot_measure(monkeypatch,
     workload = _workload(tmp_path, QWEN3_MOE, **{"model.quantization": ["fp8", "fp8+kv_fp8"]}, compare_on=[])
     rows = _estimate_json(monkeypatch, capsys, workload, "H200:8")
     assert {r["precision"] for r in rows} == {"w fp8 / a fp8 / kv bf16", "w fp8 / a fp8 / kv fp8"}
+
+
+def test_the_served_model_check_is_not_held_to_float32_with_an_fp8_cache(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    import tpubench.serving.served_model_check as served_model_check
+    from tpubench.measure.numerics import FP32_ABS_TOL, tolerance
+    from tpubench.scenarios.serve.measure import check_model
+
+    seen = []
+    monkeypatch.setattr(served_model_check, "check_served_model",
+                        lambda *args, dtype, tolerance: seen.append(dtype) or {"status": "ok"})
+    ctx = SimpleNamespace(reporter=SimpleNamespace(phase=lambda *a: None))
+    server = SimpleNamespace(weights_path=str(tmp_path), base_url="http://127.0.0.1:9", model="m",
+                             command=["python", "-m", "sglang.launch_server"], name="sglang")
+    for quantization in ("none", "kv_fp8"):
+        point = SimpleNamespace(params={"server": {}}, dtype="float32", quantization=quantization)
+        assert check_model(ctx, server, point) == {"status": "ok"}
+    assert seen == ["float32", "float32 with an fp8 KV cache"]
+    assert tolerance("float32", seen[0], 2.0) == (FP32_ABS_TOL, True)
+    assert tolerance("float32", seen[1], 2.0)[0] > FP32_ABS_TOL     # the half-precision tolerance

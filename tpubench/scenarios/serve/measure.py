@@ -27,7 +27,7 @@ from tpubench.measure.energy import energy_metrics
 from tpubench.records.result import RunResult, now_iso
 from tpubench.scenarios.serve.capacity import ServeSteering
 from tpubench.workload_spec.point import RunPoint
-from tpubench.workload_spec.precision import precision_of
+from tpubench.workload_spec.precision import kv_cache_quantization, precision_of
 
 # A point that sends for a duration gets distinct prompts for the requests it is expected to send
 # (the client cycles through them past that, and such repeats are counted and warned about): its
@@ -305,9 +305,13 @@ def check_model(ctx, server, point: RunPoint) -> dict | None:
 
     ctx.reporter.phase("checking the served model", 0, 1)
     dtype = point.dtype if point.dtype not in (None, "server") else "float32"
+    served = served_dtype(server.command, server.name, dtype)
+    kv = kv_cache_quantization(point.quantization)
+    if kv:   # a cache told to hold fp8 is not float32 arithmetic: the half-precision tolerance, said so
+        served = f"{served} with an {kv} KV cache"
     try:
         result = check_served_model(server.base_url, server.model, server.weights_path,
-                                    dtype=served_dtype(server.command, server.name, dtype), tolerance=tolerance)
+                                    dtype=served, tolerance=tolerance)
     except Exception as exc:  # noqa: BLE001 - a reference that cannot load is a skipped check, not a lost run
         first = (str(exc).strip().splitlines() or [""])[0]
         result = {"status": "skipped", "detail": f"the reference could not run ({type(exc).__name__}: {first})"}
