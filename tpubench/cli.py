@@ -226,7 +226,7 @@ def report(
     no_shipped: bool = typer.Option(False, "--no-shipped", help="Leave out the published reference rows shipped "
                                                                 "with tpubench (listed apart, never priced)."),
     on: List[str] = typer.Option([], "--on", help="A chip to decide on for every workload, beside its compare_on: "
-                                                  "tpu-v6e-8, H100:8, H100:8@fp8, trn2 (repeatable); estimated, "
+                                                  "tpu-v6e-8, H100:8, H100:8@fp8+kv_fp8, trn2 (repeatable); estimated, "
                                                   "labelled so, in the answer table."),
     table: str = typer.Option("report", "--table", help="report (everything) or answer (only the answer table: "
                                                         "with --format csv, its options and verdicts)."),
@@ -484,7 +484,8 @@ def import_mlperf(
 def estimate(
     workload: Path = typer.Argument(..., help="Workload YAML file (its full model and its batch sizes or concurrency)."),
     on: List[str] = typer.Option([], "--on", help="A chip you have not measured: tpu-v6e-8, H100:8, trn2, or an "
-                                                  "instance type from the price table (repeatable)."),
+                                                  "instance type from the price table, optionally @ a precision "
+                                                  "(H100:8@fp8+kv_fp8) (repeatable)."),
     results: List[Path] = typer.Option([], "--results", help="Your own result folders: their accelerator rows "
                                                              "calibrate the estimate too."),
     prices: List[Path] = typer.Option([], "--prices", help="Your price file(s), layered over the shipped table."),
@@ -498,8 +499,8 @@ def estimate(
     """Estimate throughput, latency and $/Mtok on chips you have not measured: the roofline of the
     workload's model over an efficiency fitted on published (and your measured) rows of the chip's
     family, with a 90% prediction interval. Labelled estimate; never a measurement. A chip may name
-    a quantisation to estimate the model at (H100:8@fp8, tpu-v6e-8@int8_dynamic); the workload's
-    own `compare_on` chips are estimated too."""
+    a precision to estimate the model at (H100:8@fp8, H100:8@fp8+kv_fp8 with an fp8 KV cache,
+    tpu-v6e-8@int8_dynamic); the workload's own `compare_on` chips are estimated too."""
     if fmt not in ("table", "json", "csv"):
         raise UserError(f"unknown format '{fmt}': table, json or csv", field="--format")
     from tpubench.estimate.command import run_estimate
