@@ -87,3 +87,17 @@ def test_mlperf_import_takes_a_data_set_mean(tmp_path, monkeypatch, capsys):
     (stored,) = list((tmp_path / "published").glob("*.csv"))
     frame = pd.read_csv(stored)
     assert set(frame["input_length"]) == {505.6} and set(frame["output_length"]) == {233.4}
+
+
+def test_a_serve_workload_s_mean_lengths_are_estimated_and_not_sent(monkeypatch, capsys, tmp_path):
+    data = yaml.safe_load((REPO / "workloads" / "serve_local.yaml").read_text())
+    data["model"]["config"].update(yaml.safe_load(QWEN3_MOE.read_text())["model"]["config"])   # the full model
+    data["scenario"].update(input_length=505.6, output_length=233.4)
+    path = tmp_path / "serve_mean.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, out, err = run_cli(monkeypatch, capsys, "estimate", str(path), "--on", "H100:8", "--format", "json")
+    assert code == 0, err
+    rows = json.loads(out)["estimates"]
+    assert {(r["input_length"], r["output_length"]) for r in rows} == {(505.6, 233.4)}
+    code, out, err = run_cli(monkeypatch, capsys, "validate", str(path))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "scenario.input_length" in err and "a mean" in err

@@ -45,6 +45,16 @@ class FieldProblem(ValueError):
         self.loc, self.message = loc, message
 
 
+def whole_lengths(lengths, loc: tuple, scale: str) -> None:
+    """A measured point's prompt and answer lengths are whole tokens: a mean length (505.6, which
+    `tpubench estimate` reads as written) cannot be run. FieldProblem at `loc` otherwise."""
+    for value in lengths if isinstance(lengths, list) else [lengths]:
+        if isinstance(value, float):
+            raise FieldProblem(loc, f"{value:g} tokens is a mean, not a length a request or batch can have: a "
+                                    f"measured point needs whole tokens (scale '{scale}'; tpubench estimate "
+                                    "reads a mean)")
+
+
 @dataclass
 class SweepContext:
     """What a scenario may use of the sweep it runs in."""

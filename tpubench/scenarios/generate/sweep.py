@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from tpubench.scenarios import FieldProblem
+from tpubench.scenarios import whole_lengths
 from tpubench.workload_spec.point import RunPoint, layout_words, lengths_words, routing_label, shape_words
 from tpubench.workload_spec.precision import precision_of
 from tpubench.workload_spec.vocabulary import as_list
@@ -16,7 +16,7 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
     dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
     over = spec.overrides()
     for name in ("input_length", "output_length"):
-        _whole_tokens(getattr(over, name) or getattr(scen, name), name, scale)
+        whole_lengths(getattr(over, name) or getattr(scen, name), ("scenario", name), scale)
     return {
         "dtype": as_list(dtypes),
         "experts_implementation": as_list(workload.model.experts_implementation),
@@ -31,16 +31,6 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
         "expert_parallel": as_list(workload.parallel.expert),
         "decode_loop": as_list(scen.decode_loop),
     }
-
-
-def _whole_tokens(lengths, name: str, scale: str) -> None:
-    """A measured batch's prompts and answers are whole tokens: a mean length (505.6, for
-    `tpubench estimate`) cannot be run."""
-    for value in as_list(lengths):
-        if not isinstance(value, int):
-            raise FieldProblem(("scenario", name), f"{value:g} tokens is a mean, not a length a batch can have: a "
-                                                   f"measured batch needs whole tokens (scale '{scale}'; "
-                                                   "tpubench estimate reads a mean)")
 
 
 def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:

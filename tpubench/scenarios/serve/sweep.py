@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpubench.errors import UserError
-from tpubench.scenarios import FieldProblem
+from tpubench.scenarios import FieldProblem, whole_lengths
 from tpubench.scenarios.serve.capacity import search_slo
 from tpubench.serving.presets import kv_cache_args
 from tpubench.serving.traffic import traffic_words
@@ -23,6 +23,8 @@ if TYPE_CHECKING:   # the section's models, for annotations: the sweep and its l
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
     scen = workload.scenario
+    for name in ("input_length", "output_length"):
+        whole_lengths(getattr(scen, name), ("scenario", name), scale)
     trace = scen.traffic.trace if scen.traffic else None
     if trace is not None:
         # A replay's load is the trace's own clock, scaled: time_scale is the axis.
