@@ -321,3 +321,25 @@ def test_a_server_launched_here_is_metered_over_its_serve_window_and_one_at_a_ur
     assert u.status == "ok" and u.energy["verdict"] == "unavailable" and "energy_j" not in u.metrics
     assert u.energy["reason"].startswith("the server is at a URL")
     assert "energy: not measured (the server is at a URL" in out
+
+
+@pytest.mark.slow
+def test_a_launched_engine_gets_the_cache_dtype_and_the_result_records_it(tmp_path, monkeypatch, capsys):
+    # An SGLang launch whose command is the scripted server: tpubench appends the engine's flag for
+    # model.quantization: kv_fp8, and records the cache's dtype beside the model's.
+    launch = _scripted_launch(tmp_path, ttft_ms=2, itl_ms=1)["launch"]
+    workload = serve_workload(tmp_path, server={"launch": {**launch, "preset": "sglang"}})
+    data = yaml.safe_load(workload.read_text())
+    data["model"]["quantization"] = "kv_fp8"
+    workload.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
+    assert code == 0, err + out
+    results = [read_result(f) for f in sorted((tmp_path / "r").glob("*.json"))]
+    assert len(results) == 2 and all(r.status == "ok" for r in results), [r.error for r in results]
+    for r in results:
+        assert r.environment["server"]["command"][-2:] == ["--kv-cache-dtype", "fp8_e4m3"]
+        assert r.point["quantization"] == "kv_fp8"
+        assert r.precision == {"weight_dtype": "float32", "activation_dtype": "float32",
+                               "kv_cache_dtype": "float8_e4m3fn"}
+    df = load_results(tmp_path / "r")
+    assert set(df["kv_cache_dtype"]) == {"float8_e4m3fn"} and set(df["quantization"]) == {"kv_fp8"}

@@ -228,7 +228,7 @@ def report(
     no_shipped: bool = typer.Option(False, "--no-shipped", help="Leave out the published reference rows shipped "
                                                                 "with tpubench (listed apart, never priced)."),
     on: List[str] = typer.Option([], "--on", help="A chip to decide on for every workload, beside its compare_on: "
-                                                  "tpu-v6e-8, H100:8, H100:8@fp8, trn2 (repeatable); estimated, "
+                                                  "tpu-v6e-8, H100:8, H100:8@fp8+kv_fp8, trn2 (repeatable); estimated, "
                                                   "labelled so, in the answer table."),
     table: str = typer.Option("report", "--table", help="report (everything) or answer (only the answer table: "
                                                         "with --format csv, its options and verdicts)."),
@@ -543,10 +543,12 @@ def import_mlperf(
                                             "a summary.csv."),
     into: Path = typer.Option(Path("results"), "--into", help=_INTO_HELP),
     model: Optional[str] = typer.Option(None, "--model", help=_MODEL_HELP),
-    input_length: Optional[int] = typer.Option(None, "--input-length", min=1,
-                                               help="Input length to compare these results at (MLPerf fixes none)."),
-    output_length: Optional[int] = typer.Option(None, "--output-length", min=1,
-                                                help="Output length to compare these results at."),
+    input_length: Optional[float] = typer.Option(None, "--input-length", min=1,
+                                                 help="Input length to compare these results at (MLPerf fixes none; "
+                                                      "a data set's mean, such as 505.6, is taken as it is)."),
+    output_length: Optional[float] = typer.Option(None, "--output-length", min=1,
+                                                  help="Output length to compare these results at (a mean may be "
+                                                       "fractional)."),
     replace: bool = typer.Option(False, "--replace", help="Replace an earlier import of the same folder."),
 ):
     """MLPerf Inference LLM results: token rate per accelerator, TTFT/TPOT of Server runs, system and software."""
@@ -561,7 +563,8 @@ def import_mlperf(
 def estimate(
     workload: Path = typer.Argument(..., help="Workload YAML file (its full model and its batch sizes or concurrency)."),
     on: List[str] = typer.Option([], "--on", help="A chip you have not measured: tpu-v6e-8, H100:8, trn2, or an "
-                                                  "instance type from the price table (repeatable)."),
+                                                  "instance type from the price table, optionally @ a precision "
+                                                  "(H100:8@fp8+kv_fp8) (repeatable)."),
     results: List[Path] = typer.Option([], "--results", help="Your own result folders: their accelerator rows "
                                                              "calibrate the estimate too."),
     prices: List[Path] = typer.Option([], "--prices", help="Your price file(s), layered over the shipped table."),
@@ -575,8 +578,8 @@ def estimate(
     """Estimate throughput, latency and $/Mtok on chips you have not measured: the roofline of the
     workload's model over an efficiency fitted on published (and your measured) rows of the chip's
     family, with a 90% prediction interval. Labelled estimate; never a measurement. A chip may name
-    a quantisation to estimate the model at (H100:8@fp8, tpu-v6e-8@int8_dynamic); the workload's
-    own `compare_on` chips are estimated too."""
+    a precision to estimate the model at (H100:8@fp8, H100:8@fp8+kv_fp8 with an fp8 KV cache,
+    tpu-v6e-8@int8_dynamic); the workload's own `compare_on` chips are estimated too."""
     if fmt not in ("table", "json", "csv"):
         raise UserError(f"unknown format '{fmt}': table, json or csv", field="--format")
     from tpubench.estimate.command import run_estimate

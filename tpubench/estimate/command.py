@@ -13,8 +13,9 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.estimate.calibration import measured_rows
-from tpubench.estimate.chips import Chip, Target, chip, parse_target
+from tpubench.estimate.chips import Chip, Target, chip, chip_family, parse_target
 from tpubench.estimate.features import CLOSED_LOOP, STATIC, Point, sequences_that_fit
+from tpubench.estimate.kv_offers import fp8_kv_refusal, quantised_cache
 from tpubench.estimate.points import WorkloadPoints, point_precision, with_precision, workload_points
 from tpubench.estimate.predict import Calibration, Estimate, calibrate, estimate
 from tpubench.estimate.pricing import plan_prices, priced
@@ -99,8 +100,10 @@ def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, p
             points = [replace(point, concurrency=load) for point in _distinct_shapes(points)
                       for load in load_sweep(point, chip(target.accelerator, point.compute_precision))]
         for point in points:
-            est = estimate(cal, target, chip(target.accelerator, point.compute_precision), point,
-                           arrival=CLOSED_LOOP if wl.serving else STATIC)
+            why = fp8_kv_refusal(target.accelerator) if quantised_cache(point.kv_bytes) else None
+            est = _refused(target, point, why) if why else \
+                estimate(cal, target, chip(target.accelerator, point.compute_precision), point,
+                         arrival=CLOSED_LOOP if wl.serving else STATIC)
             estimates.append(est)
             priced_rows.append([] if est.refused else [priced(est, row) for _, row in table.iterrows()])
     return EstimateReport(workload=wl.name, calibration=cal, estimates=estimates, prices=priced_rows,
@@ -126,6 +129,14 @@ def load_sweep(point: Point, spec: Chip | None) -> list[float]:
 def _distinct_shapes(points: list[Point]) -> list[Point]:
     """One point per precision and lengths (a sweep replaces the workload's loads)."""
     return list({(p.precision, p.input_len, p.output_len): p for p in points}.values())
+
+
+def _refused(target: Target, point: Point, why: str) -> Estimate:
+    """A point no engine can run on the target (an fp8 KV cache where none is offered): no number."""
+    return Estimate(target=target.spec, accelerator=target.accelerator, family=chip_family(target.accelerator),
+                    chips=point.chips, concurrency=point.concurrency, input_length=point.input_len,
+                    output_length=point.output_len, calibration_rows=0, calibration_chip_rows=0, calibrated_by=(),
+                    refused=why, precision=point.precision)
 
 
 def _points_on(wl: WorkloadPoints, target: Target):

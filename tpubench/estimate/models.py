@@ -25,6 +25,8 @@ _PRECISION_BYTES = {"fp32": 4.0, "float32": 4.0, "bf16": 2.0, "bfloat16": 2.0, "
 _SHORT = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
           "float8e4m3fn": "fp8", "float8e5m2": "fp8", "float8": "fp8", "fp8": "fp8", "int8": "int8",
           "float4e2m1": "fp4", "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4", "int4": "int4"}
+# Short names of the 16- and 32-bit formats: a precision in one of them throughout is named in one word.
+_WIDE = {"fp32", "bf16", "fp16"}
 
 
 def _key(name: str) -> str:
@@ -123,7 +125,7 @@ class PointPrecision:
     weight_bytes: float
     kv_bytes: float
     compute: str       # the format the matmuls take as inputs: picks the chip's peak FLOP/s
-    label: str         # 'bf16', or 'w fp8 / a fp8 / kv bf16' when the three differ
+    label: str         # 'bf16', or 'w fp8 / a fp8 / kv fp8' when the three differ or any is narrower than 16 bits
 
     @staticmethod
     def of(weight: Any, activation: Any, kv_cache: Any, summary: Any = None) -> "PointPrecision | None":
@@ -139,7 +141,9 @@ class PointPrecision:
         compute = _label(activation) if activation else compute_precision(summary)
         cache_name = short_dtype(kv_cache) if kv_cache else {4.0: "fp32", 2.0: "bf16"}.get(kv_bytes, short_dtype(summary))
         names = [short_dtype(weight or summary), short_dtype(compute), cache_name]
-        label = names[0] if len(set(names)) == 1 else f"w {names[0]} / a {names[1]} / kv {names[2]}"
+        # One word only for a 16- or 32-bit model throughout: 'fp8' alone would not say the cache's.
+        one_word = len(set(names)) == 1 and names[0] in _WIDE
+        label = names[0] if one_word else f"w {names[0]} / a {names[1]} / kv {names[2]}"
         return PointPrecision(weight_bytes=weight_bytes, kv_bytes=kv_bytes, compute=compute, label=label)
 
 

@@ -1,6 +1,8 @@
 """A workload file's operating points for the estimate: its model (the full architecture, not a
-smaller scale) at each precision it sweeps (model.dtype and model.quantization), and each batch size
-(generate) or concurrency (serve) with its lengths."""
+smaller scale) at each precision it sweeps (model.dtype and model.quantization, the KV cache's
+included), and each batch size (generate) or concurrency (serve) with its lengths. A length is read
+as a mean: a fractional one (a published 505.6 tokens) is estimated as written, though a measured
+batch's lengths are whole tokens (scenarios/generate/sweep.py refuses it there)."""
 
 from __future__ import annotations
 
@@ -59,8 +61,10 @@ def workload_points(path: str | Path) -> WorkloadPoints:
         raise UserError(f"the estimate needs a load of concurrent sequences (generate: batch_size; serve: "
                         f"load.concurrency); this {sc.kind} scenario gives none", where=str(path), field="scenario")
     inputs, outputs = as_list(sc.input_length), as_list(sc.output_length)
-    if not all(isinstance(v, int) for v in [*inputs, *outputs]):
-        raise UserError("the estimate needs fixed input and output lengths", where=str(path), field="scenario")
+    # A length here is a mean (a published 505.6 tokens reads as it is); a drawn distribution is not one.
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in [*inputs, *outputs]):
+        raise UserError("the estimate needs input and output lengths as numbers of tokens (a mean may be "
+                        "fractional), not a distribution", where=str(path), field="scenario")
     precisions = [point_precision(dtype, q) for q in as_list(wl.model.quantization)]
     points = [with_precision(Point(shape=shape, weight_bytes=0.0, kv_bytes=0.0, compute_precision="", chips=1,
                                    concurrency=float(c), input_len=float(i), output_len=float(o)), p)

@@ -85,6 +85,12 @@ NUMBER_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "rope_theta": (0.0, 1e12, False),
     "partial_rotary_factor": (0.0, 1.0, False),
 }
+# Keys a model's own config.json carries (written for its original modelling code, as the Hub and
+# DeepSeek's repository publish DeepSeek-V3's) that transformers' class for the family never reads:
+# accepted at the value that class builds, refused at any other (it would be ignored, and the model
+# built would not be the one the file describes). transformers' DeepseekV3 makes every layer from
+# first_k_dense_replace on a mixture of experts: moe_layer_freq 1.
+BUILT_AS: dict[str, dict[str, Any]] = {"deepseek_v3": {"moe_layer_freq": 1}}
 # Families whose config class itself requires hidden_size to be a multiple of num_attention_heads
 # (their validate_architecture; tests/test_hostile_workload.py reads transformers to keep this in step).
 HEADS_DIVIDE_HIDDEN = frozenset({"llama", "gemma3_text"})
@@ -139,7 +145,11 @@ def check_model_config(family: str, config: dict[str, Any], *, tensor=(1,), expe
     entry = table["families"].get(family)
     if entry is not None:
         allowed = {**entry["keys"], **{alias: entry["keys"][real] for alias, real in entry["aliases"].items()}}
+        implied = BUILT_AS.get(family, {})
         for key, value in config.items():
+            if key in implied and key not in allowed:
+                _check_built_as(key, value, implied[key], entry["config_class"])
+                continue
             if key not in allowed:
                 raise ConfigProblem((key,), f"unknown key '{key}' for {entry['config_class']}{_did_you_mean(key, allowed)}")
             _check_type((key,), value, allowed[key])
@@ -157,6 +167,13 @@ def check_model_config(family: str, config: dict[str, Any], *, tensor=(1,), expe
     _check_consistency(config, table, entry)
     _check_shapes(family, config, entry)
     _check_layouts(config, tensor, expert)
+
+
+def _check_built_as(key: str, value: Any, built: Any, config_class: str) -> None:
+    """A key the class does not read (BUILT_AS): only the value it builds anyway."""
+    if isinstance(value, bool) or value != built:
+        raise ConfigProblem((key,), f"{config_class} does not read {key}: it builds the model as {key}={built!r}, "
+                                    f"so {_show(value)} would be ignored (give {built!r} or leave it out)")
 
 
 def _check_number(path: tuple, value: Any, bounds: tuple[float, float, bool]) -> None:

@@ -20,6 +20,7 @@ from tpubench.errors import UserError
 from tpubench.scenarios import FieldProblem
 from tpubench.scenarios.registry import SCENARIOS, schema_of
 from tpubench.workload_spec.point import DEFAULT_KIND
+from tpubench.workload_spec.precision import NONE, split_quantization
 from tpubench.workload_spec.sections import (
     FULL_SCALE,
     Execution,
@@ -90,10 +91,6 @@ class Workload(Strict):
         refused = [f for f in used_layout(self.parallel) if f not in scenario.layout]
         if refused:
             raise ValueError(layout_refusal(scenario, refused))
-        if self.model is not None and not scenario.quantizes and as_list(self.model.quantization) != ["none"]:
-            takes = ", ".join(sorted(s.kind for s in SCENARIOS.values() if s.quantizes))
-            raise ValueError(f"scenario {scenario.kind} does not quantise the model it runs; model.quantization "
-                             f"is for scenario {takes} (a server takes its engine's own flag in its args)")
         return self
 
     @field_validator("scales")
@@ -104,6 +101,18 @@ class Workload(Strict):
         for name in v:
             safe_name(name)
         return v
+
+
+def _check_quantization(scenario, quantization: str) -> None:
+    """Whether `scenario` can apply the weights' part of a model.quantization value (a model tpubench
+    quantises and gates). Its KV cache's part is the estimate's as well as a run's: a run that cannot
+    set it is refused when the sweep is made (run/sweep.py), not here, where `tpubench estimate` reads."""
+    weights = split_quantization(quantization)[0]
+    if weights != NONE and not scenario.quantizes:
+        takes = ", ".join(sorted(s.kind for s in SCENARIOS.values() if s.quantizes))
+        raise FieldProblem(("model", "quantization"),
+                           f"scenario {scenario.kind} does not quantise the model it runs; a weight quantisation "
+                           f"('{weights}') is for scenario {takes} (a server takes its engine's own flag in its args)")
 
 
 def schema_for(data: dict) -> type[Workload]:
@@ -251,6 +260,8 @@ def _check_model(workload: Workload, path: Path, root) -> None:
         problem = family_problem(workload.model.family)
         if problem:
             raise _user_error(path, root, ("model", "family"), problem)
+        for quantization in as_list(workload.model.quantization):
+            _check_quantization(scenario, quantization)
         for scale in [FULL_SCALE, *workload.scales]:
             own = workload.scales[scale].config if scale != FULL_SCALE else {}
             try:

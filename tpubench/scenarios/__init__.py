@@ -45,6 +45,16 @@ class FieldProblem(ValueError):
         self.loc, self.message = loc, message
 
 
+def whole_lengths(lengths, loc: tuple, scale: str) -> None:
+    """A measured point's prompt and answer lengths are whole tokens: a mean length (505.6, which
+    `tpubench estimate` reads as written) cannot be run. FieldProblem at `loc` otherwise."""
+    for value in lengths if isinstance(lengths, list) else [lengths]:
+        if isinstance(value, float):
+            raise FieldProblem(loc, f"{value:g} tokens is a mean, not a length a request or batch can have: a "
+                                    f"measured point needs whole tokens (scale '{scale}'; tpubench estimate "
+                                    "reads a mean)")
+
+
 @dataclass
 class SweepContext:
     """What a scenario may use of the sweep it runs in."""
@@ -122,8 +132,11 @@ class Scenario:
     options: tuple[str, ...] = ()  # run options of its own (`server_url`: tpubench run --server-url)
     calibrates_estimate: bool = False  # its results are decode loops of a model tpubench built, batch as
                                   # the load: `tpubench estimate` calibrates on them (tpubench/estimate/)
-    quantizes: bool = False       # its points take model.quantization: the model is quantised and gated
-                                  # against its unquantised self (models/quality_gate.py)
+    quantizes: bool = False       # its points take model.quantization's weight part: the model is quantised
+                                  # and gated against its unquantised self (models/quality_gate.py)
+    kv_cache_dtypes: bool = False  # its points take model.quantization's KV-cache part (`kv_fp8`): serve
+                                  # passes it to the engine it launches (serving/presets.py)
+    kv_cache_note: str = "it sets no cache dtype"   # why not, where it does not
     kernel_arms: bool = False     # its results are arms of a MoE kernel A/B (experts implementation,
                                   # decode loop): the report's kernel table compares them
                                   # (output/report/kernel_speedups.py)

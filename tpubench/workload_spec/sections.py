@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -25,7 +26,7 @@ from pydantic import (
 
 # The workload's names, re-exported: the schema modules (and code that builds or runs a workload)
 # take them from here; code that only describes points and results takes them from vocabulary.py.
-from tpubench.workload_spec.precision import Quantization
+from tpubench.workload_spec.precision import canonical_quantization
 from tpubench.workload_spec.vocabulary import (  # noqa: F401
     FULL_SCALE,
     HF_GENERATE,
@@ -39,6 +40,10 @@ from tpubench.workload_spec.vocabulary import (  # noqa: F401
     as_list,
     axis,
 )
+
+# A quantisation as written (workload_spec/precision.py: 'fp8', 'kv_fp8', 'fp8+kv_fp8'), kept in its
+# one canonical spelling so that results, keys and labels agree however the file wrote it.
+Quantization = Annotated[str, AfterValidator(canonical_quantization)]
 
 # Names travel into file names, CSV cells and HTML: letters, digits, '.', '_' and '-' only.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -196,7 +201,7 @@ class ModelSpec(Strict):
     config: dict[str, Any] = Field(default_factory=dict)
     # How tokens are routed to experts (a sweep axis): natural, uniform, skewed, hot or trace.
     routing: Union[Routing, list[Routing]] = "natural"
-    # Weight (and activation) quantisation, a sweep axis like dtype (workload_spec/precision.py).
+    # Weight (and activation) and KV-cache quantisation, a sweep axis like dtype (workload_spec/precision.py).
     quantization: Union[Quantization, list[Quantization]] = "none"
     # How far a quantised point may stray from the unquantised model on the same weights and
     # prompt before it is invalid (docs/precision.md).
@@ -213,6 +218,15 @@ class ModelSpec(Strict):
 
 
 SequenceTokens = Annotated[int, Field(gt=0, le=MAX_SEQUENCE_TOKENS)]
+
+
+def _whole_as_int(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+# A length that may be a mean (a published 505.6 tokens): `tpubench estimate` reads it as written; a
+# measured batch, whose lengths are a shape, takes only whole ones (its scenario's sweep says so).
+MeanTokens = Annotated[float, Field(ge=1, le=MAX_SEQUENCE_TOKENS), AfterValidator(_whole_as_int)]
 BatchSize = Annotated[int, Field(gt=0, le=MAX_BATCH)]
 
 

@@ -261,8 +261,8 @@ def _names(values: list[str]) -> str:
     return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
 
 
-def import_mlperf(folder: str | Path, *, model: str | None = None, input_length: int | None = None,
-                  output_length: int | None = None) -> tuple[pd.DataFrame, list[str]]:
+def import_mlperf(folder: str | Path, *, model: str | None = None, input_length: float | None = None,
+                  output_length: float | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Published rows from an MLPerf results folder (either form of the module docstring; a
     summary.csv named directly works too), and notes on what was left out or cannot be compared."""
     root = Path(folder)

@@ -22,6 +22,9 @@ class Generate(Scenario):
     layout: tuple = ("tensor", "expert")
     calibrates_estimate: bool = True
     quantizes: bool = True
+    # transformers' quantised caches are integer (optimum-quanto: 2 or 4 bits; HQQ), none fp8, and keep
+    # the newest tokens unquantised: not what a serving engine's fp8 cache is, so none is measured.
+    kv_cache_note: str = "transformers' generate has no fp8 KV cache"
     kernel_arms: bool = True
 
     def check_workload(self, workload, scale, config):

@@ -21,7 +21,7 @@ from tpubench.workload_spec.sections import (
     MAX_BATCH_TOKENS,
     BatchSize,
     DecodeLoop,
-    SequenceTokens,
+    MeanTokens,
     Strict,
     as_list,
     axis,
@@ -33,8 +33,9 @@ class GenerateSection(Strict):
 
     kind: Literal["generate"] = "generate"
     batch_size: Union[BatchSize, list[BatchSize]]
-    input_length: Union[SequenceTokens, list[SequenceTokens]]
-    output_length: Union[SequenceTokens, list[SequenceTokens]]
+    # Whole tokens for a measured batch; a mean (505.6) is for `tpubench estimate` only (sweep.py).
+    input_length: Union[MeanTokens, list[MeanTokens]]
+    output_length: Union[MeanTokens, list[MeanTokens]]
     # tpubench: its own fenced step per token; hf_generate: transformers' model.generate() (torch),
     # the baseline a generate() user gets (docs/scenarios/generate.md#decode-loop). A sweep axis.
     decode_loop: Union[DecodeLoop, list[DecodeLoop]] = "tpubench"

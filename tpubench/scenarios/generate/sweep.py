@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from tpubench.scenarios import whole_lengths
 from tpubench.workload_spec.point import RunPoint, layout_words, lengths_words, routing_label, shape_words
 from tpubench.workload_spec.precision import precision_of
 from tpubench.workload_spec.vocabulary import as_list
@@ -14,6 +15,8 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
     scen = workload.scenario
     dtypes = spec.dtype if spec.dtype is not None else workload.model.dtype
     over = spec.overrides()
+    for name in ("input_length", "output_length"):
+        whole_lengths(getattr(over, name) or getattr(scen, name), ("scenario", name), scale)
     return {
         "dtype": as_list(dtypes),
         "experts_implementation": as_list(workload.model.experts_implementation),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tpubench.errors import UserError
 from tpubench.scenarios import FieldProblem, Scenario
 from tpubench.scenarios.serve import sweep
+from tpubench.scenarios.serve.sweep import check_kv_cache
 from tpubench.scenarios.token_unit import TOKENS
 from tpubench.workload_spec.vocabulary import FULL_SCALE, as_list
 
@@ -26,6 +27,7 @@ class Serve(Scenario):
     launch_extras: tuple = ("serve",)   # the streaming client and `transformers serve`
     warn_once: bool = True        # a server's caveats hold for every load point
     options: tuple = ("server_url",)
+    kv_cache_dtypes: bool = True  # model.quantization: kv_fp8 -> the launched engine's --kv-cache-dtype
 
     def check_workload(self, workload, scale, config):
         """A launched server told to serve model 'build' serves the workload's model: without a
@@ -35,6 +37,8 @@ class Serve(Scenario):
         if scale == FULL_SCALE:
             workload.scenario.check_against_model(config)
         launch = workload.scenario.server.launch
+        if workload.model is not None:
+            check_kv_cache(as_list(workload.model.quantization), launch)
         if workload.model is None and launch is not None and launch.model == "build":
             raise FieldProblem(("scenario", "server", "launch", "model"),
                                "'build' serves the workload's model, but the workload has no model block: "

@@ -27,6 +27,7 @@ from tpubench.measure.energy import energy_metrics
 from tpubench.records.result import RunResult, now_iso
 from tpubench.scenarios.serve.capacity import ServeSteering
 from tpubench.workload_spec.point import RunPoint
+from tpubench.workload_spec.precision import kv_cache_quantization, precision_of
 
 # A point that sends for a duration gets distinct prompts for the requests it is expected to send
 # (the client cycles through them past that, and such repeats are counted and warned about): its
@@ -121,7 +122,9 @@ def measure_serve_point(ctx, server, tokenizer, point: RunPoint, base: dict, on_
     if energy is not None:
         # Every token the window's requests carried, the prompts and the answers (generate's rule).
         metrics.update(energy_metrics(energy, sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in ok)))
-    return RunResult(**{**base, "environment": env}, finished_at=now_iso(),
+    # A cache dtype tpubench told the server (model.quantization: kv_fp8) is recorded as generate's is.
+    precision = precision_of(point.dtype, point.quantization).as_dict() if point.quantization != "none" else {}
+    return RunResult(**{**base, "environment": env}, finished_at=now_iso(), precision=precision,
                      timing={"window_s": outcome.window_s, "wall_s": outcome.wall_s,
                              "server_startup_s": server.startup_s or 0.0},
                      samples=samples, metrics=_finite(metrics),
@@ -302,9 +305,13 @@ def check_model(ctx, server, point: RunPoint) -> dict | None:
 
     ctx.reporter.phase("checking the served model", 0, 1)
     dtype = point.dtype if point.dtype not in (None, "server") else "float32"
+    served = served_dtype(server.command, server.name, dtype)
+    kv = kv_cache_quantization(point.quantization)
+    if kv:   # a cache told to hold fp8 is not float32 arithmetic: the half-precision tolerance, said so
+        served = f"{served} with an {kv} KV cache"
     try:
         result = check_served_model(server.base_url, server.model, server.weights_path,
-                                    dtype=served_dtype(server.command, server.name, dtype), tolerance=tolerance)
+                                    dtype=served, tolerance=tolerance)
     except Exception as exc:  # noqa: BLE001 - a reference that cannot load is a skipped check, not a lost run
         first = (str(exc).strip().splitlines() or [""])[0]
         result = {"status": "skipped", "detail": f"the reference could not run ({type(exc).__name__}: {first})"}

@@ -21,6 +21,7 @@ import math
 from typing import Annotated, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -72,7 +73,10 @@ class CsvLengths(Strict):
     csv: str   # a file of input_length,output_length rows (relative to the workload file)
 
 
-Lengths = Union[Tokens, list[Tokens], UniformLengths, CsvLengths]
+# A fixed length may be a mean (505.6) for `tpubench estimate`; a measured point takes whole tokens
+# (sweep.py refuses a mean there). Drawn lengths are whole.
+MeanLength = Annotated[float, Field(ge=1, le=UNKNOWN_CONTEXT), AfterValidator(lambda v: int(v) if v.is_integer() else v)]
+Lengths = Union[MeanLength, list[MeanLength], UniformLengths, CsvLengths]
 
 
 class Launch(Strict):
@@ -399,7 +403,7 @@ def _largest(lengths) -> int | None:
     if isinstance(lengths, UniformLengths):
         return lengths.uniform[1]
     values = _as_list(lengths)
-    return max(values) if values and all(isinstance(v, int) for v in values) else None
+    return max(values) if values and all(isinstance(v, (int, float)) for v in values) else None
 
 
 def _fits(context: Context, tokens: int, loc: tuple, what: str) -> None:

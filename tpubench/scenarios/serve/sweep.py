@@ -8,9 +8,13 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpubench.errors import UserError
+from tpubench.scenarios import FieldProblem, whole_lengths
 from tpubench.scenarios.serve.capacity import search_slo
+from tpubench.serving.presets import kv_cache_args
 from tpubench.serving.traffic import traffic_words
 from tpubench.workload_spec.point import RunPoint, layout_words, lengths_words, shape_words
+from tpubench.workload_spec.precision import kv_cache_quantization
 from tpubench.workload_spec.vocabulary import FULL_SCALE
 
 if TYPE_CHECKING:   # the section's models, for annotations: the sweep and its labels import no pydantic
@@ -19,6 +23,8 @@ if TYPE_CHECKING:   # the section's models, for annotations: the sweep and its l
 
 def sweep_axes(workload, scale: str) -> dict[str, list]:
     scen = workload.scenario
+    for name in ("input_length", "output_length"):
+        whole_lengths(getattr(scen, name), ("scenario", name), scale)
     trace = scen.traffic.trace if scen.traffic else None
     if trace is not None:
         # A replay's load is the trace's own clock, scaled: time_scale is the axis.
@@ -30,14 +36,40 @@ def sweep_axes(workload, scale: str) -> dict[str, list]:
             "output_length": length_axis(scen.output_length) if scen.output_length is not None else [None]}
 
 
+def check_kv_cache(quantizations: list[str], launch) -> list[str]:
+    """The flag that makes the launched engine hold its KV cache as model.quantization says
+    ('kv_fp8'; none for 'none'); FieldProblem where no server tpubench starts can be told so."""
+    kvs = [kv_cache_quantization(q) for q in quantizations]
+    if not any(kvs):
+        return []
+    here = ("model", "quantization")
+    if len(kvs) > 1:
+        raise FieldProblem(here, "a serve workload starts one server: give one KV-cache dtype, not a list")
+    if launch is None:
+        raise FieldProblem(here, f"a server at a URL keeps the cache dtype it was started with: kv_{kvs[0]} needs "
+                                 "scenario.server.launch (tpubench starts it with the engine's flag)")
+    try:
+        return kv_cache_args(launch.preset, kvs[0], launch.args)
+    except ValueError as exc:
+        raise FieldProblem(here, str(exc)) from None
+
+
 def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
     """The model is the server's; a point is a load level and the request lengths."""
     scen = workload.scenario
     model = workload.model
     config = {**model.config, **workload.scales[scale].config} if model and scale != FULL_SCALE else (
         dict(model.config) if model else {})
+    quantization = model.quantization if model and isinstance(model.quantization, str) else "none"
+    server = scen.server.model_dump()
+    try:
+        kv_args = check_kv_cache([quantization], scen.server.launch)
+    except FieldProblem as exc:   # --server-url took the launch away after the file was checked
+        raise UserError(exc.message, where=source or None, field="model.quantization") from None
+    if kv_args:
+        server["launch"]["args"] = [*server["launch"]["args"], *kv_args]
     common = scen.model_dump(include={"endpoint", "exact_output", "request_timeout_s", "seed"})
-    common.update(server=scen.server.model_dump(), slo=scen.slo.model_dump(),
+    common.update(server=server, slo=scen.slo.model_dump(),
                   num_requests=scen.load.num_requests, duration_s=scen.load.duration_s,
                   warmup_requests=scen.load.warmup_requests, workload_dir=str(Path(source).parent) if source else "")
     if scen.traffic is not None:
@@ -58,7 +90,7 @@ def points(workload, scale: str, axes: dict, source: str) -> list[RunPoint]:
             batch_size=None,   # a server batches as it likes; the load is params["load"]
             input_length=inputs if isinstance(inputs, int) else None,
             output_length=outputs if isinstance(outputs, int) else None,
-            execution_mode="serve", scenario_kind=workload.scenario.kind,
+            execution_mode="serve", scenario_kind=workload.scenario.kind, quantization=quantization,
             params={**common, "load": load, "input_lengths": inputs, "output_lengths": outputs,
                     **search_slo(load)},
             measurement=workload.measurement.model_dump(),
