@@ -27,7 +27,7 @@ from tpubench.estimate.features import (
 )
 from tpubench.estimate.fit import Fit
 from tpubench.estimate.models import published_model
-from tpubench.estimate.predict import TPOT, TTFT, Box, calibrate, estimate, latencies
+from tpubench.estimate.predict import TTFT, Box, calibrate, estimate, latencies
 from tpubench.estimate.validate import held_out, summary
 from tpubench.money.pricing import load_prices
 from tpubench.output.published.store import shipped_published
