@@ -1,4 +1,4 @@
-"""The estimates a report's answer table holds (output/report/answer.py): those kept as records by
+"""The estimates a report's answer holds (output/answer): those kept as records by
 `tpubench estimate --out` under the report's folders (estimate/records.py), and those made now for
 each workload whose results name a workload file that says `compare_on` (or for every workload
 with `tpubench report --on`), calibrated on the published rows the report knows and your measured

@@ -6,7 +6,7 @@ volume the fleet must serve (`volume:`), at the workload's top level, for every 
 
 `percentile` is the share of requests each bound holds for (MLPerf's Server constraints hold at
 the 99th). Output tokens/s per user is 1 / TPOT: give one or the other. Pure schema, no framework:
-the loader validates it (run/workload.py) and the answer reads it (output/report/service_level.py).
+the loader validates it (run/workload.py) and the answer reads it (output/answer/service_level.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from tpubench.workload_spec.sections import MAX_SECONDS, Strict
 
 # The percentiles results and published rows give a latency at (others are asked of a lognormal
-# between the median and the 99th: output/report/service_level.at_percentile).
+# between the median and the 99th: output/answer/service_level.at_percentile).
 PERCENTILES = (50, 90, 95, 99)
 # A day of tokens beyond any fleet (1e18: a million times the largest published serving volumes).
 MAX_TOKENS_PER_DAY = 1e18

@@ -129,7 +129,7 @@ def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml", today: 
             "ratio_low": math.nan, "ratio_high": math.nan, "ratio_basis": "", "decided": False,
             "crosses_precisions": False, "cheapest_stays_below_usd_per_chip_hour": math.nan,
             "runner_up_wins_below_usd_per_chip_hour": math.nan, "break_even": "", "decide_command": "",
-            "decide_why": "", "stale_note": None, "gaps_note": None}
+            "decide_why": "", "stale_note": None, "refresh_command": "", "gaps_note": None}
     if ranked.empty:
         return {**base, "text": "no option meets the SLO for the full architecture in this plan (the options say "
                                 "why); name more chips to decide between (compare_on, or --on)"}
@@ -138,7 +138,7 @@ def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml", today: 
     base.update(cheapest=best["option"], cheapest_source=best["source"])
     if runner is None:
         return {**base, "text": f"only one chip meets the SLO: {best['option']} ({best['source']})",
-                "stale_note": _stale_note([best], today)}
+                **_stale([best], today)}
     shared = pairs.halfwidth(best["family"], runner["family"]) if pairs is not None else None
     ratio = rules.ratio_interval(best, runner, shared)
     even = rules.break_even(best, runner)
@@ -152,7 +152,7 @@ def verdict(options: pd.DataFrame, workload_file: str = "WORKLOAD.yaml", today: 
             "crosses_precisions": mixed, "cheapest_stays_below_usd_per_chip_hour": even.best_stays_below,
             "runner_up_wins_below_usd_per_chip_hour": even.runner_wins_below,
             "break_even": _break_even_words(best, runner, even), "text": text, "decide_command": command,
-            "decide_why": why, "stale_note": _stale_note([best, runner], today)}
+            "decide_why": why, **_stale([best, runner], today)}
 
 
 def _break_even_words(best, runner, even: rules.BreakEven) -> str:
@@ -162,6 +162,12 @@ def _break_even_words(best, runner, even: rules.BreakEven) -> str:
             f"(now ${sig(runner['usd_per_chip_hour'])}, {runner['region']}, as of {runner['price_as_of']})")
 
 
+def _stale(rows, today: date | None) -> dict:
+    """The verdict's stale-price line and, where it has one, the command that refreshes the table."""
+    note = _stale_note(rows, today)
+    return {"stale_note": note, "refresh_command": price_age.REFRESH_COMMAND if note else ""}
+
+
 def _stale_note(rows, today: date | None) -> str | None:
     """Which prices a verdict rests on are older than their plan allows (money.price_age), in a line;
     the command that refreshes them is said once under the answer (price_age.REFRESH_COMMAND)."""
@@ -169,8 +175,8 @@ def _stale_note(rows, today: date | None) -> str | None:
     found = [(r, s) for r in rows if (s := price_age.stale(r["plan"], r.get("price_as_of"), today)) is not None]
     if not found:
         return None
-    return "Stale prices: " + "; ".join(f"{r['option']}'s ({r['region']}) is {s.age_days} days old (over {s.limit_days})"
-                                        for r, s in found)
+    return "Stale prices: " + "; ".join(f"{r['option']}'s {plan_label(r['plan'])} price ({r['region']}, dated "
+                                        f"{s.as_of}) is {s.age_days} days old (over {s.limit_days})" for r, s in found)
 
 
 def _to_decide(best, runner, workload_file: str) -> tuple[str, str]:

@@ -9,7 +9,7 @@ that meets the SLO (output/answer/operating_point.py), one row per option and pu
   loads (estimate.command.load_sweep), a latency at the SLO's percentile read from its median and
   the calibration's p99 / median (output/answer/service_level.at_percentile).
 
-The published options are made beside (output/report/answer_published.py), on the same sweeps.
+The published options are made beside (output/answer/published.py), on the same sweeps.
 """
 
 from __future__ import annotations

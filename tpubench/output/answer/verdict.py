@@ -1,5 +1,5 @@
 """The verdict of one workload and plan, and the block over every plan (DESIGN s25): pure functions
-over option rows (output/report/answer.py makes them).
+over option rows (output/answer/options.py and published.py make them).
 
 - **Ranked**: the options that answer for the workload (its own model at full scale, valid, priced
   in the plan) at an operating point that meets the SLO (`in_verdict`). The cheapest is named, and

@@ -69,7 +69,7 @@ class ReportData:
     # The report's first section (report/headline.py): the summaries' 'cheapest' row per workload and
     # plan, per unit; empty: nothing priced.
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # The answer (report/answer.py): per workload and plan, measured, estimated and published options
+    # The answer (output/answer): per workload, measured, estimated and published options
     # priced side by side, and a verdict; what "At a glance" opens with.
     answer: Answer = field(default_factory=Answer)
 
