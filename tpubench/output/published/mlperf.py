@@ -48,6 +48,7 @@ from pathlib import Path
 import pandas as pd
 
 from tpubench.errors import UserError
+from tpubench.estimate.gate import gate
 from tpubench.output.published.rows import interactivity_from_tpot, published_frame
 
 PUBLISHER = "MLPerf Inference"
@@ -311,4 +312,5 @@ def import_mlperf(folder: str | Path, *, model: str | None = None, input_length:
     if rows and (input_length is None or output_length is None):
         notes.append("MLPerf results have no fixed lengths: give --input-length and --output-length to compare "
                      "them with your points")
-    return published_frame(rows), notes
+    # Each refused row named by its summary (a results tree's file, or summary.csv:line and system).
+    return gate(published_frame(rows), notes.append, names=[f"{base / r['reference']}" for r in rows]), notes
