@@ -24,6 +24,9 @@ Which roofline holds a row:
   and at most 0.78 of the compute one);
 - a row whose model, precision or chip the estimate does not know: its figures only.
 
+An import keeps its publisher's name for a chip (InferenceX's `h200`); the gate reads its peaks
+under the chip's canonical name (hardware.accelerators.normalize_accelerator), as a budget prices it.
+
 Rows alike in every column but what they measured (their rates, latencies, date, file) are asked
 about once. Each refused row gets one warning where it is met: where one command meets a row at two
 entry points (a report's estimate, then its answer), both warn through `once(warn)`, which passes a
@@ -50,6 +53,7 @@ from tpubench.estimate.physics import (
     refusal_warning,
     row_name,
 )
+from tpubench.hardware.accelerators import normalize_accelerator
 
 ASKED_RATE = 1e-3
 UNSTATED_LOAD = 1e12     # capped by the calibration to the sequences the chips' memory holds
@@ -76,9 +80,13 @@ def _asked(rows: pd.DataFrame) -> pd.DataFrame:
     """`rows` as the calibration is asked about them (module notes): valid, of the system the estimate
     models, at ASKED_RATE, with a load where they state none, none dated (none superseded)."""
     load = pd.to_numeric(rows["concurrency"], errors="coerce") if "concurrency" in rows else np.nan
-    return rows.assign(date="", valid=True, spec_decoding="none", disaggregated=False, multinode=False,
-                       output_tokens_per_s_per_chip=ASKED_RATE,
-                       concurrency=pd.Series(load, index=rows.index, dtype=float).fillna(UNSTATED_LOAD))
+    asked = rows.assign(date="", valid=True, spec_decoding="none", disaggregated=False, multinode=False,
+                        output_tokens_per_s_per_chip=ASKED_RATE,
+                        concurrency=pd.Series(load, index=rows.index, dtype=float).fillna(UNSTATED_LOAD))
+    if "accelerator" in rows:   # an import keeps its publisher's name for a chip ("h200"); the peaks are the chip's
+        names = {n: normalize_accelerator(n) or n for n in rows["accelerator"].dropna().unique() if isinstance(n, str)}
+        asked["accelerator"] = rows["accelerator"].map(lambda n: names.get(n, n))
+    return asked
 
 
 def _per_configuration(asked: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:

@@ -76,21 +76,18 @@ def nearest_rows(candidates: pd.DataFrame, wl, warn: Callable[[str], None] | Non
     frame = frame.assign(_same_model=frame["_distance"] < 0)
     frame = frame.sort_values(["_distance", "_lengths", "output_tokens_per_s_per_chip"], ascending=[True, True, False],
                               kind="stable")
-    return _physical_firsts(candidates, frame, warn)
+    return _physical_firsts(frame, warn)
 
 
-def _physical_firsts(candidates: pd.DataFrame, frame: pd.DataFrame, warn) -> pd.DataFrame:
-    """Per chip, the first row of `frame` (rows of `candidates`, in order) that the physics gate
-    passes. A refused row is dropped from `candidates` too, so the next workload of the report
-    neither meets it nor warns about it again."""
+def _physical_firsts(frame: pd.DataFrame, warn) -> pd.DataFrame:
+    """Per chip, the first row of `frame` that the physics gate passes, warned about once per
+    process (the report's estimate, or its previous workload, may have met the row already)."""
     while True:
         firsts = frame.drop_duplicates("accelerator")
-        bad = refused(firsts, once(warn)) if len(firsts) else np.zeros(0, dtype=bool)   # the estimate may have warned
+        bad = refused(firsts, once(warn)) if len(firsts) else np.zeros(0, dtype=bool)
         if not bad.any():
             return firsts.reset_index(drop=True)
-        labels = firsts.index[bad]
-        candidates.drop(labels, inplace=True)
-        frame = frame.drop(labels)
+        frame = frame.drop(firsts.index[bad])
 
 
 def total_rate(row) -> float:
@@ -109,8 +106,8 @@ def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.Da
                       limit: int, warn: Callable[[str], None] | None = None) -> list[dict]:
     """The answer's rows of the published rows (`candidates`) nearest workload `workload` (module
     notes). A row of the workload's own model with no price in a plan is listed as such (TPU7x has
-    no list price yet); another model's row without one is left out. A row the physics gate
-    refuses is warned about (`warn`) and dropped from `candidates`."""
+    no list price yet); another model's row without one is left out, and so is a row the physics
+    gate refuses (warned about through `warn`)."""
     out, unpriced = [], load_unpriced_notes()
     for row in nearest_rows(candidates, wl, warn).head(limit).to_dict("records"):
         same_model = bool(row["_same_model"])
