@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 from helpers_cli import run_cli
-from helpers_synthetic import write_results
+from helpers_synthetic import make_result
 
 from tpubench.estimate.calibration import observations
 from tpubench.estimate.fit import fit_efficiency
@@ -37,6 +36,7 @@ from tpubench.estimate.physics import (
 )
 from tpubench.output.published import store
 from tpubench.output.published.store import SHIPPED_DIR, read_published, shipped_published
+from tpubench.records.result import write_result
 
 SLIP = 1e300
 SGLANG = SHIPPED_DIR / "sglang-jax.csv"
@@ -234,14 +234,10 @@ def folder(tmp_path_factory) -> Path:
     """A results folder: a small-scale CPU point of workloads/qwen3_dense.yaml (Qwen3-8B, compare_on
     tpu-v6e-1, H100:1, L4:1), whose published rows on TPU v6e are priced, so one enters the verdict."""
     root = tmp_path_factory.mktemp("physics")
-    (root / "wl.yaml").write_text(yaml.safe_dump(yaml.safe_load(Path("workloads/qwen3_dense.yaml").read_text())))
-    results = root / "results"
-    path, = write_results(results, [dict(accelerator="AMD EPYC", device="cpu", chips=2, workload="qwen3_dense",
-                                         scale="small", batch_size=8, input_length=128, output_length=32,
-                                         ttft_s=0.3, e2e_s=1.5)])
-    data = json.loads(path.read_text())
-    data["workload_file"] = str(root / "wl.yaml")
-    path.write_text(json.dumps(data))
+    shutil.copy("workloads/qwen3_dense.yaml", root / "wl.yaml")
+    point = make_result(accelerator="AMD EPYC", device="cpu", chips=2, workload="qwen3_dense", scale="small",
+                        batch_size=8, input_length=128, output_length=32, ttft_s=0.3, e2e_s=1.5)
+    write_result(point.model_copy(update={"workload_file": str(root / "wl.yaml")}), root / "results")
     return root
 
 

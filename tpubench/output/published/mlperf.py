@@ -34,7 +34,9 @@ A submitter's folder holds every benchmark it ran: results of benchmarks that ar
 are skipped and counted, never an error. The precision (weight_data_types: fp8, fp4, mxfp4 ...)
 is read from the result's `measurements/<system>/<benchmark>/<scenario>/*.json` (the system
 description has none), so an fp4 result is never compared with a bf16 point as if alike. The
-scenario is the results folder's (LoadGen's summary calls an Interactive run "Server").
+scenario is the results folder's (LoadGen's summary calls an Interactive run "Server"). A result the
+physics gate refuses (estimate/gate.py: a figure not positive, or faster than its chips' roofline
+allows) is left out with a note naming its summary file (or `summary.csv:line` and system).
 """
 
 from __future__ import annotations
