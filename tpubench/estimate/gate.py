@@ -48,8 +48,6 @@ from tpubench.estimate.physics import (
     beyond_roofline,
     efficiency_refusal,
     figures_refusal,
-    finite_positive,
-    number,
     refusal_warning,
     row_name,
 )
@@ -65,15 +63,18 @@ _MEASURED = ("file", "file_row", "source", "date", "reference", "output_tokens_p
 _GIVEN: set[str] = set()
 
 
-def claimed_rate(row: dict) -> float:
-    """Output tokens/s per chip the row claims: its output rate, or the output share of its total
-    rate (total x O / (I + O)) where that is higher."""
-    rate = number(row.get("output_tokens_per_s_per_chip"))
-    rate = math.nan if rate is None else rate
-    total, i, o = (number(row.get(k)) for k in ("total_tokens_per_s_per_chip", "input_length", "output_length"))
-    if finite_positive(total) and finite_positive(i) and finite_positive(o):
-        rate = max(rate, total * o / (i + o))
-    return rate
+def claimed_rates(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, the output tokens/s per chip it claims: its output rate, or the output share of its
+    total rate (total x O / (I + O)) where that is higher."""
+    def column(name: str) -> np.ndarray:
+        values = rows[name] if name in rows else pd.Series(np.nan, index=rows.index)
+        return pd.to_numeric(values, errors="coerce").to_numpy(float)
+
+    rate, total = column("output_tokens_per_s_per_chip"), column("total_tokens_per_s_per_chip")
+    i, o = column("input_length"), column("output_length")
+    with np.errstate(invalid="ignore", over="ignore"):
+        share = np.where((total > 0) & (i > 0) & (o > 0), total * o / (i + o), np.nan)
+    return np.fmax(rate, share)
 
 
 def _asked(rows: pd.DataFrame) -> pd.DataFrame:
@@ -118,13 +119,12 @@ def efficiencies(rows: pd.DataFrame) -> np.ndarray:
     at[obs.rows["source"].astype(int).to_numpy()] = np.arange(len(obs.rows))
     mine = at[of_row]
     known = np.flatnonzero(mine >= 0)
-    records = rows.to_dict("records")
-    scale = np.array([claimed_rate(records[i]) for i in known]) / ASKED_RATE
+    scale = claimed_rates(rows)[known] / ASKED_RATE
     with np.errstate(over="ignore", invalid="ignore"):
         out[known] = obs.rows["efficiency"].to_numpy(float)[mine[known]] * scale
     for k in np.flatnonzero(out[known] > EFFICIENCY_LIMIT):
         i = known[k]
-        if not _modelled(records[i]):
+        if not _modelled(rows.iloc[i].to_dict()):
             out[i] = _compute_efficiency(obs, mine[i], scale[k])
     return out
 
@@ -153,10 +153,8 @@ def refused(rows: pd.DataFrame, warn: Callable[[str], None] | None = None, *, na
     is; physics.row_name by default)."""
     why = refusals(rows, roofline_too=roofline_too)
     mask = np.array([w is not None for w in why], dtype=bool)
-    if mask.any() and warn is not None:
-        records = rows.to_dict("records")
-        for i in np.flatnonzero(mask):
-            warn(refusal_warning(names[i] if names is not None else row_name(records[i]), why[i]))
+    for i in np.flatnonzero(mask) if warn is not None else ():
+        warn(refusal_warning(names[i] if names is not None else row_name(rows.iloc[i].to_dict()), why[i]))
     return mask
 
 
@@ -181,4 +179,4 @@ def gate(rows: pd.DataFrame, warn: Callable[[str], None] | None = None, *, names
     return rows[~mask].reset_index(drop=True) if mask.any() else rows
 
 
-__all__ = ["ASKED_RATE", "claimed_rate", "efficiencies", "gate", "once", "refusals", "refused"]
+__all__ = ["ASKED_RATE", "claimed_rates", "efficiencies", "gate", "once", "refusals", "refused"]
