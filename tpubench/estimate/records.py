@@ -5,7 +5,9 @@ answer table (output/report/answer.py) beside the measured and published rows, a
 A record is the command's JSON output (estimate.render.as_json: every estimate x plan as a flat
 row, its calibration summary, the workload file) plus when it was made and by which tpubench.
 Written atomically and never overwritten (records.result.write_new_file); the walk for result
-files never enters an `estimates` folder (records.files.ESTIMATES_FOLDER).
+files never enters an `estimates` folder (records.files.ESTIMATES_FOLDER). Read back, a record is
+checked against what its writer writes (check_record: types, finite numbers, positive figures,
+each estimate within its interval) and skipped whole, with one warning, when it is not.
 """
 
 from __future__ import annotations
