@@ -10,17 +10,23 @@ matters most); of that model's rows, the one nearest the workload's lengths (|ln
 first. Priced as its throughput x the price table's list price per chip-hour
 for that chip and plan: blended $/Mtok = $ per chip-second / (input + output tokens/s per chip) x
 1e6, the total rate from the row, else from its output rate and lengths.
+
+A row picked passes the physics gate (estimate/gate.py) or gives way to the next nearest
+on its chip, with one warning naming its file and row: the gate is asked only about the rows an
+answer would show (a few dozen), not about every candidate, so a report pays for it per chip shown.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from tpubench.estimate.calibration import excluded
 from tpubench.estimate.chips import Target
+from tpubench.estimate.gate import once, refused
 from tpubench.estimate.models import published_model, row_precision
 from tpubench.estimate.pricing import plan_prices
 from tpubench.measure.per_token import usd_per_mtok_from_chip_seconds
@@ -52,9 +58,9 @@ def candidates(published: pd.DataFrame) -> pd.DataFrame:
     return frame[keep & frame["_model"].notna().to_numpy()].reset_index(drop=True)
 
 
-def nearest_rows(candidates: pd.DataFrame, wl) -> pd.DataFrame:
-    """Per chip, the row of `candidates` nearest `wl` (estimate.points.WorkloadPoints; module notes),
-    nearest chips' rows first, with `_same_model`."""
+def nearest_rows(candidates: pd.DataFrame, wl, warn: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Per chip, the row of `candidates` nearest `wl` (estimate.points.WorkloadPoints; module notes)
+    that passes the physics gate, nearest chips' rows first, with `_same_model`."""
     if candidates is None or candidates.empty or not wl.points:
         return pd.DataFrame()
     mine, point = wl.points[0].shape, wl.points[-1]
@@ -70,7 +76,18 @@ def nearest_rows(candidates: pd.DataFrame, wl) -> pd.DataFrame:
     frame = frame.assign(_same_model=frame["_distance"] < 0)
     frame = frame.sort_values(["_distance", "_lengths", "output_tokens_per_s_per_chip"], ascending=[True, True, False],
                               kind="stable")
-    return frame.drop_duplicates("accelerator").reset_index(drop=True)
+    return _physical_firsts(frame, warn)
+
+
+def _physical_firsts(frame: pd.DataFrame, warn) -> pd.DataFrame:
+    """Per chip, the first row of `frame` that the physics gate passes, warned about once per
+    process (the report's estimate, or its previous workload, may have met the row already)."""
+    while True:
+        firsts = frame.drop_duplicates("accelerator")
+        bad = refused(firsts, once(warn)) if len(firsts) else np.zeros(0, dtype=bool)
+        if not bad.any():
+            return firsts.reset_index(drop=True)
+        frame = frame.drop(firsts.index[bad])
 
 
 def total_rate(row) -> float:
@@ -86,12 +103,13 @@ def total_rate(row) -> float:
 
 
 def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.DataFrame, plans: list[str],
-                      limit: int) -> list[dict]:
+                      limit: int, warn: Callable[[str], None] | None = None) -> list[dict]:
     """The answer's rows of the published rows (`candidates`) nearest workload `workload` (module
     notes). A row of the workload's own model with no price in a plan is listed as such (TPU7x has
-    no list price yet); another model's row without one is left out."""
+    no list price yet); another model's row without one is left out, and so is a row the physics
+    gate refuses (warned about through `warn`)."""
     out, unpriced = [], load_unpriced_notes()
-    for row in nearest_rows(candidates, wl).head(limit).to_dict("records"):
+    for row in nearest_rows(candidates, wl, warn).head(limit).to_dict("records"):
         same_model = bool(row["_same_model"])
         table = plan_prices(prices, Target(str(row["accelerator"]), str(row["accelerator"]), int(row["chips"]), None),
                             plans)

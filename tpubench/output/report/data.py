@@ -278,7 +278,7 @@ def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[
     options += answer.estimate_options(estimates, plans)
     nearby = candidates(data.published_list) if contexts else None
     for workload, (_, wl) in contexts.items():
-        options += published_options(nearby, wl, workload, prices, plans, answer.MAX_PUBLISHED)
+        options += published_options(nearby, wl, workload, prices, plans, answer.MAX_PUBLISHED, warn)
     results = data.results
     newest = (results.groupby("workload")["started_at"].max().astype(str).to_dict()
               if len(results) and {"workload", "started_at"} <= set(results.columns) else {})
