@@ -39,7 +39,7 @@ def results(tmp_path) -> Path:
 
 
 def test_loader_gives_stored_columns_and_a_source_for_every_row(shipped):
-    assert list(shipped.columns) == ["file"] + COLUMNS
+    assert list(shipped.columns) == ["file", "file_row"] + COLUMNS
     assert len(shipped) >= 40
     for column in ("publisher", "model", "accelerator", "date", "reference"):
         blank = shipped[column].isna() | (shipped[column].astype(str).str.strip() == "")
@@ -47,6 +47,17 @@ def test_loader_gives_stored_columns_and_a_source_for_every_row(shipped):
     assert (shipped["output_tokens_per_s_per_chip"] > 0).all() and (shipped["chips"] >= 1).all()
     assert pd.to_datetime(shipped["date"], format="%Y-%m-%d").notna().all()
     assert shipped["file"].map(lambda f: Path(f).parent == SHIPPED_DIR).all()
+
+
+def test_every_shipped_row_passes_the_physics_gate(shipped):
+    # Held to their figures when read and to the roofline only where they enter a fit, an answer or
+    # a budget (output/published/store.py): this is what lets a report skip the roofline of all of them.
+    from tpubench.estimate.gate import efficiencies, refusals
+    from tpubench.estimate.physics import EFFICIENCY_LIMIT
+
+    assert refusals(shipped) == [None] * len(shipped)
+    found = efficiencies(shipped)
+    assert (found > 0).all() and found.max() <= EFFICIENCY_LIMIT      # every shipped model has a roofline
 
 
 def test_every_shipped_chip_is_a_canonical_name_of_the_spec_table(shipped):

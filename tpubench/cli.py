@@ -587,7 +587,7 @@ def estimate(
     from tpubench.output.published.store import all_published
 
     report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
-                          published=all_published(results, warn=_warn_stderr), plans=plan or None)
+                          published=all_published(results, warn=_warn_stderr, checked=True), plans=plan or None)
     if out is not None:
         from tpubench.estimate.records import write_record
         from tpubench.estimate.render import payload

@@ -36,6 +36,7 @@ from tpubench.estimate.features import (
     terms,
 )
 from tpubench.estimate.models import published_model, row_precision
+from tpubench.estimate.physics import efficiency_refusal
 from tpubench.hardware.model_shape import ModelShape
 
 
@@ -192,6 +193,10 @@ def observations(rows: pd.DataFrame) -> Observations:
         roof = roofline(point, spec.peak_flops, spec.peak_bytes_per_s)
         rate = _num(row["output_tokens_per_s_per_chip"])
         observed = observed_cycle_s(point, rate)
+        why = efficiency_refusal(roof.cycle_s / observed, row)     # a row that beats physics (physics.py)
+        if why:
+            left[why] += 1
+            continue
         xs.append(terms(point, roof))
         ys.append(math.log(roof.cycle_s / observed))
         fams.append(family)

@@ -94,7 +94,7 @@ def estimates_for_report(source, results: pd.DataFrame, *, on: Sequence[str], pr
                 notes.append(f"{workload}: no estimate: {path}")
             continue
         try:
-            wl, made, cal = _estimate_now(path, on, prices, published, source, plans, cal)
+            wl, made, cal = _estimate_now(path, on, prices, published, source, plans, cal, warn)
             contexts[workload] = (str(path), wl)
         except UserError as exc:
             if exc.field == "compare_on":   # the workload names a chip wrongly: bad input, not a gap
@@ -111,17 +111,18 @@ def estimates_for_report(source, results: pd.DataFrame, *, on: Sequence[str], pr
     return ReportEstimates(rows, contexts, notes, cal)
 
 
-def _estimate_now(path: Path, on, prices, published, source, plans, cal):
+def _estimate_now(path: Path, on, prices, published, source, plans, cal, warn):
     """(the workload's points, its estimate rows (empty when it names no chip and `on` is empty),
-    the calibration to reuse)."""
+    the calibration to reuse: made once, on the published rows that pass the physics gate)."""
     from tpubench.estimate.command import calibration, run_estimate
+    from tpubench.estimate.gate import gate, once
     from tpubench.estimate.points import workload_points
     from tpubench.estimate.render import flat_rows
 
     wl = workload_points(path)
     if not on and not wl.compare_on:
         return wl, pd.DataFrame(), cal
-    cal = cal or calibration(published, list(_roots(source)))
+    cal = cal or calibration(gate(published, once(warn)), list(_roots(source)))   # the answer may meet a row too
     report = run_estimate(path, list(on), prices=prices, published=published, plans=plans, cal=cal, wl=wl,
                           sweep=True)
     return wl, pd.DataFrame(flat_rows(report)).assign(workload_file=str(path), file=""), cal

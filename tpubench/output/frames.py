@@ -238,13 +238,14 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
 
 def _with_published(df, paths, warn, shipped: bool = False):
     """`df` with the published rows stored under `paths` appended (output/published/), and with
-    `shipped` the reference rows shipped with tpubench."""
+    `shipped` the reference rows shipped with tpubench; every one through the physics gate
+    (estimate/gate.py), as they may be priced and budgeted."""
     import pandas as pd
 
     from tpubench.output.published.rows import as_result_rows
     from tpubench.output.published.store import all_published
 
-    published = all_published(paths, warn=warn, shipped=shipped)
+    published = all_published(paths, warn=warn, shipped=shipped, checked=True)
     if published.empty:
         return df
     left_out = df.attrs.get("older_runs_left_out", 0)

@@ -18,17 +18,23 @@ SLO is output/answer/operating_point's.
 
 Priced as $/Mtok = $ per chip-second / (input + output tokens/s per chip) x 1e6: the row's total
 rate, else its output rate x (I + O) / O.
+
+Every row an answer would show passes the physics gate (estimate/gate.py) or is left out, with one
+warning naming its file and row: the gate is asked only about the rows of the models and chips shown,
+not about every candidate, so a report pays for it per chip shown.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from tpubench.estimate.calibration import arrival_of, excluded, ran_batch, runs_left_out
 from tpubench.estimate.chips import Target
+from tpubench.estimate.gate import once, refused
 from tpubench.estimate.models import model_distance, published_model, row_precision
 from tpubench.estimate.pricing import plan_prices
 from tpubench.measure.per_token import usd_per_mtok_from_chip_seconds
@@ -145,13 +151,14 @@ def _best(sweeps: list[list[dict]], usd_per_chip_hour: float, slo: Slo, tails):
 
 
 def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.DataFrame, plans: list[str],
-                      limit: int, slo: Slo, unpriced: pd.DataFrame | None = None,
-                      tails=None) -> tuple[list[dict], list[dict]]:
+                      limit: int, slo: Slo, unpriced: pd.DataFrame | None = None, tails=None,
+                      warn: Callable[[str], None] | None = None) -> tuple[list[dict], list[dict]]:
     """(option rows, sweep rows) of the published rows for workload `workload` (module notes): the
     workload's own model per chip, ranked where it meets the SLO; the nearest other model per chip
     (the `limit` nearest chips), for reference. A chip of the workload's own model without a price in
     a plan is listed so (`unpriced`: money.price_gaps), another model's is left out. `tails`
-    (estimate.predict.Calibration) gives a 99th percentile a row does not."""
+    (estimate.predict.Calibration) gives a 99th percentile a row does not; a row the physics gate
+    refuses is warned about through `warn` and left out."""
     if candidates is None or candidates.empty or not wl.points:
         return [], []
     unpriced = load_unpriced_notes() if unpriced is None else unpriced
@@ -164,7 +171,9 @@ def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.Da
     options, sweeps = [], []
     chips_shown = 0
     for accelerator, rows in sorted(frame.groupby("accelerator", sort=False), key=lambda kv: kv[1]["_distance"].min()):
-        nearest = rows[rows["_distance"] == rows["_distance"].min()]
+        nearest = _physical(rows[rows["_distance"] == rows["_distance"].min()], warn)
+        if nearest.empty:
+            continue
         same_model = bool(nearest["_distance"].iloc[0] < 0)
         if not same_model and chips_shown >= limit:
             continue
@@ -173,6 +182,12 @@ def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.Da
         options += made[0]
         sweeps += made[1]
     return options, sweeps
+
+
+def _physical(rows: pd.DataFrame, warn) -> pd.DataFrame:
+    """The rows the physics gate passes, a refused one warned about once per process (the report's
+    estimate, or its previous workload, may have met it already)."""
+    return rows[~refused(rows, once(warn))] if len(rows) else rows
 
 
 def _chip_options(rows: pd.DataFrame, wl, workload: str, accelerator: str, prices: pd.DataFrame, plans: list[str],

@@ -5,7 +5,8 @@ MLPerf Inference results, their store beside your results, and the matched compa
     write_published(rows, Path("results"), store_name("InferenceX", Path("dsr1.json")))
     compare_published(load_results("results/"), read_published("results/"))
 
-Published rows never enter a cost table or a budget unless asked (`include_published`).
+Published rows never enter a cost table or a budget unless asked (`include_published`), and a row
+that beats physics (estimate/physics.py) enters nothing: store.py says where each row is checked.
 """
 
 from tpubench.output.published.inferencex import import_inferencex

@@ -50,7 +50,9 @@ Each row also says how it was run, kept apart when fronts are drawn (match.py):
 (None, unknown, for an older-schema disaggregated row).
 The framework version is the image tag. Rows without lengths or concurrency (agentic trace
 replays) and rows without an output throughput are left out and counted; a file that is not such
-an array, or a number that is not finite, is one line naming the file and the field.
+an array, or a number that is not finite, is one line naming the file and the field. A row the
+physics gate refuses (estimate/gate.py: a figure not positive, or faster than its chip's roofline allows) is
+left out with a note naming the file and its place in the array (`dsr1.json [17]`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from pathlib import Path
 import pandas as pd
 
 from tpubench.errors import UserError
+from tpubench.estimate.gate import gate
 from tpubench.output.published.rows import interactivity_from_tpot, published_frame
 
 PUBLISHER = "InferenceX"
@@ -158,7 +161,7 @@ def parse_rows(data, where: str, model: str | None = None) -> tuple[pd.DataFrame
     if not isinstance(data, list):
         raise UserError("expected the JSON array /api/v1/benchmarks returns, got "
                         f"{type(data).__name__}", where=where)
-    rows, no_lengths, no_throughput, no_split = [], 0, 0, 0
+    rows, at, no_lengths, no_throughput, no_split = [], [], 0, 0, 0
     for i, row in enumerate(data):
         if not isinstance(row, dict):
             raise UserError(f"expected an object, got {type(row).__name__}", where=where, field=f"[{i}]")
@@ -186,6 +189,7 @@ def parse_rows(data, where: str, model: str | None = None) -> tuple[pd.DataFrame
         interactivity = r.num("median_intvty", metric=True)
         if not interactivity > 0:
             interactivity = interactivity_from_tpot(r.num("median_tpot", metric=True))
+        at.append(i)
         rows.append({
             "publisher": PUBLISHER, "submitter": PUBLISHER,
             "model": model or row["model"], "published_model": row["model"],
@@ -211,7 +215,7 @@ def parse_rows(data, where: str, model: str | None = None) -> tuple[pd.DataFrame
     if no_split:
         notes.append(f"{no_split} disaggregated row(s) whose prefill/decode GPU split cannot be told from the row "
                      "left out (their output per chip is unknown)")
-    return published_frame(rows), notes
+    return gate(published_frame(rows), notes.append, names=[f"{where} [{i}]" for i in at]), notes
 
 
 def import_inferencex(path: str | Path, model: str | None = None) -> tuple[pd.DataFrame, list[str]]:

@@ -34,7 +34,9 @@ A submitter's folder holds every benchmark it ran: results of benchmarks that ar
 are skipped and counted, never an error. The precision (weight_data_types: fp8, fp4, mxfp4 ...)
 is read from the result's `measurements/<system>/<benchmark>/<scenario>/*.json` (the system
 description has none), so an fp4 result is never compared with a bf16 point as if alike. The
-scenario is the results folder's (LoadGen's summary calls an Interactive run "Server").
+scenario is the results folder's (LoadGen's summary calls an Interactive run "Server"). A result the
+physics gate refuses (estimate/gate.py: a figure not positive, or faster than its chips' roofline
+allows) is left out with a note naming its summary file (or `summary.csv:line` and system).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from tpubench.errors import UserError
+from tpubench.estimate.gate import gate
 from tpubench.output.published.rows import interactivity_from_tpot, published_frame
 
 PUBLISHER = "MLPerf Inference"
@@ -311,4 +314,5 @@ def import_mlperf(folder: str | Path, *, model: str | None = None, input_length:
     if rows and (input_length is None or output_length is None):
         notes.append("MLPerf results have no fixed lengths: give --input-length and --output-length to compare "
                      "them with your points")
-    return published_frame(rows), notes
+    # Each refused row named by its summary (a results tree's file, or summary.csv:line and system).
+    return gate(published_frame(rows), notes.append, names=[f"{base / r['reference']}" for r in rows]), notes

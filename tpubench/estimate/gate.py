@@ -1,0 +1,182 @@
+"""The physics gate (estimate/physics.py) on published rows: a row whose figures are not finite
+positive numbers, or that claims more than its chip can do, is left out with one warning naming
+its file and row, before it can be imported, listed, calibrate, enter an answer or a budget.
+
+A row's efficiency is the estimate's own: its calibration (estimate/calibration.observations) is
+asked about every row at once, each row its own configuration (so that none is counted out as a
+superseded run: an older run still enters an answer or a budget), at a rate of ASKED_RATE tokens/s
+per chip, and the efficiency it finds is scaled to the rate the row claims (efficiency is
+proportional to the rate: the observed cycle is concurrency x output length / (rate x chips)). So
+the gate sees exactly the operating point the fit would: the batch that ran, capped by what the
+chips' memory holds. The rate a row claims is its output tokens/s per chip, or the output share of
+its total (input + output) tokens/s where that is higher: a budget prices a server on the total.
+
+Which roofline holds a row:
+
+- a single-node, aggregated, non-speculative row (the system the estimate models): the full
+  roofline, max(FLOPs / peak, bytes / bandwidth) per phase;
+- a row that does not state its load (an MLPerf Offline result): the same, at the most sequences
+  its chips' memory holds, where the roofline allows the highest rate of any load;
+- a speculative, disaggregated or multi-node row: the compute roofline alone (FLOPs / peak; no
+  deployment does a token's arithmetic in less), as the byte roofline does not describe those
+  systems: speculation reads the weights once for several tokens, and attention spread over nodes
+  reads a fraction of the cache modelled (shipped rows of them read up to 59x the full roofline,
+  and at most 0.78 of the compute one);
+- a row whose model, precision or chip the estimate does not know: its figures only.
+
+An import keeps its publisher's name for a chip (InferenceX's `h200`); the gate reads its peaks
+under the chip's canonical name (hardware.accelerators.normalize_accelerator), as a budget prices it.
+
+Rows alike in every column but what they measured (their rates, latencies, date, file) are asked
+about once. Each refused row gets one warning where it is met: where one command meets a row at two
+entry points (a report's estimate, then its answer), both warn through `once(warn)`, which passes a
+line on only the first time this process gives it, as Python's own warnings do.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tpubench.estimate.calibration import Observations, excluded, observations
+from tpubench.estimate.features import roofline
+from tpubench.estimate.physics import (
+    EFFICIENCY_LIMIT,
+    beyond_roofline,
+    efficiency_refusal,
+    figures_refusal,
+    refusal_warning,
+    row_name,
+)
+from tpubench.hardware.accelerators import normalize_accelerator
+
+ASKED_RATE = 1e-3
+UNSTATED_LOAD = 1e12     # capped by the calibration to the sequences the chips' memory holds
+# What a row measured or where it was read: nothing its operating point, and so its roofline at
+# ASKED_RATE, depends on.
+_MEASURED = ("file", "file_row", "source", "date", "reference", "output_tokens_per_s_per_chip",
+             "total_tokens_per_s_per_chip", "interactivity_tokens_per_s", "ttft_p50_s", "ttft_mean_s", "ttft_p99_s",
+             "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "e2e_p50_s", "publisher_usd_per_mtok", "cost_basis")
+_GIVEN: set[str] = set()
+
+
+def claimed_rates(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, the output tokens/s per chip it claims: its output rate, or the output share of its
+    total rate (total x O / (I + O)) where that is higher."""
+    def column(name: str) -> np.ndarray:
+        values = rows[name] if name in rows else pd.Series(np.nan, index=rows.index)
+        return pd.to_numeric(values, errors="coerce").to_numpy(float)
+
+    rate, total = column("output_tokens_per_s_per_chip"), column("total_tokens_per_s_per_chip")
+    i, o = column("input_length"), column("output_length")
+    with np.errstate(invalid="ignore", over="ignore"):
+        share = np.where((total > 0) & (i > 0) & (o > 0), total * o / (i + o), np.nan)
+    return np.fmax(rate, share)
+
+
+def _asked(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` as the calibration is asked about them (module notes): valid, of the system the estimate
+    models, at ASKED_RATE, with a load where they state none, none dated (none superseded)."""
+    load = pd.to_numeric(rows["concurrency"], errors="coerce") if "concurrency" in rows else np.nan
+    asked = rows.assign(date="", valid=True, spec_decoding="none", disaggregated=False, multinode=False,
+                        output_tokens_per_s_per_chip=ASKED_RATE,
+                        concurrency=pd.Series(load, index=rows.index, dtype=float).fillna(UNSTATED_LOAD))
+    if "accelerator" in rows:   # an import keeps its publisher's name for a chip ("h200"); the peaks are the chip's
+        names = {n: normalize_accelerator(n) or n for n in rows["accelerator"].dropna().unique() if isinstance(n, str)}
+        asked["accelerator"] = rows["accelerator"].map(lambda n: names.get(n, n))
+    return asked
+
+
+def _per_configuration(asked: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """(the first row of each distinct operating point of `asked`, tagged by its number as its own
+    configuration in `source`; each row's number)."""
+    keep = [c for c in asked.columns if c not in _MEASURED and not str(c).startswith("_")]   # `_shape`: the answer's
+    codes, uniques = pd.factorize(pd.Series([repr(key) for key in asked[keep].itertuples(index=False)]))
+    first = pd.Series(range(len(codes))).groupby(codes).first().to_numpy()
+    return asked.iloc[first].assign(source=[str(i) for i in range(len(uniques))]), codes
+
+
+def _modelled(row: dict) -> bool:
+    """Whether the estimate's full roofline describes the row's system (module notes): the
+    calibration would take it but for its load, validity or rate."""
+    return excluded({**row, "valid": True, "concurrency": 1.0, "output_tokens_per_s_per_chip": 1.0}) is None
+
+
+def efficiencies(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, the efficiency the gate judges it by (module notes); NaN where the estimate has no
+    roofline for it."""
+    out = np.full(len(rows), np.nan)
+    if rows.empty:
+        return out
+    distinct, of_row = _per_configuration(_asked(rows))
+    obs = observations(distinct)
+    if obs.rows.empty:
+        return out
+    at = np.full(len(distinct), -1)
+    at[obs.rows["source"].astype(int).to_numpy()] = np.arange(len(obs.rows))
+    mine = at[of_row]
+    known = np.flatnonzero(mine >= 0)
+    scale = claimed_rates(rows)[known] / ASKED_RATE
+    with np.errstate(over="ignore", invalid="ignore"):
+        out[known] = obs.rows["efficiency"].to_numpy(float)[mine[known]] * scale
+    for k in np.flatnonzero(out[known] > EFFICIENCY_LIMIT):
+        i = known[k]
+        if not _modelled(rows.iloc[i].to_dict()):
+            out[i] = _compute_efficiency(obs, mine[i], scale[k])
+    return out
+
+
+def _compute_efficiency(obs: Observations, j: int, scale: float) -> float:
+    """Observation j's efficiency by the compute roofline alone (FLOPs / peak), scaled to its row's rate."""
+    compute = roofline(obs.points[j], obs.specs[j].peak_flops, math.inf)
+    return compute.cycle_s / float(obs.rows["observed_cycle_s"].iat[j]) * scale
+
+
+def refusals(rows: pd.DataFrame, *, roofline_too: bool = True) -> list[str | None]:
+    """Per row of `rows` (published-row columns), why the gate refuses it, or None."""
+    records = rows.to_dict("records")
+    why = [figures_refusal(r) for r in records]
+    sound = [i for i, w in enumerate(why) if w is None]
+    if roofline_too and sound:
+        for i, e in zip(sound, efficiencies(rows.iloc[sound])):
+            if not math.isnan(e) and efficiency_refusal(e):
+                why[i] = beyond_roofline(records[i])
+    return why
+
+
+def refused(rows: pd.DataFrame, warn: Callable[[str], None] | None = None, *, names: Sequence[str] | None = None,
+            roofline_too: bool = True) -> np.ndarray:
+    """A boolean mask of the rows the gate refuses, each warned about (`names[i]` says where row i
+    is; physics.row_name by default)."""
+    why = refusals(rows, roofline_too=roofline_too)
+    mask = np.array([w is not None for w in why], dtype=bool)
+    for i in np.flatnonzero(mask) if warn is not None else ():
+        warn(refusal_warning(names[i] if names is not None else row_name(rows.iloc[i].to_dict()), why[i]))
+    return mask
+
+
+def once(warn: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """`warn`, passing on a line only the first time this process gives it (module notes)."""
+    if warn is None:
+        return None
+
+    def first_time(line: str) -> None:
+        if line not in _GIVEN:
+            _GIVEN.add(line)
+            warn(line)
+    return first_time
+
+
+def gate(rows: pd.DataFrame, warn: Callable[[str], None] | None = None, *, names: Sequence[str] | None = None,
+         roofline_too: bool = True) -> pd.DataFrame:
+    """`rows` without those the gate refuses (refused), index reset."""
+    if rows.empty:
+        return rows
+    mask = refused(rows, warn, names=names, roofline_too=roofline_too)
+    return rows[~mask].reset_index(drop=True) if mask.any() else rows
+
+
+__all__ = ["ASKED_RATE", "claimed_rates", "efficiencies", "gate", "once", "refusals", "refused"]
