@@ -67,7 +67,7 @@ def test_every_figure_is_read_where_the_operating_point_is():
     row = candidate(sweep, op, slo)
     assert row["blended_chip_s_per_token"] == pytest.approx(0.5e-6 * 3600 / 2.7)
     assert row["blended_chip_s_per_token_ci95_low"] == pytest.approx(0.25e-6 * 3600 / 2.7)
-    assert row["source"] == "estimate" and row["chips_per_instance"] == 8 and row["usd_per_instance_hour"] == 21.6
+    assert row["source"] == "estimate" and row["chips"] == 8 and row["status"] == INTERPOLATED
 
 
 def _made(*sweeps: pd.DataFrame, slo: WorkloadServiceLevel | None = None) -> ReportEstimates:
@@ -88,10 +88,14 @@ def test_an_estimate_is_sized_in_whole_instances_of_its_chips_and_what_cannot_be
     spot_only = _sweep(target="H100:8", accelerator="H100", plan="spot", price=1.8, cloud="aws", region="eu-west-2",
                        instance="p5.48xlarge")
     misses = _sweep(target="tpu-v5e-8", accelerator="TPU v5e", tpot=(0.06, 0.2))
-    budget = estimated_budget(_made(meets, refused, spot_only, misses), Traffic(1e9, 0.25), Slo(),
+    one_gpu = _sweep(target="H100:1", accelerator="H100", chips=1, loads=(1.0, 2.0, 4.0), tpot=(0.01, 0.02, 0.04),
+                     usd=(2.0, 1.0, 0.5), price=6.88, cloud="aws", region="us-east-1", instance="p5.48xlarge")
+    budget = estimated_budget(_made(meets, refused, spot_only, misses, one_gpu), Traffic(1e9, 0.25), Slo(),
                               BudgetOptions(plans=("on_demand",)), prices)
     assert budget.slos["w"].source == "w.yaml's slo" and budget.notes[0].startswith("x: no estimate")
-    sized, = budget.options.to_dict("records")
+    assert "H100:1: rented as p5.48xlarge (8 chips), the instance the price table prices it at: 8 replicas of 1 " \
+           "chip to an instance" in budget.notes
+    sized, gpu = budget.options.to_dict("records")
     # At the top of its sweep (still meeting the SLO: "at least" this cheap), $0.5/Mtok at $2.7/chip-h
     # is 1 / (0.5e-6 x 3600 / 2.7) = 1,500 tokens/s per chip; 1e9 tokens a day is 11,574 tokens/s, under
     # one 8-chip replica's 12,000: one tpu-v6e-8 slice, 8 x $2.70 x 730 h = $15,768 a month. The interval's
@@ -103,7 +107,12 @@ def test_an_estimate_is_sized_in_whole_instances_of_its_chips_and_what_cannot_be
     assert sized["monthly_usd_low"] == pytest.approx(15768.0)
     assert sized["monthly_usd_high"] == pytest.approx(2 * 15768.0)
     assert sized["interval"] == "90% prediction interval" and sized["source"] == "estimate"
-    assert sized["price_source"] and sized["price_instance_chips"] == 8      # the shipped row it is priced at
+    assert sized["price_source"] and sized["chips_per_instance"] == 8      # the shipped row it is priced at
+    # One H100 per replica, rented as the 8-GPU p5.48xlarge the table prices it at: $0.5/Mtok at $6.88/chip-h is
+    # 3,822 tokens/s per chip, so ceil(11,574 / 3,822) = 4 one-GPU replicas, packed into one p5.48xlarge:
+    # 8 x $6.88 x 730 h = $40,179 a month (never one GPU's $5,022: no one rents an eighth of the machine).
+    assert (gpu["replicas"], gpu["instances"], gpu["rented_chips"], gpu["rank_overall"]) == (4, 1, 8, 2)
+    assert gpu["monthly_usd"] == pytest.approx(8 * 6.88 * HOURS_PER_MONTH)
     why = dict(zip(budget.not_sized["option"], budget.not_sized["why"]))
     assert why == {"L4 ×1 (L4:1)": "no estimate: too few calibration rows",
                    "H100 ×8 (H100:8) · bf16": why["H100 ×8 (H100:8) · bf16"],

@@ -15,9 +15,11 @@ At that point the estimate spends c chip-seconds per token, its $/Mtok over its 
 chip-second (c = $/Mtok / 1e6 / ($/chip-h / 3600)), for input, output and all tokens, each with its
 90% prediction interval. Its tokens/s per chip then follow the measured options' rule
 (budget/tokens.with_sizing_rate: 1 / c_all at the estimate's own lengths, or the traffic's mix with
---split), and its fleet the same sizing (budget/tokens.size_token_fleet, budget/fleet.size_fleet),
-in whole instances of the option's own chips (`tpu-v6e-8`: 8 chips) at the plan's price per
-chip-hour. The monthly cost's low and high come from the throughput's interval.
+--split), and its fleet the same sizing (budget/tokens.size_token_fleet, budget/fleet.size_fleet):
+replicas of the option's chips (`tpu-v6e-8`: 8, `H100:1`: 1) in whole instances of the price row
+it is priced at (money/fleet_size.py: a tpu-v6e-8 slice holds one 8-chip replica, a p5.48xlarge
+eight 1-GPU ones; a replica wider than the instance spans several, as a TPU slice billed per chip
+is), at the plan's price. The monthly cost's low and high come from the throughput's interval.
 
 What cannot be sized is listed with why (`not_sized`): a chip the estimate refuses, a plan without
 a price (money.price_gaps), an operating point that misses the service level. The estimates are
@@ -171,9 +173,9 @@ def candidate(sweep: pd.DataFrame, op: OperatingPoint, slo: ServiceLevel) -> dic
     per_chip_s = usd_per_chip_second(per_chip_hour, 1)
     out = {"source": ESTIMATE, "valid": True, "workload": row["workload"], "scale": FULL_SCALE,
            "option": option_name(row), "target": row["target"], "priced_accelerator": row["accelerator"],
-           "precision": row["precision"], "chips": float(row["chips"]), "chips_per_instance": float(row["chips"]),
-           "cloud": row["cloud"], "region": row["region"], "instance_type": row["instance_type"], "plan": row["plan"],
-           "usd_per_chip_hour": per_chip_hour, "usd_per_instance_hour": per_chip_hour * float(row["chips"]),
+           "precision": row["precision"], "chips": float(row["chips"]), "cloud": row["cloud"],
+           "region": row["region"], "instance_type": row["instance_type"], "plan": row["plan"],
+           "usd_per_chip_hour": per_chip_hour,
            "price_as_of": row["price_as_of"], "input_length": row["input_length"], "output_length": row["output_length"],
            "interval": INTERVAL[ESTIMATE], "status": op.status, "operating_point": op.words(), "load": op.point.load,
            "percentile": slo.percentile, "ttft_s": op.point.ttft_s, "tpot_s": op.point.tpot_s,
@@ -204,7 +206,11 @@ def _sized(points: list[dict], traffic: Traffic, split: bool, options: BudgetOpt
     source and flag; the notes say what the sizing left out or could not price."""
     if not points:
         return pd.DataFrame(columns=_interval_names(COLUMNS))
-    frame, _ = with_sizing_rate(with_price_rows(pd.DataFrame(points), prices), traffic, split)
+    frame = with_price_rows(pd.DataFrame(points), prices)
+    # Rented as the price row's instance (a record priced with another table: as its own chips).
+    frame["chips_per_instance"] = frame["price_instance_chips"].fillna(frame["chips"]).astype(float)
+    frame["usd_per_instance_hour"] = frame["usd_per_chip_hour"] * frame["chips_per_instance"]
+    frame, _ = with_sizing_rate(frame, traffic, split)
     frame, note = without_huge_fleets(frame, "tokens_per_s_per_chip", traffic.peak_tokens_per_s, "--tokens-per-day",
                                       "tokens")
     notes += [note] if note else []
@@ -212,11 +218,27 @@ def _sized(points: list[dict], traffic: Traffic, split: bool, options: BudgetOpt
     sized = size_token_fleet(frame.copy(), traffic, power, COLUMNS)
     if power.owned:
         notes.append("with --owned the estimates have no energy figure, so no owned-capacity monthly cost")
-    other = sized[sized["price_instance_chips"].notna() & (sized["price_instance_chips"] != sized["chips"])]
-    for r in other.drop_duplicates(["option", "instance_type"]).to_dict("records"):
-        notes.append(f"{r['option']}: sized in instances of its own {number(r['chips'])} chips at the price per chip "
-                     f"of {r['instance_type']}, which has {number(r['price_instance_chips'])}")
+    notes += _instance_notes(sized)
     return sized.rename(columns=dict(zip(COLUMNS, _interval_names(COLUMNS))))
+
+
+def _instance_notes(sized: pd.DataFrame) -> list[str]:
+    """How a chip whose replica is not one whole instance is rented, once per chip and instance."""
+    out = []
+    other = sized[sized["chips_per_instance"] != sized["chips"]]
+    for r in other.drop_duplicates(["target", "instance_type"]).to_dict("records"):
+        chips, per = float(r["chips"]), float(r["chips_per_instance"])
+        how = (f"{number(per // chips)} replicas of {_chips(chips)} to an instance" if per > chips else
+               f"each replica of {_chips(chips)} spans {number(math.ceil(chips / per))} instances")
+        if per < chips and str(r["instance_type"]).lower().startswith("tpu-"):
+            how += f" (TPU slices are billed per chip: what one {number(chips)}-chip slice costs)"
+        out.append(f"{r['target']}: rented as {r['instance_type']} ({_chips(per)}), the instance the price table "
+                   f"prices it at: {how}")
+    return out
+
+
+def _chips(n: float) -> str:
+    return f"{number(n)} chip{'' if n == 1 else 's'}"
 
 
 def _interval_names(columns: list[str]) -> list[str]:

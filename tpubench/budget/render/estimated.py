@@ -9,10 +9,10 @@ from tpubench.output.report import format as f
 HEADING = "## Estimates: chips you have not measured (not in any measured total)"
 INTRO = ("Each option is the workload's full architecture estimated on a chip (`tpubench estimate`, calibrated on "
          "published rows; docs/estimate.md), taken at its cheapest load that meets the service level, and sized for "
-         "the traffic above as the measured options are, in whole instances of its own chips at the plan's price per "
-         "chip-hour. Monthly cost with its 90% prediction interval (from the throughput's). Ranked among estimates "
-         "only: never in a measured total, a buying mix or a saving. To budget one as a measurement, measure it: "
-         "`tpubench launch WORKLOAD.yaml --on CHIP`.")
+         "the traffic above as the measured options are: replicas of its chips in whole instances of the price row "
+         "it is priced at, at the plan's price. Monthly cost with its 90% prediction interval (from the "
+         "throughput's). Ranked among estimates only: never in a measured total, a buying mix or a saving. To budget "
+         "one as a measurement, measure it: `tpubench launch WORKLOAD.yaml --on CHIP`.")
 
 
 def _at_slo(r) -> str:
