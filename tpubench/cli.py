@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from tpubench.cli_budget import budget_app
+from tpubench.cli_budget import budget_app, check_estimates, with_estimates
 from tpubench.cli_group import LazyTyper
 from tpubench.errors import UserError
 
@@ -265,12 +265,15 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
     budget_format(inputs.fmt)
     sizing = command.planner.sizing()
     sizing.check(amount, options, command.unit)
+    prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
+    check_estimates(options, prices)
     df = load_results(inputs.paths, warn=_warn_stderr, keep="all" if inputs.all_runs else "latest",
                       include_published=inputs.include_published, shipped=not inputs.no_shipped)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
-    prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
     result = sizing.plan(df, prices, amount, options, command.unit)
+    # --on / --workload: the estimated options, sized apart from the measured ones (cli_budget.py).
+    result = with_estimates(result, options, inputs, df, prices, _warn_stderr)
     _emit(render_budget(result, inputs.fmt), inputs.out)
 
 

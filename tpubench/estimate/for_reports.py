@@ -74,12 +74,14 @@ class ReportEstimates:
 
 
 def estimates_for_report(source, results: pd.DataFrame, *, on: Sequence[str], prices: pd.DataFrame,
-                         published: pd.DataFrame, plans=None, warn: Callable[[str], None] | None = None
-                         ) -> ReportEstimates:
+                         published: pd.DataFrame, plans=None, warn: Callable[[str], None] | None = None,
+                         workloads: Sequence[Path] | None = None) -> ReportEstimates:
     """The estimates of a report over `source` (paths; a DataFrame source has no folders: records
     and workload files are not looked for): one row per estimate and plan as
     estimate.render.flat_rows gives them, with their `workload_file`, each chip's whole sweep of loads
-    (estimate.command.load_sweep) for the answer's operating point; and the rest of ReportEstimates."""
+    (estimate.command.load_sweep) for the answer's operating point; and the rest of ReportEstimates.
+    `workloads` (a budget's --workload) names the workload files to estimate instead of those the
+    results name; their contexts and notes are keyed by the file as given."""
     from tpubench.estimate.records import read_records
 
     if isinstance(source, pd.DataFrame):
@@ -88,7 +90,9 @@ def estimates_for_report(source, results: pd.DataFrame, *, on: Sequence[str], pr
         parse_target(spec, prices)
     warn = warn or (lambda msg: None)
     frames, contexts, notes, cal = [read_records(source, warn=warn)], {}, [], None
-    for workload, path in _workload_files(results, _roots(source)).items():
+    named = (_workload_files(results, _roots(source)) if workloads is None
+             else {str(path): Path(path) for path in workloads})
+    for workload, path in named.items():
         if isinstance(path, str):
             if on:
                 notes.append(f"{workload}: no estimate: {path}")
