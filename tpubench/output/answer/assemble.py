@@ -7,7 +7,8 @@ verdict, the stale-price line (money.price_age) and the plans the table lacks fo
 (money.price_gaps). With a volume (the workload's `volume:`), every option ranked at the SLO also
 gets the chips it needs and its $ per month (`chips_needed`, `usd_per_month`): the peak tokens/s
 over its tokens/s per chip at its operating point (all tokens: input and output, as blended $/Mtok
-counts them), in whole instances of its size, each chip rented all month.
+counts them), in replicas of its chips packed into whole instances of its price row (the budgets'
+rule, money.fleet_size), each chip rented all month.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from datetime import date
 import pandas as pd
 
 from tpubench.money import price_age, price_gaps
-from tpubench.money.plans import PLAN_NAMES, base_plan_name, plan_label
+from tpubench.money.fleet_size import whole_instances
+from tpubench.money.plans import HOURS_PER_MONTH, PLAN_NAMES, base_plan_name, plan_label
 from tpubench.money.pricing import load_unpriced_notes
 from tpubench.output.answer import verdict as rules
 from tpubench.output.answer.options import COLUMNS, ESTIMATE, SWEEP_COLUMNS
 from tpubench.output.answer.service_level import Slo
 from tpubench.units import number, sig, usd_whole
 
-HOURS_PER_MONTH = 730.0           # 365 x 24 / 12
 SECONDS_PER_DAY = 86_400.0
 
 
@@ -84,7 +85,9 @@ def assemble(options: list[dict], sweeps: list[dict], workload_files: dict[str, 
 
 
 def _with_fleet(frame: pd.DataFrame, volumes: dict) -> pd.DataFrame:
-    """`chips_needed` and `usd_per_month` of the ranked options of workloads with a volume (module notes)."""
+    """`chips_needed` and `usd_per_month` of the ranked options of workloads with a volume (module
+    notes): replicas of the option's chips at its rate, packed into the price row's instances
+    (money.fleet_size, the budgets' own rule)."""
     chips_needed, monthly = [], []
     for r in frame.to_dict("records"):
         volume = volumes.get(r["workload"])
@@ -93,9 +96,11 @@ def _with_fleet(frame: pd.DataFrame, volumes: dict) -> pd.DataFrame:
             chips_needed.append(math.nan)
             monthly.append(math.nan)
             continue
-        peak = volume.tokens_per_day * volume.peak_factor / SECONDS_PER_DAY
-        per_instance = max(int(r["chips"]), 1)
-        chips = math.ceil(peak / rate / per_instance) * per_instance
+        per_instance = float(r["chips_per_instance"]) if r["chips_per_instance"] == r["chips_per_instance"] \
+            else float(r["chips"])
+        _, instances = whole_instances(volume.tokens_per_day * volume.peak_factor / SECONDS_PER_DAY, rate,
+                                       float(r["chips"]), per_instance)
+        chips = float(instances) * per_instance
         chips_needed.append(chips)
         monthly.append(chips * float(r["usd_per_chip_hour"]) * HOURS_PER_MONTH)
     return frame.assign(chips_needed=chips_needed, usd_per_month=monthly)
@@ -204,4 +209,4 @@ def frame(answer: Answer) -> pd.DataFrame:
                       slo_source=out["workload"].map(lambda w: answer.slos[w].source if w in answer.slos else ""))
 
 
-__all__ = ["Answer", "HOURS_PER_MONTH", "assemble", "frame", "verdict"]
+__all__ = ["Answer", "assemble", "fleet_words", "frame", "verdict"]

@@ -35,7 +35,8 @@ SMOKE_TEST = "smoke test at the '{scale}' scale, not the full architecture"
 SMOKE_TEST_PATTERN = re.compile("^" + re.escape(SMOKE_TEST).replace(re.escape("{scale}"), "(.+)") + "$")
 COLUMNS = ["workload", "plan", "source", "option", "accelerator", "chips", "precision", "status", "point", "load",
            "ttft_s", "tpot_s", "tokens_per_s_per_user", "tokens_per_s_per_chip", "usd_per_mtok", "usd_per_mtok_low",
-           "usd_per_mtok_high", "interval", "usd_per_chip_hour", "price_basis", "price_as_of", "region",
+           "usd_per_mtok_high", "interval", "usd_per_chip_hour", "chips_per_instance", "price_basis", "price_as_of",
+           "region",
            "in_verdict", "why_not", "note", "reference", "launch_on", "family"]
 # The columns of an option's sweep (`Answer.sweeps`: what the answer's figure draws).
 SWEEP_COLUMNS = ["workload", "plan", "option", "source", "load", "tokens_per_s_per_user", "usd_per_mtok", "chosen"]
@@ -141,6 +142,7 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
             workload=first["workload"], plan=first["plan"], source=MEASURED, option=option,
             accelerator=first["priced_accelerator"], chips=first["chips"], precision=_precision_label(first),
             interval=INTERVAL[MEASURED], usd_per_chip_hour=r["usd_per_chip_hour"],
+            chips_per_instance=r.get("chips_per_instance"),
             price_basis=price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
                                     r.get("price_as_of")),
             price_as_of=str(r.get("price_as_of") or ""), region=str(r.get("region") or ""),
@@ -231,16 +233,15 @@ def estimate_options(estimates: pd.DataFrame, plans: list[str], slos: dict[str, 
                     launch_on=_launch_spec(str(target), str(first["accelerator"]), first["chips"]))
         priced = rows[rows["plan"].astype(str) != ""] if not refused else rows.iloc[0:0]
         for plan in plans:
-            mine = priced[priced["plan"] == plan].sort_values("concurrency", kind="stable").reset_index(drop=True)
+            mine = priced[priced["plan"] == plan]
             if refused or mine.empty:
                 why = f"no estimate: {refused}" if refused else price_gaps.missing_price(first["accelerator"], plan, unpriced)
                 options.append(option_row(plan=plan, why_not=why, **base))
                 continue
-            points = estimate_sweep(mine, slo)
-            op = operating_point(points, slo)
+            op, mine, points = _best_sweep(mine, slo)
             r = mine.iloc[op.point.position]
             options.append(option_row(
-                plan=plan, usd_per_chip_hour=r["usd_per_chip_hour"],
+                plan=plan, usd_per_chip_hour=r["usd_per_chip_hour"], chips_per_instance=r.get("chips_per_instance"),
                 price_basis=price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
                                         r.get("price_as_of")),
                 price_as_of=str(r.get("price_as_of") or ""), region=str(r.get("region") or ""),
@@ -248,6 +249,19 @@ def estimate_options(estimates: pd.DataFrame, plans: list[str], slos: dict[str, 
                 note=_estimate_notes(r), **operating_fields(op), **base))
             sweeps += sweep_rows(workload, plan, name, ESTIMATE, points, op)
     return options, sweeps
+
+
+def _best_sweep(rows: pd.DataFrame, slo: Slo) -> tuple[OperatingPoint, pd.DataFrame, list[SweepPoint]]:
+    """(operating point, its sweep's rows, points) of an estimate's sweeps, one per pair of lengths
+    the workload sweeps: the cheapest that meets the SLO, else the nearest miss."""
+    best = None
+    for _, sweep in rows.groupby(["input_length", "output_length"], sort=False):
+        sweep = sweep.sort_values("concurrency", kind="stable").reset_index(drop=True)
+        points = estimate_sweep(sweep, slo)
+        op = operating_point(points, slo)
+        if best is None or _better(op, best[0]):
+            best = (op, sweep, points)
+    return best
 
 
 def _calibration_words(r) -> str:

@@ -223,7 +223,7 @@ def _option(row: dict, workload: str, plan: str, price: dict, op: OperatingPoint
     return option_row(
         workload=workload, plan=plan, source=PUBLISHED, option=_name(row), accelerator=row["accelerator"],
         chips=row["chips"], precision=row["_precision"], interval=INTERVAL[PUBLISHED],
-        usd_per_chip_hour=float(price["usd_per_chip_hour"]),
+        usd_per_chip_hour=float(price["usd_per_chip_hour"]), chips_per_instance=price["chips_per_instance"],
         price_basis="published throughput x " + price_words(price["cloud"], price["instance_type"], price["region"],
                                                              price["usd_per_chip_hour"], price["as_of"]),
         price_as_of=str(price["as_of"]), region=str(price["region"]), in_verdict=same_model and op.ranked,
