@@ -577,6 +577,9 @@ def estimate(
     out: Optional[Path] = typer.Option(None, "--out", help="Also keep the estimates as a record in "
                                                           "OUT/estimates/ (JSON, source: estimate): `tpubench report "
                                                           "OUT` puts them in its answer table."),
+    stack_date: Optional[str] = typer.Option(None, "--stack-date", metavar="YYYY-MM-DD",
+                                             help="Estimate a serving stack of this date (default: the calibration's "
+                                                  "newest rows'); older stacks run slower."),
 ):
     """Estimate throughput, latency and $/Mtok on chips you have not measured: the roofline of the
     workload's model over an efficiency fitted on published (and your measured) rows of the chip's
@@ -590,7 +593,8 @@ def estimate(
     from tpubench.output.published.store import all_published
 
     report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
-                          published=all_published(results, warn=_warn_stderr, checked=True), plans=plan or None)
+                          published=all_published(results, warn=_warn_stderr, checked=True), plans=plan or None,
+                          stack_date=stack_date)
     if out is not None:
         from tpubench.estimate.records import write_record
         from tpubench.estimate.render import payload

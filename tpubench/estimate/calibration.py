@@ -50,13 +50,16 @@ class Observations:
     specs: list[Chip] = field(default_factory=list)
     roofs: list[Roofline] = field(default_factory=list)
     left_out: Counter = field(default_factory=Counter)
+    # The newest published row's date: the stack an estimate assumes (features.TERMS: stack_age_years).
+    stack_date: str = ""
 
     def subset(self, keep: np.ndarray) -> "Observations":
         """The observations where `keep` (a boolean mask) is True."""
         pick = [i for i, k in enumerate(keep) if k]
         return Observations(X=self.X[keep], y=self.y[keep], families=[self.families[i] for i in pick],
                             rows=self.rows[keep].reset_index(drop=True), points=[self.points[i] for i in pick],
-                            specs=[self.specs[i] for i in pick], roofs=[self.roofs[i] for i in pick])
+                            specs=[self.specs[i] for i in pick], roofs=[self.roofs[i] for i in pick],
+                            stack_date=self.stack_date)
 
     def mine(self, pick: np.ndarray) -> "Observations":
         """The observations at positions `pick`, as if measured by you (`source` measured): what
@@ -72,7 +75,7 @@ class Observations:
                             families=self.families + other.families,
                             rows=pd.concat([self.rows, other.rows], ignore_index=True),
                             points=self.points + other.points, specs=self.specs + other.specs,
-                            roofs=self.roofs + other.roofs)
+                            roofs=self.roofs + other.roofs, stack_date=max(self.stack_date, other.stack_date))
 
 
 SWEEP = ("publisher", "model", "accelerator")
@@ -166,6 +169,7 @@ def observations(rows: pd.DataFrame) -> Observations:
     xs, ys, fams, kept, points, specs, roofs = [], [], [], [], [], [], []
     left: Counter = Counter()
     records = rows.to_dict("records")
+    newest = stack_date(records)
     for row, repeat in zip(records, runs_left_out(records)):
         why = excluded(row) or repeat
         model = _model(row) if why is None else None
@@ -185,7 +189,8 @@ def observations(rows: pd.DataFrame) -> Observations:
         point = Point(shape=model[1], weight_bytes=precision.weight_bytes, kv_bytes=precision.kv_bytes,
                       compute_precision=precision.compute, chips=int(_num(row["chips"])),
                       concurrency=ran_batch(row), input_len=_num(row["input_length"]),
-                      output_len=_num(row["output_length"]), precision=precision.label)
+                      output_len=_num(row["output_length"]), precision=precision.label,
+                      stack_age_years=stack_age_years(row.get("date"), newest))
         point, why = _what_ran(point, spec)
         if why:
             left[why] += 1
@@ -218,7 +223,23 @@ def observations(rows: pd.DataFrame) -> Observations:
         })
     X = np.array(xs) if xs else np.zeros((0, len(TERMS)))
     return Observations(X=X, y=np.array(ys), families=fams, rows=pd.DataFrame(kept), points=points, specs=specs,
-                        roofs=roofs, left_out=left)
+                        roofs=roofs, left_out=left, stack_date=newest)
+
+
+def stack_date(records: list[dict]) -> str:
+    """The newest date of the published rows (yours where there are none): the stack the estimate's
+    rows were newest on, which an estimate assumes unless asked for another."""
+    published = [r for r in records if (r.get("source") or "published") != "measured"] or records
+    return max((_cell(r.get("date"))[:10] for r in published), default="")
+
+
+def stack_age_years(date, newest: str) -> float:
+    """Years from a row's date to `newest` (0 for a row without a date, or newer: the newest stack)."""
+    day = pd.to_datetime(_cell(date)[:10], errors="coerce")
+    reference = pd.to_datetime(newest, errors="coerce")
+    if pd.isna(day) or pd.isna(reference):
+        return 0.0
+    return max(0.0, (reference - day).days / 365.25)
 
 
 def arrival_of(row: dict) -> str:
@@ -291,4 +312,5 @@ def measured_rows(paths) -> pd.DataFrame:
 
 
 __all__ = ["CONFIGURATION", "SWEEP", "Observations", "arrival_of", "excluded", "measured_rows", "observations",
+           "stack_age_years", "stack_date",
            "runs_left_out", "sweeps"]

@@ -7,12 +7,13 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, replace
+from datetime import date
 from pathlib import Path
 
 import pandas as pd
 
 from tpubench.errors import UserError
-from tpubench.estimate.calibration import measured_rows
+from tpubench.estimate.calibration import measured_rows, stack_age_years
 from tpubench.estimate.chips import Chip, Target, chip, chip_family, parse_target
 from tpubench.estimate.features import CLOSED_LOOP, STATIC, Point, sequences_that_fit
 from tpubench.estimate.kv_offers import fp8_kv_refusal, quantised_cache
@@ -81,21 +82,23 @@ def targets_of(on: list[str], wl: WorkloadPoints, prices: pd.DataFrame, workload
 def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, published: pd.DataFrame,
                  results: list[Path] | None = None, plans: list[str] | None = None,
                  cal: Calibration | None = None, wl: WorkloadPoints | None = None,
-                 sweep: bool = False) -> EstimateReport:
+                 sweep: bool = False, stack_date: str | None = None) -> EstimateReport:
     """Estimates of `workload` on each chip of its `compare_on` and of `on` (module notes); `cal`
     reuses a calibration already made, `wl` the workload's points already read from it. `sweep`
     estimates every load of `load_sweep` instead of the workload's own: what an answer looks for its
-    operating point at a service level along."""
+    operating point at a service level along. `stack_date` (YYYY-MM-DD) estimates a serving stack of
+    that date instead of the calibration's newest (features.TERMS: stack_age_years)."""
     wl = wl or workload_points(workload)
     targets = targets_of(on, wl, prices, workload)
     if not targets:
         raise UserError("name at least one chip: --on tpu-v6e-8 --on H100:8 --on trn2 (or compare_on in the "
                         "workload)", field="--on")
     cal = cal or calibration(published, results)
+    age = _stack_age(stack_date, cal)
     estimates, priced_rows = [], []
     for target in targets:
         table = plan_prices(prices, target, plans)
-        points = _points_on(wl, target)
+        points = [replace(p, stack_age_years=age) for p in _points_on(wl, target)]
         if sweep:
             points = [replace(point, concurrency=load) for point in _distinct_shapes(points)
                       for load in load_sweep(point, chip(target.accelerator, point.compute_precision))]
@@ -108,6 +111,20 @@ def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, p
             priced_rows.append([] if est.refused else [priced(est, row) for _, row in table.iterrows()])
     return EstimateReport(workload=wl.name, calibration=cal, estimates=estimates, prices=priced_rows,
                           workload_file=str(workload))
+
+
+def _stack_age(stack_date: str | None, cal: Calibration) -> float:
+    """Years a stack of `stack_date` is older than the calibration's newest rows' (0 without one)."""
+    if stack_date is None:
+        return 0.0
+    try:
+        day = date.fromisoformat(str(stack_date))
+    except ValueError:
+        raise UserError(f"'{stack_date}' is not a date: write YYYY-MM-DD", field="--stack-date") from None
+    if cal.obs.stack_date and day.isoformat() > cal.obs.stack_date:
+        raise UserError(f"{day} is newer than the calibration's newest rows ({cal.obs.stack_date}): the estimate "
+                        "knows no newer stack", field="--stack-date")
+    return stack_age_years(day.isoformat(), cal.obs.stack_date)
 
 
 # The largest load a sweep estimates: far beyond any server's batch, and bounded work per chip.

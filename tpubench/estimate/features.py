@@ -73,8 +73,14 @@ LATENCY_TERMS = ("intercept", "log_prefill_ahead_steps", "log_load", "static_bat
 # A TTFT the latency fit puts above this share of the cycle is held there: the cycle, which the
 # throughput fit validates, must keep some time for the decode steps.
 MAX_TTFT_SHARE = 0.5
+# log_sparsity: ln(total / active parameters), 0 for a dense model: a mixture of experts runs
+# further below its roofline the sparser it is (routing, uneven expert loads, small expert matmuls),
+# and how much further is a family's kernels' own (Neuron's MoE rows run at 2-9% of it).
+# stack_age_years: how much older the row's serving stack is than the calibration's newest rows
+# (their dates, years): publishers' software gains speed month by month, so a row of 2023 runs below
+# one of 2026 on the same chip; an estimate is for the newest stack (0) unless asked for another.
 TERMS = ("intercept", "log_concurrency", "log_chips", "prefill_share", "log_decode_step_roofline_s",
-         "decode_compute_excess")
+         "decode_compute_excess", "log_sparsity", "stack_age_years")
 # The share of a chip's memory a server gives its weights and KV cache (vLLM's default
 # --gpu-memory-utilization): the sequences that fit in the rest are the most that can run at once.
 MEMORY_UTILIZATION = 0.9
@@ -91,6 +97,7 @@ class Point:
     input_len: float
     output_len: float
     precision: str = ""      # how tables name it: 'bf16', 'w fp8 / a fp8 / kv bf16' (models.PointPrecision)
+    stack_age_years: float = 0.0   # its serving stack's age before the calibration's newest (TERMS)
 
 
 @dataclass(frozen=True)
@@ -152,8 +159,10 @@ def roofline(point: Point, peak_flops: float, peak_bytes_per_s: float) -> Roofli
 
 def terms(point: Point, roof: Roofline) -> np.ndarray:
     """The fit's terms (TERMS) for one point."""
+    shape = point.shape
     return np.array([1.0, math.log(point.concurrency), math.log(point.chips), roof.prefill_share,
-                     math.log(roof.decode_step_s), max(0.0, math.log(roof.decode_compute_s / roof.decode_memory_s))])
+                     math.log(roof.decode_step_s), max(0.0, math.log(roof.decode_compute_s / roof.decode_memory_s)),
+                     math.log(shape.total_params / shape.active_params), point.stack_age_years])
 
 
 def latency_terms(point: Point, roof: Roofline, prefill_one_s: float, step_s: float, arrival: str) -> np.ndarray:

@@ -326,6 +326,7 @@ class Estimate:
     label: str = LABEL
     precision: str = ""                      # 'bf16', 'w fp8 / a fp8 / kv bf16'
     arrival: str = STATIC                    # how its requests arrive (features.ARRIVALS)
+    stack_date: str = ""                     # the serving stack it assumes: of that date (features.TERMS)
     own_rows: int = 0                        # your measured rows that pulled it
     efficiency: float = math.nan
     decode_bound: str = ""
@@ -354,6 +355,7 @@ def estimate(cal: Calibration, target: Target, spec: Chip, point: Point, *, arri
     common = dict(target=target.spec, accelerator=target.accelerator, family=family, chips=point.chips,
                   concurrency=point.concurrency, input_length=point.input_len, output_length=point.output_len,
                   calibration_rows=len(rows), precision=point.precision, arrival=arrival,
+                  stack_date=_stack_words(cal, point),
                   calibration_chip_rows=int((rows["accelerator"] == target.accelerator).sum()) if len(rows) else 0,
                   calibrated_by=refs)
     if len(rows) < MIN_ROWS:
@@ -414,6 +416,15 @@ def estimate(cal: Calibration, target: Target, spec: Chip, point: Point, *, arri
                     blended_chip_s_per_token=slower(float(charged.blended)),
                     interval_nominal=nominal, interval_basis=basis, notes=tuple(notes),
                     ttft_tail=cal.tail(TTFT, arrival)[0], tpot_tail=cal.tail(TPOT, arrival)[0])
+
+
+def _stack_words(cal: Calibration, point: Point) -> str:
+    """The date of the serving stack an estimate assumes: the calibration's newest rows', less the
+    point's stack age where one was asked for (estimate --stack-date)."""
+    if not cal.obs.stack_date:
+        return ""
+    day = pd.Timestamp(cal.obs.stack_date) - pd.Timedelta(days=round(point.stack_age_years * 365.25))
+    return day.date().isoformat()
 
 
 def _factor(q: float) -> float:
