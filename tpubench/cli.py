@@ -749,6 +749,8 @@ def doctor(
     quick: bool = typer.Option(False, "--quick", help="Tiny shapes, no torch.compile (CI on a CPU)."),
     run_timeout_s: float = typer.Option(1800.0, "--run-timeout-s", min=1.0,
                                         help="Stop a workload run (and say so) after this many seconds."),
+    expert_parallel: Optional[int] = typer.Option(None, "--expert-parallel", "--ep", min=1,
+                                                  help="Run the full model over N chips (one chip cannot hold it)."),
 ):
     """Check a fresh machine: the stack and what to install, the chips, the fence, memory, compile,
     a 2-chip collective, the smallest workload and the full model at batch 1; writes the result
@@ -758,7 +760,7 @@ def doctor(
     if not workload.is_file():
         raise UserError(f"{workload}: no such workload file", field="--workload")
     ready, _ = run_doctor(DoctorOptions(out=out, workload=workload, device=device, quick=quick,
-                                        run_timeout_s=run_timeout_s))
+                                        run_timeout_s=run_timeout_s, expert_parallel=expert_parallel))
     if not ready:
         raise typer.Exit(1)
 

@@ -34,6 +34,7 @@ class DoctorOptions:
     device: str | None = None
     quick: bool = False              # CI on a CPU: tiny shapes, no compile, a loose variation limit
     run_timeout_s: float = 1800.0    # per workload run (the full model builds and compiles first)
+    expert_parallel: int | None = None   # the full model over N chips, where one chip cannot hold it
 
 
 def run_doctor(options: DoctorOptions, say: Callable[[str], None] = print) -> tuple[bool, Path]:
@@ -116,9 +117,11 @@ def _workload(options: DoctorOptions, device: str, scale: str, stamp: str, usabl
         return Check(name, "skip", "the full architecture is for an accelerator (a CPU runs the small scale)")
     derived = _derived_workload(options, scale, stamp)
     before = set(options.out.glob("*.json"))
-    argv = [sys.executable, "-c", _CLI, "run", str(derived), "--device", device, "--scale", scale,
-            "--out", str(options.out), "--no-price"]
-    say(f"$ tpubench run {derived} --device {device} --scale {scale} --out {options.out} --no-price")
+    args = ["run", str(derived), "--device", device, "--scale", scale, "--out", str(options.out), "--no-price"]
+    if scale == "full" and options.expert_parallel:
+        args += ["--expert-parallel", str(options.expert_parallel)]
+    argv = [sys.executable, "-c", _CLI, *args]
+    say("$ tpubench " + " ".join(args))
     out, code = _child(argv, options.run_timeout_s)
     results = [json.loads(p.read_text()) for p in sorted(set(options.out.glob("*.json")) - before)]
     if not results:
