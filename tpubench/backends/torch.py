@@ -636,6 +636,11 @@ class TorchSession(TorchDevice):
         out: dict[str, Any] = {k: now[k] - self._dynamo_start[k] for k in now}
         if self.torch_tpu_eager_mode is not None:
             out["torch_tpu_eager_mode"] = self.torch_tpu_eager_mode
+            # torch-tpu 0.2.0: "the total HBM usage of the compilation cache" (not peak memory).
+            import torch
+
+            with contextlib.suppress(Exception):
+                out["torch_tpu_compilation_cache_hbm"] = str(torch.tpu._hbm_usage_summary())
         return out
 
     def on_requested_device(self) -> bool:
