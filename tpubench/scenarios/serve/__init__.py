@@ -35,6 +35,10 @@ class Serve(Scenario):
         if scale == FULL_SCALE:
             workload.scenario.check_against_model(config)
         launch = workload.scenario.server.launch
+        if workload.model is None and launch is not None and launch.model == "build":
+            raise FieldProblem(("scenario", "server", "launch", "model"),
+                               "'build' serves the workload's model, but the workload has no model block: "
+                               "add one, or name the model to serve (a Hub id or a local path)")
         if launch is not None and launch.command is None:
             # The args a preset appends, against its engine's own parser (stored; the presets' own
             # flags are checked against it by tests/test_engine_flags.py).
@@ -43,10 +47,6 @@ class Serve(Scenario):
             why = refusal(launch.preset, launch.args)
             if why:
                 raise FieldProblem(("scenario", "server", "launch", "args"), why)
-        if workload.model is None and launch is not None and launch.model == "build":
-            raise FieldProblem(("scenario", "server", "launch", "model"),
-                               "'build' serves the workload's model, but the workload has no model block: "
-                               "add one, or name the model to serve (a Hub id or a local path)")
 
     def subject(self, workload) -> str:
         """A serve workload may leave the model to its server."""
