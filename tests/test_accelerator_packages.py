@@ -97,6 +97,20 @@ def test_eager_mode_variables_are_the_ones_torch_tpu_reads(tmp_path):
         assert out.strip().splitlines()[-1] == expected, (mode, variables, out)
 
 
+@needs_torch_tpu
+def test_the_fence_reads_back_in_the_mode_torch_tpu_defers_and_its_profiler_config_is_there(tmp_path):
+    """docs/measurement.md#device-sources against the installed wheel: only DEFER_AND_FUSE makes
+    tpubench's fence read a value back; TorchTPU's profiler config and memory summaries exist."""
+    code = ("import torch; from tpubench.backends.torch import TorchDevice; "
+            "print(TorchDevice('tpu').deferred, hasattr(torch.tpu, '_hbm_usage_summary'), "
+            "hasattr(torch.tpu, '_get_cache_stats'), "
+            f"type(torch.tpu.profiler.TpuProfilerConfig(run_dir={str(tmp_path)!r})).__name__)")
+    deferred = _python(TORCH_TPU_PYTHON, code, cwd=tmp_path, TORCH_TPU_DEFER_AND_FUSE="1").strip().splitlines()[-1]
+    assert deferred == "True True True TpuProfilerConfig", deferred
+    default = _python(TORCH_TPU_PYTHON, code, cwd=tmp_path).strip().splitlines()[-1]
+    assert default.startswith("False "), default
+
+
 # ----------------------------------------------------------------------------- PyTorch/XLA on the CPU
 
 

@@ -751,6 +751,31 @@ def launch(
 
 
 @app.command()
+def doctor(
+    out: Path = typer.Option(Path("results/doctor"), "--out", "-o", help="Folder for result files and the summary."),
+    device: Optional[str] = typer.Option(None, "--device", "-d",
+                                         help="Torch device to check (default: the host's chips, else cpu)."),
+    workload: Path = typer.Option(Path("workloads/qwen3_moe.yaml"), "--workload", help="Workload run at batch 1."),
+    quick: bool = typer.Option(False, "--quick", help="Tiny shapes, no torch.compile (CI on a CPU)."),
+    run_timeout_s: float = typer.Option(1800.0, "--run-timeout-s", min=1.0,
+                                        help="Stop a workload run (and say so) after this many seconds."),
+    expert_parallel: Optional[int] = typer.Option(None, "--expert-parallel", "--ep", min=1,
+                                                  help="Run the full model over N chips (one chip cannot hold it)."),
+):
+    """Check a fresh machine: the stack and what to install, the chips, the fence, memory, compile,
+    a 2-chip collective, the smallest workload and the full model at batch 1; writes the result
+    files and a readiness summary. Exit code 0 when ready, 1 when not."""
+    from tpubench.doctor.command import DoctorOptions, run_doctor
+
+    if not workload.is_file():
+        raise UserError(f"{workload}: no such workload file", field="--workload")
+    ready, _ = run_doctor(DoctorOptions(out=out, workload=workload, device=device, quick=quick,
+                                        run_timeout_s=run_timeout_s, expert_parallel=expert_parallel))
+    if not ready:
+        raise typer.Exit(1)
+
+
+@app.command()
 def collect(
     sources: List[str] = typer.Argument(None, help="Result folders or bucket URLs (default: every launch in --tasks-dir)."),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="The local results folder to merge into."),

@@ -30,6 +30,9 @@ class Session(Protocol):
     def prefill(self) -> Any: ...                         # the prompt; returns next tokens [B] (on device)
     def decode(self, tokens: Any, step: int) -> Any: ...  # one token for each sequence
     def fence(self) -> None: ...                          # wait for all queued device work
+    # Optional (measure/fence.py reads it where present): read the latest output of the timed work
+    # back to the host right after a fence; False where there is nothing to check (the CPU).
+    # def read_back(self) -> bool: ...
     def compile_count(self) -> int: ...                   # graphs compiled so far
     def peak_memory_bytes(self) -> int | None: ...
     def reset_peak_memory(self) -> None: ...

@@ -64,6 +64,35 @@ EAGER_MODE_ENVIRONMENT = {
 # measuring the default mode under another mode's name.
 TORCH_TPU_EAGER_MODES = {"eager": "DEFER_NEVER", "eager_fused": "DEFER_AND_FUSE",
                          "eager_sync": "DEFER_NEVER_AND_LAUNCH_BLOCKING"}
+# The eager modes, per device, in which ops are deferred until a value is read (the fence must then
+# read one back): TorchTPU's DEFER_AND_FUSE ("tensors run only when materialised: .cpu(), .item()",
+# torch-tpu 0.2.0, torch_tpu/_internal/sync/__init__.py).
+DEFERRED_EAGER_MODES = {"tpu": ("DEFER_AND_FUSE",)}
+# Where each device's fence, peak memory, compile backend, process group and profiler come from,
+# read from the released packages (docs/measurement.md#device-sources cites each; kept in every
+# result's environment as `device_sources`).
+DEVICE_SOURCES = {
+    "cuda": {"fence": "torch.accelerator.synchronize() (cudaDeviceSynchronize)",
+             "memory": "torch.accelerator.memory.max_memory_allocated() (CUDA caching allocator)",
+             "profiler": "torch.profiler, ProfilerActivity.CUDA (CUPTI)"},
+    "tpu": {"fence": "torch.accelerator.synchronize(); in DEFER_AND_FUSE first a scalar reduced from the latest "
+                     "output read back with .item() (torch-tpu 0.2.0: synchronize waits for pending d2h copies)",
+            "memory": "torch.accelerator.memory.max_memory_allocated() (torch-tpu 0.2.0 TpuAllocator::getDeviceStats); "
+                      "0 is reported as unknown; torch.tpu._hbm_usage_summary() is the compilation cache's HBM",
+            "profiler": "torch.profiler with ProfilerActivity.PrivateUse1 and torch.tpu.profiler.TpuProfilerConfig "
+                        "(run_dir: an XPlane trace for XProf), torch-tpu 0.2.0"},
+    "neuron": {"fence": "torch.accelerator.synchronize() (torch.neuron.synchronize)",
+               "memory": "torch.neuron.synchronize(), then torch_neuronx.max_memory_allocated() where present, else "
+                         "torch.accelerator.memory.max_memory_allocated(); 0 is reported as unknown",
+               "profiler": "torch.profiler with ProfilerActivity.PrivateUse1 and a NeuronConfig (ProfileMode.RUNTIME; "
+                           "ProfileMode.DEVICE left out: it reserves about 5 GB of HBM on Trn2)"},
+    "xla": {"fence": "torch_xla.sync(wait=True)", "memory": "not read (None)",
+            "profiler": "torch.profiler, host view (torch_xla.debug.profiler for XProf traces)"},
+    "cpu": {"fence": "none: eager CPU kernels finish before the call returns",
+            "memory": "the process's resident peak (getrusage ru_maxrss)", "profiler": "torch.profiler, CPU"},
+    "mps": {"fence": "torch.accelerator.synchronize()", "memory": "torch.accelerator.memory.max_memory_allocated()",
+            "profiler": "torch.profiler, host view"},
+}
 # Below this many weight bytes a model is built on the CPU from the seed and then moved, so every
 # device gets bit-identical weights and numerics fingerprints are comparable across devices.
 _HOST_INIT_LIMIT_BYTES = 2 << 30
@@ -197,6 +226,8 @@ class TorchBackend:
             version = _dist_version(dist)
             if version:
                 env[dist.replace("-", "_")] = version
+        env["device_sources"] = {**DEVICE_SOURCES.get(self.device, {}), "compile_backend": _COMPILE_BACKENDS[self.device],
+                                 "process_group": _PROCESS_GROUP_BACKENDS[self.device]}
         return env
 
     # ------------------------------------------------------------------ execution modes
@@ -332,9 +363,17 @@ class TorchDevice:
 
     def __init__(self, device: str):
         self.device = device
+        # In a deferred eager mode (TorchTPU's DEFER_AND_FUSE) work runs only when a value that
+        # depends on it is read: the fence then reads back the latest output of the timed work.
+        self.deferred = deferred_eager_mode(device) is not None
+        self._fence_value = None
+
+    def depends_on(self, value) -> None:
+        """The latest output of the work being timed: what the fence reads back in a deferred mode."""
+        self._fence_value = value
 
     def fence(self) -> None:
-        """Wait for all queued device work."""
+        """Wait for all queued device work (DEVICE_SOURCES says, per device, what waits)."""
         if self.device == "cpu":
             # Eager CPU kernels (intra-op threads, DDP's and FSDP's waits included) finish before
             # the call returns.
@@ -342,11 +381,22 @@ class TorchDevice:
         if self.device == "xla":
             import torch_xla
 
-            torch_xla.sync(wait=True)
+            torch_xla.sync(wait=True)   # cuts the lazy graph, runs it and waits: a materialising fence
             return
-        import torch
+        if self.deferred and self._fence_value is not None:
+            # torch-tpu 0.2.0: synchronize "waits for all pending d2h copies"; deferred ops run
+            # when a value is read (.item(), .cpu()): read one that depends on the timed work.
+            materialise(self._fence_value)
+        _synchronize()
 
-        torch.accelerator.synchronize()
+    def read_back(self) -> bool:
+        """Read the latest output of the timed work to the host (a scalar reduced from it); False
+        where there is nothing to read or nothing to check (the CPU computes before returning).
+        measure/fence.py times this right after a fence: a fence that waited leaves nothing to run."""
+        if self.device == "cpu" or self._fence_value is None:
+            return False
+        materialise(self._fence_value)
+        return True
 
     def compile_count(self) -> int:
         """Graphs compiled in this process so far: dynamo's, plus torch_xla's own compilations of
@@ -389,6 +439,8 @@ class TorchDevice:
             torch.accelerator.memory.reset_peak_memory_stats()
 
     def peak_memory_bytes(self) -> int | None:
+        """Peak bytes since reset_peak_memory (DEVICE_SOURCES[device]["memory"] says how it is read),
+        or None where the device cannot say: a reading of 0 is never reported as a measurement."""
         if self.device == "cpu":
             # Linux reports ru_maxrss in KiB: the process's resident peak since it started.
             return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
@@ -396,7 +448,14 @@ class TorchDevice:
             return None
         import torch
 
-        return int(torch.accelerator.memory.max_memory_allocated())
+        if self.device == "neuron":
+            # TorchNeuron's allocator is asynchronous: its statistics count only completed work
+            # until torch.neuron.synchronize() (AWS docs, "How to profile memory usage in torch-neuronx").
+            _synchronize()
+            own = getattr(importlib.import_module("torch_neuronx"), "max_memory_allocated", None)
+            if own is not None:
+                return int(own()) or None
+        return int(torch.accelerator.memory.max_memory_allocated()) or None
 
     def watch_fallbacks(self) -> FallbackWatch:
         """A context manager collecting the ops that ran on the CPU instead of this device."""
@@ -519,12 +578,14 @@ class TorchSession(TorchDevice):
         out = self.forward(input_ids=self.prompt_ids, cache=self.cache, cache_position=self.prefill_positions,
                            logits_to_keep=1, use_cache=True)
         self.last_logits = out.logits[:, -1]
+        self.depends_on(self.last_logits)   # every layer and cache write of the step feeds it
         return self.last_logits.argmax(-1)
 
     def decode(self, tokens, step: int):
         out = self.forward(input_ids=tokens[:, None], cache=self.cache, cache_position=self.decode_positions[step],
                            logits_to_keep=1, use_cache=True)
         self.last_logits = out.logits[:, -1]
+        self.depends_on(self.last_logits)
         return self.last_logits.argmax(-1)
 
     def _generate_iteration(self, output_length: int, elapsed, capture_first_logits: bool):
@@ -575,6 +636,11 @@ class TorchSession(TorchDevice):
         out: dict[str, Any] = {k: now[k] - self._dynamo_start[k] for k in now}
         if self.torch_tpu_eager_mode is not None:
             out["torch_tpu_eager_mode"] = self.torch_tpu_eager_mode
+            # torch-tpu 0.2.0: "the total HBM usage of the compilation cache" (not peak memory).
+            import torch
+
+            with contextlib.suppress(Exception):
+                out["torch_tpu_compilation_cache_hbm"] = str(torch.tpu._hbm_usage_summary())
         return out
 
     def on_requested_device(self) -> bool:
@@ -701,6 +767,54 @@ def _xla_graph_counters() -> dict[str, int | float]:
             "xla_compile_time_total_s": float(compile_time[1]) / 1e9 if compile_time else 0.0,
             "xla_graph_executions": int(met.counter_value("ExecuteComputation") or 0),
             "xla_scalar_reads": int(met.counter_value(_XLA_HOST_READS) or 0)}
+
+
+def deferred_eager_mode(device: str) -> str | None:
+    """The deferred eager mode this process's device runs in (DEFERRED_EAGER_MODES), or None."""
+    if device not in DEFERRED_EAGER_MODES:
+        return None
+    mode = torch_tpu_eager_mode() if device == "tpu" else None
+    return mode if mode in DEFERRED_EAGER_MODES[device] else None
+
+
+def materialise(value) -> float:
+    """Read a scalar reduced from `value` to the host: whatever `value` depends on must run first.
+    A sum, not one element: a deferring compiler may compute only the part of a graph that is read."""
+    return float(value.sum().item())
+
+
+def _synchronize() -> None:
+    import torch
+
+    torch.accelerator.synchronize()
+
+
+def profiler_setup(device: str, run_dir) -> tuple[list, dict, str]:
+    """(extra torch.profiler activities, extra profile() arguments, a note) for a device's own
+    profiler (DEVICE_SOURCES[device]["profiler"]); the device trace, where one is written, goes to
+    `run_dir`. Nothing extra where the device registers no profiler here."""
+    import torch
+    from torch.profiler import ProfilerActivity, supported_activities
+
+    supported = supported_activities()
+    if device == "cuda":
+        return ([ProfilerActivity.CUDA] if torch.cuda.is_available() and ProfilerActivity.CUDA in supported else []), {}, ""
+    if device not in ("tpu", "neuron") or ProfilerActivity.PrivateUse1 not in supported \
+            or torch._C._get_privateuse1_backend_name() != device:
+        return [], {}, ""
+    if device == "tpu":
+        config = getattr(getattr(getattr(torch, "tpu", None), "profiler", None), "TpuProfilerConfig", None)
+        if config is None:
+            return [ProfilerActivity.PrivateUse1], {}, "torch.tpu.profiler.TpuProfilerConfig not found: no XPlane trace"
+        return ([ProfilerActivity.PrivateUse1], {"experimental_config": config(run_dir=str(run_dir))},
+                f"TorchTPU's XPlane trace (open in XProf) in {run_dir}")
+    try:   # TorchNeuron: torch.profiler with a NeuronConfig (AWS docs, "Capture PyTorch profiles with Neuron Explorer")
+        neuron = importlib.import_module("torch_neuronx.profiler")
+        config = neuron.NeuronConfig(modes=[neuron.ProfileMode.RUNTIME], output_dir=str(run_dir))
+    except (ImportError, AttributeError, TypeError) as exc:
+        return [ProfilerActivity.PrivateUse1], {}, f"no NeuronConfig ({type(exc).__name__}): the runtime's own view only"
+    return ([ProfilerActivity.PrivateUse1], {"experimental_config": config},
+            f"Neuron runtime trace in {run_dir}; ProfileMode.DEVICE left out (it reserves about 5 GB of HBM on Trn2)")
 
 
 def torch_tpu_eager_mode() -> str | None:

@@ -213,23 +213,19 @@ def _module_ranges(model) -> list:
 
 
 def _torch_profile(run, model, fence, device: str, out_dir, stem: str) -> dict:
-    import torch
-    from torch.profiler import ProfilerActivity, profile, supported_activities
+    from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU]
+    from tpubench.backends.torch import profiler_setup
+
     on_device = device != "cpu"
-    supported = supported_activities()
-    if device == "cuda" and torch.cuda.is_available() and ProfilerActivity.CUDA in supported:
-        activities.append(ProfilerActivity.CUDA)
-    elif on_device and ProfilerActivity.PrivateUse1 in supported \
-            and torch._C._get_privateuse1_backend_name() == device:
-        # An out-of-tree device (TorchTPU, TorchNeuron) that registered a profiler for its own
-        # activity; anywhere else the host's view is all there is (time_basis says so).
-        activities.append(ProfilerActivity.PrivateUse1)
+    # The device's own profiler (CUPTI; TorchTPU's and TorchNeuron's PrivateUse1 activity with their
+    # configs); anywhere else the host's view is all there is (time_basis says so).
+    extra, options, device_note = profiler_setup(device, Path(out_dir or tempfile.gettempdir()) / f"{stem}.device-trace")
+    activities = [ProfilerActivity.CPU, *extra]
     handles = _module_ranges(model) if model is not None else []
     try:
         fence()
-        with profile(activities=activities) as prof:
+        with profile(activities=activities, **options) as prof:
             t0 = time.perf_counter()
             run()
             fence()
@@ -247,6 +243,8 @@ def _torch_profile(run, model, fence, device: str, out_dir, stem: str) -> dict:
     if device != "cpu" and not on_device:
         record["time_basis"] += " (the profiler recorded no device activity on this device)"
     record["module_ranges"] = model is not None
+    if device_note:
+        record["device_profiler"] = device_note
     record.update(_write_trace(prof, out_dir, stem))
     return record
 

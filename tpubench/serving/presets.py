@@ -46,14 +46,19 @@ Preset commands ({model}, {host}, {port} are filled in; `launch.args` are append
                 (docs.vllm.ai/projects/vllm-torchtpu, getting_started/installation): `pip install
                 vllm-torchtpu` (Python 3.12) installs vllm and the plugin vllm-torchtpu-core (module
                 vllm_torchtpu), found by vLLM through its vllm.platform_plugins entry point; then the
-                same `vllm serve` CLI and server. ASSUMPTION: no flag beyond vLLM's own is needed;
-                not run here (no TPU).
+                same `vllm serve` CLI and server. Checked against the released wheel (vllm-torchtpu
+                0.29.0, cp312): its `vllm serve` parser is vLLM 0.29.0's, and the plugin's TpuPlatform
+                adds no flag (tpubench/data/engine_flags/, serving/engine_flags.py: `launch.args`
+                it does not accept fail at validate). Not run here (no TPU).
   vllm-neuron   vllm serve {model} --host {host} --port {port}
                 Source: AWS Neuron docs, "vLLM Neuron" online serving quickstart (plain `vllm serve`
                 with --tensor-parallel-size, --max-model-len, --max-num-seqs; the plugin is
-                discovered by vLLM). ASSUMPTION: the plugin's module is `vllm_neuron`; install is
-                `pip install vllm-neuron --extra-index-url https://pip.repos.neuron.amazonaws.com`
-                (the docs also install it from its GitHub source). Neuron compiles at start-up:
+                discovered by vLLM). The plugin's module is `vllm_neuron` (vllm-neuron 0.2.0's source,
+                github.com/vllm-project/vllm-neuron: entry point `neuron = vllm_neuron:register`); it
+                pins vllm==0.11.0, whose `vllm serve` parser `launch.args` are checked against at
+                validate (its NeuronPlatform adds no flag). Install: `pip install vllm-neuron
+                --extra-index-url https://pip.repos.neuron.amazonaws.com` (PyPI's vllm-neuron 0.1.0
+                is a placeholder that says so; AWS's index was not reachable here). Neuron compiles at start-up:
                 raise startup_timeout_s (the docs set VLLM_NEURON_COMPILATION_TIMEOUT=1200). Not run
                 here (no Trainium).
   sglang        python -m sglang.launch_server --model-path {model} --host {host} --port {port} --enable-metrics

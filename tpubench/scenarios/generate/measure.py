@@ -17,6 +17,7 @@ import numpy as np
 
 from tpubench.errors import Unavailable, UserError
 from tpubench.measure.energy import WindowEnergy, energy_metrics, with_energy_ci
+from tpubench.measure.fence import check_fence, fence_reason
 from tpubench.measure.stats import summarize
 from tpubench.measure.timing import done_measuring, fallback_watch, fenced_clock, merge_rank_compiles, planned_iterations
 from tpubench.measure.world import (
@@ -127,6 +128,7 @@ class GenerateMeasurement:
     fallback_ops_timed: list[str] = field(default_factory=list)
     fallback_ops_untimed: list[str] = field(default_factory=list)
     energy: WindowEnergy | None = None   # over the timed loop, where the sweep has an energy source
+    fence: dict | None = None            # the read-back after the timed loop's last fence (measure/fence.py)
 
 
 def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None] = lambda *a: None,
@@ -167,6 +169,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     compiled_timed_before = session.compile_count()
     timed_watch = fallback_watch(session)
     stamps, n, measure_s = _timed_loop(session, point, fixed, timed_watch, energy, on_phase)
+    fence = check_fence(session)   # right after the loop's last fence: did it wait for the work?
     if world is not None:
         stamps = world.slowest(stamps)
     per_iter: dict[str, list[float]] = {}
@@ -191,7 +194,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     return GenerateMeasurement(samples, warmup_samples, timing, compile_info, numerics, generated, b * o,
                                session.peak_memory_bytes(), n, list(timed_watch.ops),
                                [op for op in untimed_watch.ops if op not in timed_watch.ops],
-                               energy.result if energy is not None else None)
+                               energy.result if energy is not None else None, fence)
 
 
 def _timed_loop(session, point, fixed: int | None, watch, energy, on_phase) -> tuple[list[list[float]], int, float]:
@@ -431,6 +434,9 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
                             exceeds_peak=exceeds_peak,
                             recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
                             fallback_ops=m.compile["cpu_fallback_ops_timed"])
+    early_fence = fence_reason(m.fence, float(np.median(m.samples["e2e_s"])))
+    if early_fence:
+        valid, reasons = False, reasons + [early_fence]
     quality = getattr(built, "quality", None)
     if quality:   # a quantised point: its gate against the unquantised model decides too
         reasons = reasons + quality["reasons"]
@@ -443,7 +449,9 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
     if note:
         moe["generate_decode_experts_implementation"] = "batched_mm"
         warns.append(note)
-    return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing}, compile=m.compile, moe=moe,
+    fence_timing = {"fence_read_back_s": m.fence["read_back_after_fence_s"]} if m.fence else {}
+    return RunResult(**base, finished_at=now_iso(), timing={"load_s": load_s, **m.timing, **fence_timing},
+                     compile=m.compile, moe=moe,
                      samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
                      metrics=metrics, numerics={**m.numerics, **({"quality": quality} if quality else {})},
                      validity={"valid": valid, "reasons": reasons},

@@ -43,6 +43,14 @@ class Serve(Scenario):
             raise FieldProblem(("scenario", "server", "launch", "model"),
                                "'build' serves the workload's model, but the workload has no model block: "
                                "add one, or name the model to serve (a Hub id or a local path)")
+        if launch is not None and launch.command is None:
+            # The args a preset appends, against its engine's own parser (stored; the presets' own
+            # flags are checked against it by tests/test_engine_flags.py).
+            from tpubench.serving.engine_flags import refusal
+
+            why = refusal(launch.preset, launch.args)
+            if why:
+                raise FieldProblem(("scenario", "server", "launch", "args"), why)
 
     def subject(self, workload) -> str:
         """A serve workload may leave the model to its server."""

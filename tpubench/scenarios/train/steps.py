@@ -324,10 +324,14 @@ class TrainStep:
         return total / self.accum if self.accum > 1 else total
 
 
-def run_step(step: TrainStep, now: Callable[[], float]) -> tuple[float, object]:
-    """One fenced, timed optimizer step: (seconds, loss tensor)."""
+def run_step(step: TrainStep, now: Callable[[], float], dev: TorchDevice | None = None) -> tuple[float, object]:
+    """One fenced, timed optimizer step: (seconds, loss tensor). In a deferred eager mode the fence
+    reads the loss back (`dev.depends_on`); the optimizer's update then runs with the next step's
+    forward, which reads the updated weights, so it is timed one step late."""
     t0 = now()
     loss = step.step()
+    if dev is not None:
+        dev.depends_on(loss)
     return now() - t0, loss
 
 
@@ -374,7 +378,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
         on_phase("compile", 0, 1)
         dev.reset_peak_memory()
         compiled_before = dev.compile_count()
-        first_s, first_loss = run_step(step, now)
+        first_s, first_loss = run_step(step, now, dev)
         losses = [first_loss]
         graphs_first = dev.compile_count() - compiled_before
         on_phase("compile", 1, 1)
@@ -384,7 +388,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
         t_warm = time.perf_counter()
         for k in range(m["warmup"]):
             on_phase("warm-up", k, m["warmup"])
-            seconds, loss = run_step(step, now)
+            seconds, loss = run_step(step, now, dev)
             warm.append(seconds)
             losses.append(loss)
         warmup_s = time.perf_counter() - t_warm
@@ -401,7 +405,7 @@ def measure_training(step: TrainStep, point, device: str, *, mode: str = "eager"
     timed_watch = dev.watch_fallbacks()
     with timed_watch, (energy.window() if energy is not None else contextlib.nullcontext()):
         while True:
-            seconds, loss = run_step(step, now)
+            seconds, loss = run_step(step, now, dev)
             n += 1
             times.append(seconds)
             losses.append(loss)
