@@ -83,6 +83,18 @@ class Mirror:
         sha, day = line.split()
         return sha, day
 
+    def at(self, commit: str) -> "Mirror":
+        """The same repository read at another commit."""
+        return Mirror(repo=self.repo, git_dir=self.git_dir, commit=commit, timeout_s=self.timeout_s)
+
+    def versions(self, path: str, *log_options: str):
+        """(mirror at the commit, text) of every version of `path` in the history up to `commit`,
+        oldest first (`log_options`: e.g. "--first-parent")."""
+        for sha in self._git("log", *log_options, "--reverse", "--format=%H", self.commit, "--", path).split():
+            text = self.at(sha).text_if_present(path)
+            if text is not None:
+                yield self.at(sha), text
+
     def cite(self, path: str, commit: str | None = None) -> str:
         """`owner/name path@commit12`: how a row names where it was read."""
         return f"{self.repo} {path}@{(commit or self.commit)[:12]}"
