@@ -19,8 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "published"))
 
-import regenerate  # noqa: E402
 import git_mirror  # noqa: E402
+import regenerate  # noqa: E402
 from git_mirror import Mirror  # noqa: E402
 
 
