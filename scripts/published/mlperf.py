@@ -29,8 +29,9 @@ are of one whole batch, not of a request). precision = `weight_data_types` as th
 it, and so weight_dtype, except where the submitter's own code says otherwise (mlperf_dtypes: v4.1's
 TensorRT-LLM builders load only an fp8 checkpoint, though every such result states fp16);
 kv_cache_dtype = the KV cache dtype the submitter's configs or code state (mlperf_dtypes), empty
-where they state none or several; activation_dtype stays empty (`input_data_types`, int32 for the
-LLMs, is the dtype of the token ids fed in, not of the matmuls).
+where they state none or several; activation_dtype likewise (v4.1's TensorRT-LLM submitters'
+calibration.md: the linear layers' inputs are quantised to fp8), else empty (`input_data_types`,
+int32 for the LLMs, is the dtype of the token ids fed in, not of the matmuls).
 Accelerator: tpubench's canonical name (hardware.accelerators.normalize_accelerator: "NVIDIA
 B200-SXM-180GB" -> B200, "Virtualized NVIDIA H200-SXM-141GB" -> H200, "AMD Instinct MI355X 288GB
 HBM3e (Power Cap 1000 W)" -> MI355X), also for a chip the spec table (data/accelerators.csv) has no
@@ -242,14 +243,14 @@ def result_row(mirror: Mirror, version: str, date: str, rec: dict,
     latencies = {column: _float(next((log[k] for k in keys if k in log), None)) * _NS
                  for column, keys in _LATENCY_KEYS.items()}
     weights = weight_types(mirror, result_dir) or rec.get("weight_data_types") or None
-    stated = stated_dtypes(mirror, result_dir, framework)
+    stated = stated_dtypes(mirror, result_dir, framework, sysdesc.get("sw_notes") or "")
     return {
         "publisher": f"MLPerf Inference {version}", "submitter": rec["Submitter"],
         "model": MODELS[bench], "published_model": bench, "scenario": scenario,
         "accelerator": chip, "chips": chips, "multinode": nodes > 1,
         "framework": framework, "framework_version": framework_version,
         "precision": weights, "weight_dtype": stated.get("weight_dtype", weights),
-        "kv_cache_dtype": stated.get("kv_cache_dtype"),
+        "activation_dtype": stated.get("activation_dtype"), "kv_cache_dtype": stated.get("kv_cache_dtype"),
         "output_tokens_per_s_per_chip": rate / chips,
         "interactivity_tokens_per_s": interactivity_from_tpot(latencies["tpot_p50_s"]), **latencies,
         "e2e_p50_s": math.nan if scenario == "Offline" else _float(log.get("50.00 percentile latency (ns)")) * _NS,

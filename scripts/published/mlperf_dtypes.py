@@ -13,7 +13,9 @@ Where it is stated, per submission style:
   (`quantize.py ... --qformat fp8 --kv_cache_dtype fp8`) gives the KV cache; and where that
   builder refuses anything but the fp8 checkpoint ("Only fp8 supported"), the weights are fp8,
   although the measurements JSON of every such v4.1 result says `fp16` (the dtype the weights were
-  quantised from). The activations' dtype is not stated there and stays empty.
+  quantised from), and where the submitter's `documentation/calibration.md` says the model's "Linear
+  ... layer inputs and weights" are quantised, the activations are fp8 too. A preview built from
+  private code (the system JSON's `sw_notes`: v4.1's B200) takes none of this.
 - Other harnesses (AMD's and its partners' vLLM `harness_llm`, Red Hat's, ...): the configs and
   scripts of `code/<benchmark>/` (`*.yaml`, `*.yml`, `*.sh`, `README*.md`; vendored copies of vLLM
   and tools are not the submission's statement), `kv_cache_dtype: fp8` or `--kv-cache-dtype fp8`.
@@ -37,9 +39,9 @@ _VENDORED = re.compile(r"/(setup|tools|third_party|3rdparty|vllm|patches)/", re.
 _NOT_A_DTYPE = {"auto", "none", "null", "default", "str", "optional"}   # "str": a type annotation
 
 
-def stated_dtypes(mirror: Mirror, result_dir: str, framework: str | None) -> dict[str, str]:
-    """{'kv_cache_dtype': ..., 'weight_dtype': ...} as far as the submission states them (keys
-    absent where it does not)."""
+def stated_dtypes(mirror: Mirror, result_dir: str, framework: str | None, sw_notes: str = "") -> dict[str, str]:
+    """{'kv_cache_dtype': ..., 'weight_dtype': ..., 'activation_dtype': ...} as far as the submission
+    states them (keys absent where it does not); `sw_notes`: the system JSON's."""
     division, submitter, _, system, bench, scenario = result_dir.split("/")[:6]
     root = f"{division}/{submitter}"
     config = harness_config(mirror, root, system, scenario, bench)
@@ -47,7 +49,8 @@ def stated_dtypes(mirror: Mirror, result_dir: str, framework: str | None) -> dic
         kv = _one(_KV.findall(mirror.text(config)))
         return {"kv_cache_dtype": kv} if kv else {}
     if str(framework or "").lower().startswith("tensorrt"):
-        return tensorrt_v41(mirror, root, bench)
+        # A preview built from "private git hash for code" (v4.1's B200) did not run the code here.
+        return {} if "private" in str(sw_notes).lower() else tensorrt_v41(mirror, root, bench)
     kv = _one(v for path in code_configs(mirror, root, bench) for v in _KV.findall(mirror.text(path)))
     return {"kv_cache_dtype": kv} if kv else {}
 
@@ -84,7 +87,19 @@ def tensorrt_v41(mirror: Mirror, root: str, bench: str) -> dict[str, str]:
     builder = texts[-1] if texts and f"{folder}/builder.py" in mirror.files else ""
     if "Only fp8 supported" in builder and _one(v for line in commands for v in _QFORMAT.findall(line)) == "fp8":
         out["weight_dtype"] = "fp8"
+        if _quantized_inputs(mirror.text_if_present(f"{root}/documentation/calibration.md") or "", bench):
+            out["activation_dtype"] = "fp8"
     return out
+
+
+def _quantized_inputs(calibration: str, bench: str) -> bool:
+    """Whether the submitter's documentation/calibration.md says this model's linear layers'
+    inputs, not only their weights, are quantised ("Linear ... layer inputs and weights")."""
+    name = {"llama2-70b": "Llama2-70B", "mixtral-8x7b": "Mixtral-8x7B"}.get(bench_base(bench))
+    if name is None:
+        return False
+    section = re.search(rf"When quantizing (?:the )?{re.escape(name)}.*?(?=When quantizing|\Z)", calibration, re.S)
+    return bool(section and re.search(r"linear[^\n]*inputs and weights", section[0], re.I))
 
 
 def code_configs(mirror: Mirror, root: str, bench: str) -> list[str]:
