@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "published"))
 
+import git_mirror  # noqa: E402
 import regenerate  # noqa: E402
 from git_mirror import Mirror  # noqa: E402
 
@@ -57,3 +59,24 @@ def test_the_git_reader_on_this_repository():
     assert mirror.text_if_present("no/such/file.txt") is None
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", mirror.date)
     assert mirror.cite("README.md") == f"this/checkout README.md@{head[:12]}"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_mirror_whose_alternates_file_is_a_fifo_fails_fast_with_one_line(tmp_path, monkeypatch, capsys):
+    # git opens objects/info/alternates to look an object up; a FIFO there (no writer) blocks that
+    # open() forever. Each git call has a timeout, so the regeneration stops with one line, exit 2.
+    git_dir = tmp_path / "ROCm+vllm" / "repo"
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+    (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    os.mkfifo(git_dir / "objects" / "info" / "alternates")
+    monkeypatch.setattr(git_mirror, "GIT_TIMEOUT_S", 1.0)
+    codes = []
+    # In a daemon thread, so that a regression (git blocking again) fails this test instead of
+    # hanging the suite: 60 s is a hang guard, not a measurement (the call takes about 1 s).
+    worker = threading.Thread(daemon=True, target=lambda: codes.append(
+        regenerate.main(["--mirrors", str(tmp_path), "--source", "amd", "--check"])))
+    worker.start()
+    worker.join(timeout=60)
+    assert codes == [2], "the regeneration hung on a FIFO alternates file"
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "did not finish in 1 s" in err and str(git_dir) in err, err

@@ -16,7 +16,15 @@ from pathlib import Path
 
 
 class MirrorMissing(RuntimeError):
-    """A repository (or a commit in it) that the regeneration needs is not in the mirrors folder."""
+    """A repository (or a commit in it) that the regeneration needs is not in the mirrors folder, or
+    its git copy cannot be read."""
+
+
+# Seconds any one git call may take. The slowest here (`log --name-only` over a results
+# repository's whole history) takes a few seconds; a call that has not finished in this long is
+# stuck, not slow: a git directory whose objects/info/alternates is a FIFO blocks git's open() of it
+# forever, and a copy on a hung network mount does the same.
+GIT_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -24,11 +32,19 @@ class Mirror:
     repo: str                 # owner/name as GitHub spells it, e.g. mlcommons/inference_results_v5.1
     git_dir: Path
     commit: str               # the full commit every file is read at
+    timeout_s: float | None = None   # seconds per git call; None: GIT_TIMEOUT_S
 
     def _git(self, *args: str, binary: bool = False):
-        out = subprocess.run(["git", "--git-dir", str(self.git_dir), *args], capture_output=True, check=False)
+        timeout = GIT_TIMEOUT_S if self.timeout_s is None else self.timeout_s
+        try:
+            out = subprocess.run(["git", "--git-dir", str(self.git_dir), *args], capture_output=True, check=False,
+                                 stdin=subprocess.DEVNULL, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise MirrorMissing(f"{self.repo}: git {args[0]} did not finish in {timeout:g} s; is {self.git_dir} "
+                                "a readable git directory (a FIFO or a hung mount in it blocks git)?") from None
         if out.returncode != 0:
-            raise MirrorMissing(f"{self.repo}: git {' '.join(args)}: {out.stderr.decode(errors='replace').strip()}")
+            first = (out.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[0]
+            raise MirrorMissing(f"{self.repo}: git {' '.join(args)}: {first}")
         return out.stdout if binary else out.stdout.decode("utf-8", errors="replace")
 
     @cached_property
@@ -67,20 +83,34 @@ class Mirror:
         sha, day = line.split()
         return sha, day
 
+    def at(self, commit: str) -> "Mirror":
+        """The same repository read at another commit."""
+        return Mirror(repo=self.repo, git_dir=self.git_dir, commit=commit, timeout_s=self.timeout_s)
+
+    def versions(self, path: str, *log_options: str):
+        """(mirror at the commit, text) of every version of `path` in the history up to `commit`,
+        oldest first (`log_options`: e.g. "--first-parent")."""
+        for sha in self._git("log", *log_options, "--reverse", "--format=%H", self.commit, "--", path).split():
+            text = self.at(sha).text_if_present(path)
+            if text is not None:
+                yield self.at(sha), text
+
     def cite(self, path: str, commit: str | None = None) -> str:
         """`owner/name path@commit12`: how a row names where it was read."""
         return f"{self.repo} {path}@{(commit or self.commit)[:12]}"
 
 
-def open_mirror(root: Path, repo: str, commit: str) -> Mirror:
+def open_mirror(root: Path, repo: str, commit: str, timeout_s: float | None = None) -> Mirror:
     """The git copy of `repo` under `root`: `root/owner+name/repo` (the layout the search tool's
-    fetch writes), `root/owner+name`, `root/owner/name` or `root/name`, bare or with a `.git`."""
+    fetch writes), `root/owner+name`, `root/owner/name` or `root/name`, bare or with a `.git`.
+    Every git call on it is stopped after `timeout_s` seconds (default GIT_TIMEOUT_S) with a
+    one-line MirrorMissing."""
     owner, name = repo.split("/")
     for candidate in (root / f"{owner}+{name}" / "repo", root / f"{owner}+{name}", root / owner / name, root / name):
         for git_dir in (candidate / ".git", candidate):
             if (git_dir / "HEAD").is_file() and (git_dir / "objects").is_dir():
-                mirror = Mirror(repo=repo, git_dir=git_dir, commit=commit)
+                mirror = Mirror(repo=repo, git_dir=git_dir, commit=commit, timeout_s=timeout_s)
                 full = mirror._git("rev-parse", "--verify", f"{commit}^{{commit}}").strip()
-                return Mirror(repo=repo, git_dir=git_dir, commit=full)
+                return Mirror(repo=repo, git_dir=git_dir, commit=full, timeout_s=timeout_s)
     raise MirrorMissing(f"no git copy of {repo} under {root} (fetch it with git first: git clone --mirror "
                         f"https://github.com/{repo} {root}/{owner}+{name}/repo)")

@@ -1,8 +1,10 @@
 """MLPerf Inference: every LLM result of the closed division, datacenter suite, of each round whose
-results repository is in the mirrors (v5.1 and v6.0), one CSV per round (mlperf-v5.1.csv, ...).
+results repository is in the mirrors (v4.1, v5.1 and v6.0), one CSV per round (mlperf-v4.1.csv, ...).
 
 What is read, per round (REPOS pins the commit):
-- `summary_results.json`, MLCommons' own table of the round's results: one record per (result ID,
+- `summary_results.json`, MLCommons' own table of the round's results (v5.1 and later; v4.1's
+  repository has none, so mlperf_tree builds the same records from the submission tree, with the
+  LoadGen detail log's token rate as the figure the summary log is checked against): one record per (result ID,
   system, benchmark, scenario), with `Category` (closed/open), `Suite`, `Model` (the benchmark),
   `Scenario`, `Nodes`, `a#` (accelerators per node), `Total Accelerators` (v6.0 only),
   `Accelerator`, `weight_data_types`, `Accuracy` (the accuracy run's figures, with
@@ -23,9 +25,13 @@ Fields: chips = accelerators per node x nodes; multinode = nodes > 1 (kept; the 
 calibrate on them). Throughput per chip = the log's token rate / chips (MLPerf counts generated
 tokens only, so total_tokens_per_s_per_chip stays empty). Interactivity = 1 / median time to output
 token; e2e_p50 = LoadGen's 50th percentile latency (Server, Interactive; an Offline run's latencies
-are of one whole batch, not of a request). precision = weight_dtype = `weight_data_types` as the
-submission states it; activation_dtype and kv_cache_dtype stay empty: no submission states them
-(`input_data_types`, int32 for the LLMs, is the dtype of the token ids fed in, not of the matmuls).
+are of one whole batch, not of a request). precision = `weight_data_types` as the submission states
+it, and so weight_dtype, except where the submitter's own code says otherwise (mlperf_dtypes: v4.1's
+TensorRT-LLM builders load only an fp8 checkpoint, though every such result states fp16);
+kv_cache_dtype = the KV cache dtype the submitter's configs or code state (mlperf_dtypes), empty
+where they state none or several; activation_dtype likewise (v4.1's TensorRT-LLM submitters'
+calibration.md: the linear layers' inputs are quantised to fp8), else empty (`input_data_types`,
+int32 for the LLMs, is the dtype of the token ids fed in, not of the matmuls).
 Accelerator: tpubench's canonical name (hardware.accelerators.normalize_accelerator: "NVIDIA
 B200-SXM-180GB" -> B200, "Virtualized NVIDIA H200-SXM-141GB" -> H200, "AMD Instinct MI355X 288GB
 HBM3e (Power Cap 1000 W)" -> MI355X), also for a chip the spec table (data/accelerators.csv) has no
@@ -60,7 +66,8 @@ row's lies inside those bounds (llama2-70b 270-302 vs 294.45, mixtral-8x7b 143-1
 (GEN_LEN counts characters), its 128.0-129.0 sit at the reference's 128-token cap
 (language/llama3.1-8b/SUT_VLLM.py `max_tokens`).
 Offline rows keep both lengths but get no concurrency. spec_decoding: "none" where the round's
-rules forbid speculative decoding (v5.1: in the closed division's disallowed techniques; v6.0:
+rules forbid speculative decoding (v4.1 and v5.1: in the closed division's disallowed techniques,
+inference_rules.adoc at c58dbd6, 2024-07-01, and later; v6.0:
 allowed only for deepseek-r1 Interactive, mlcommons/inference_policies inference_rules.adoc at
 6dc0528, 2026-03-27); for deepseek-r1 Interactive "mtp" where the submitter's config for that
 system says `'decoding_type': 'MTP'`, else empty. disaggregated stays empty: no result states it.
@@ -70,10 +77,12 @@ LLMs (the importer's list: whisper, vision, diffusion, recommenders, ...); resul
 rate (qwen3-vl-235b-a22b reports samples/s only); results of CPU-only systems (no accelerator, so
 no per-chip figure); systems of several chip kinds (AMD's MI300X + MI325X (+ MI355X) clusters: a
 per-chip figure would mix chips); and chips tpubench cannot name yet (at this writing RTX PRO 4500
-and Intel's Arc Pro B50/B60/B70): a shipped row carries a canonical chip name, so those rows come
-in on the next regeneration once hardware.accelerators has a pattern for the chip. MLPerf
-Inference v5.0 is not read: no local git copy of its results repository could be made (too many
-files for the snapshot fetch); add it to REPOS and VERSIONS once one is.
+and Intel's Arc Pro B50/B60/B70; v4.1's GH200 Grace Hopper Superchip): a shipped row carries a
+canonical chip name, so those rows come in on the next regeneration once hardware.accelerators has
+a pattern for the chip. Not read, for want of a git copy the snapshot fetch can make: MLPerf
+Inference v5.0 (mlcommons/inference_results_v5.0 and its forks: too many files), v4.0 (1.4 GB)
+and v6.1 (mlcommons/inference_results_v6.1 is indexed but has no snapshot); add one to REPOS and
+VERSIONS once it can be copied.
 """
 
 from __future__ import annotations
@@ -89,6 +98,8 @@ from pathlib import Path
 
 import pandas as pd
 from git_mirror import Mirror, open_mirror
+from mlperf_dtypes import stated_dtypes
+from mlperf_tree import tree_records
 
 from tpubench.hardware.accelerators import normalize_accelerator
 
@@ -97,6 +108,8 @@ from tpubench.output.published.mlperf import _LATENCY_KEYS, _NOT_LLM, _NS, _floa
 from tpubench.output.published.rows import interactivity_from_tpot, published_frame
 
 REPOS = {
+    # v4.1 has no summary_results.json: its records are built from the tree (mlperf_tree).
+    "mlcommons/inference_results_v4.1": "198fc46799b3328b36ee4bcbdebfa2db5a8e6183",   # archived, 2025-07-24
     "mlcommons/inference_results_v5.1": "965182b03376a00fcae415c54e560e1c83937932",
     # A fork carrying MLPerf Inference v6.0; this commit is upstream's own last one (mlcommons/
     # inference_results_v6.0 PR #3, 2026-04-03): the fork's later commits touch only its open/ folder.
@@ -105,9 +118,10 @@ REPOS = {
     # last changed on 2025-11-20).
     "openshift-psap/performance-dashboard": "71007029fb5bced1d79808e7e64dc4c2af82ea55",
 }
-# The results repositories of REPOS: round and publication date (MLCommons' announcement: v5.1 on
-# 2025-09-09, v6.0 on 2026-04-01).
+# The results repositories of REPOS: round and publication date (MLCommons' announcement: v4.1 on
+# 2024-08-28, v5.1 on 2025-09-09, v6.0 on 2026-04-01).
 VERSIONS = {
+    "mlcommons/inference_results_v4.1": ("v4.1", "2024-08-28"),
     "mlcommons/inference_results_v5.1": ("v5.1", "2025-09-09"),
     "gbeezybez/inference_results_v6.0": ("v6.0", "2026-04-01"),
 }
@@ -180,7 +194,9 @@ def version_rows(mirror: Mirror, version: str, date: str,
     """The round's closed datacenter LLM rows (sorted) and what was left out, by reason; `inputs`:
     benchmark -> (mean input tokens, source)."""
     rows, skipped, mismatches = [], Counter(), []
-    for rec in json.loads(mirror.text("summary_results.json")):
+    records = (json.loads(mirror.text("summary_results.json")) if "summary_results.json" in mirror.files
+               else tree_records(mirror))
+    for rec in records:
         if rec["Category"] != "closed" or rec["Suite"] != "datacenter":
             continue
         if _NOT_LLM.match(rec["Model"]):
@@ -209,7 +225,7 @@ def result_row(mirror: Mirror, version: str, date: str, rec: dict,
     rate = _float(log.get("tokens per second" if scenario == "Offline" else "completed tokens per second"))
     if not rate > 0:
         return "results without a token rate (samples/s only)"
-    if not _agree(rate, float(rec["Performance_Result"])):
+    if rec["Performance_Result"] is None or not _agree(rate, float(rec["Performance_Result"])):
         return f"mismatch {rec['ID']} {log_path}: log {rate}, summary {rec['Performance_Result']}"
     division, submitter_dir, _, system = result_dir.split("/")[:4]
     nodes, chips = int(rec["Nodes"]), chip_count(rec)
@@ -227,17 +243,20 @@ def result_row(mirror: Mirror, version: str, date: str, rec: dict,
     latencies = {column: _float(next((log[k] for k in keys if k in log), None)) * _NS
                  for column, keys in _LATENCY_KEYS.items()}
     weights = weight_types(mirror, result_dir) or rec.get("weight_data_types") or None
+    stated = stated_dtypes(mirror, result_dir, framework, sysdesc.get("sw_notes") or "")
     return {
         "publisher": f"MLPerf Inference {version}", "submitter": rec["Submitter"],
         "model": MODELS[bench], "published_model": bench, "scenario": scenario,
         "accelerator": chip, "chips": chips, "multinode": nodes > 1,
         "framework": framework, "framework_version": framework_version,
-        "precision": weights, "weight_dtype": weights,
+        "precision": weights, "weight_dtype": stated.get("weight_dtype", weights),
+        "activation_dtype": stated.get("activation_dtype"), "kv_cache_dtype": stated.get("kv_cache_dtype"),
         "output_tokens_per_s_per_chip": rate / chips,
         "interactivity_tokens_per_s": interactivity_from_tpot(latencies["tpot_p50_s"]), **latencies,
         "e2e_p50_s": math.nan if scenario == "Offline" else _float(log.get("50.00 percentile latency (ns)")) * _NS,
         "valid": log.get("result is", "").upper() == "VALID", "date": date,
-        "reference": f"MLPerf Inference {version} result {rec['ID']} ({system}): {mirror.cite(log_path)}",
+        "reference": (f"MLPerf Inference {version} {'result ' + rec['ID'] + ' ' if rec['ID'] else ''}({system}): "
+                      f"{mirror.cite(log_path)}"),
         "spec_decoding": speculative(mirror, version, f"{division}/{submitter_dir}", system, bench, scenario),
         "disaggregated": None,
         **calibration_fields(rec, log, scenario, inputs),

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 # One module per public source, each with `build(mirrors: Path) -> dict[str, DataFrame]` (CSV
 # file name -> rows) and `REPOS` (owner/name -> commit) it reads.
-SOURCES = ("mlperf", "inferencex", "tpu_recipes", "neuron", "amd", "sglang_jax")
+SOURCES = ("mlperf", "inferencex", "tpu_recipes", "neuron", "amd", "sglang_jax", "trtllm", "optimum_neuron", "jetstream")
 SHIPPED = REPO_ROOT / "tpubench" / "data" / "published"
 
 
