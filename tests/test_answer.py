@@ -273,16 +273,17 @@ def test_the_answer_labels_every_row_and_never_ranks_the_smoke_test(options):
     assert priced_published["price_basis"].str.startswith("published throughput x list price").all()
     own_model = published["note"].str.startswith("qwen3-30b-a3b")
     assert not priced_published.loc[~own_model[priced_published.index], "in_verdict"].any()   # yardsticks
-    # Qwen3-30B-A3B itself is published on TPU7x (SGLang-JAX): priced on demand (the public SKU) at its
-    # point nearest the SLO, ranked only where it meets it; in the plans with no public TPU7x price,
-    # listed with the reason there is none.
+    # Qwen3-30B-A3B itself is published on TPU7x (SGLang-JAX, priced on demand: the public SKU) and on
+    # Trainium and Trainium2 (optimum-neuron): a row of your own model is priced at its point nearest
+    # the SLO and ranked only where it meets it, or says why it has no price.
     own = published[own_model]
-    on_demand = own[own["plan"] == "on_demand"]
-    assert len(on_demand) == 1 and "as of 2026-06-14" in on_demand["price_basis"].iloc[0]
-    assert on_demand["in_verdict"].iloc[0] == (on_demand["status"].iloc[0] != "misses")
-    elsewhere = own[own["plan"] != "on_demand"]
-    assert len(elsewhere) and elsewhere["why_not"].str.startswith("no ").all() and elsewhere["usd_per_mtok"].isna().all()
-    assert elsewhere["why_not"].str.contains("TPU7x: no public TPU7x").any()
+    tpu7x = own[(own["plan"] == "on_demand") & (own["accelerator"] == "TPU7x")]
+    assert len(tpu7x) == 1 and "as of 2026-06-14" in tpu7x["price_basis"].iloc[0]
+    priced_own = own[own["usd_per_mtok"].notna()]
+    assert (priced_own["in_verdict"] == (priced_own["status"] != "misses")).all()
+    unpriced = own[own["usd_per_mtok"].isna()]
+    assert len(unpriced) and unpriced["why_not"].str.startswith("no ").all() and not unpriced["in_verdict"].any()
+    assert unpriced["why_not"].str.contains("TPU7x: no public TPU7x").any()
     # Every option says where it stands at the workload's SLO; the verdict ranks only what meets it,
     # never a smoke test.
     assert set(options["slo"]) == {"TTFT p99 ≤ 2 s, TPOT p99 ≤ 50 ms (20 tok/s per user)"}
