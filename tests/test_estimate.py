@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,8 @@ from tpubench.hardware.counts import decode_bytes_per_chip
 from tpubench.money.pricing import load_prices
 
 WORKLOAD = "workloads/qwen3_moe.yaml"
+# The committed example results (examples/results/: a qwen3 point measured on a CPU).
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "results"
 
 
 # --- fit: hand-computed ---------------------------------------------------------------------------
@@ -247,12 +250,10 @@ def test_rows_that_mean_another_system_are_counted_out():
 
 
 def test_your_measured_generate_result_calibrates_its_family(tmp_path):
-    from pathlib import Path
-
     from tpubench.estimate.calibration import measured_rows
 
     # A real result file of this repository (a qwen3 point measured on a CPU), as if run on one H100.
-    result = json.loads(sorted(Path("results").glob("qwen3_dense_small_cpu_b8-*.json"))[0].read_text())
+    result = json.loads(sorted(EXAMPLES.glob("qwen3_dense_small_cpu_b8-*.json"))[0].read_text())
     result.update(device="cuda", environment={**result["environment"], "accelerator_name": "NVIDIA H100 80GB HBM3",
                                               "chips": 1})
     result["metrics"]["output_tokens_per_s"] = 2000.0

@@ -170,11 +170,43 @@ def _validate(workloads: List[Path], max_points: Optional[int]) -> None:
         limit = {"max_points": max_points} if max_points else {}
         sizes = {name: check_sweep_size(w, name, source=str(path), **limit) for name in scale_names(w)}
         detail = ", ".join(f"{name}: {n:,} point{'s' * (n != 1)}" for name, n in sizes.items())
+        _check_compare_on(path, w.compare_on)
         subject = scenario_of(w.scenario.kind).subject(w)   # a model family, a pipeline, the server's model
         _print_ok(f"{path}: {w.name} ({subject}); {detail}")
         if w.model is not None and not covered_family(w.model.family):
             _warn_stderr(f"{path}: tpubench's config table does not cover '{w.model.family}': its model.config "
                          "keys are checked by transformers when the model is built")
+
+
+def _check_compare_on(path: Path, compare_on) -> None:
+    """Every chip of a workload's `compare_on` resolved against the shipped price and spec tables,
+    as `estimate` resolves it (no pandas: the tables are read with the csv module)."""
+    if not compare_on:
+        return
+    from tpubench.estimate.chips import Offers, parse_target
+    from tpubench.run.workload import where_in
+
+    for i, spec in enumerate(compare_on):
+        try:
+            parse_target(spec, Offers.shipped(), field="compare_on")
+        except UserError as exc:
+            raise UserError(exc.message, where=where_in(path, ("compare_on", i)), field="compare_on") from None
+
+
+def _check_on(on: List[str], price_files: List[Path]) -> None:
+    """Every `--on` chip resolved before anything is loaded or fitted (a bad one is refused in
+    well under a second): against the shipped tables, or the price table with your files over it."""
+    if not on:
+        return
+    from tpubench.estimate.chips import Offers, parse_target
+    from tpubench.run.workload import MAX_COMPARE_ON
+
+    if len(on) > MAX_COMPARE_ON:
+        raise UserError(f"{len(on)} chips; name at most {MAX_COMPARE_ON} (each is estimated at every load a "
+                        "workload sweeps)", field="--on")
+    offers = Offers.shipped() if not price_files else Offers.of(_load_prices(price_files, None))
+    for spec in on:
+        parse_target(spec, offers, field="--on")
 
 
 @app.command()
@@ -236,10 +268,13 @@ def report(
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV.
     Opens with the answer: per workload and plan, measured, estimated and published options priced
     side by side, with a verdict."""
+    _check_on(on, prices)
     from tpubench.estimate.for_reports import estimates_for_report
     from tpubench.money.tco import load_tco
+    from tpubench.output.found import holdings, require_readable
     from tpubench.output.report import build_report, render
 
+    found = holdings(paths)   # a missing, unreadable or empty folder: one line, before any work
     # Clouds and regions filter the table itself, so measured, estimated and published options all
     # come from the regions asked for.
     data = build_report(paths, prices=_load_prices(prices, discount, cloud, region), plans=plan or None,
@@ -248,6 +283,7 @@ def report(
                         grid_gco2_per_kwh=grid_gco2_per_kwh, published_tolerance=published_tolerance / 100,
                         tco_tiers=None if tco is None else load_tco(tco), include_shipped=not no_shipped, on=on,
                         estimator=estimates_for_report)
+    require_readable(found, len(data.results))
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
@@ -259,19 +295,40 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
     """A `tpubench budget` subcommand (cli_budget.py): its planner's sizing on the results, every
     flag checked (one line, exit 2) before a file is read."""
     from tpubench.budget.render import budget_format, render_budget
+    from tpubench.output.found import holdings, require_readable
     from tpubench.output.frames import load_results
     from tpubench.output.report.data import older_runs_note
 
     budget_format(inputs.fmt)
     sizing = command.planner.sizing()
     sizing.check(amount, options, command.unit)
+    found = holdings(inputs.paths)
     df = load_results(inputs.paths, warn=_warn_stderr, keep="all" if inputs.all_runs else "latest",
                       include_published=inputs.include_published, shipped=not inputs.no_shipped)
+    measured = df[df["source"] == "measured"] if "source" in df else df
+    require_readable(found, len(measured), published_used=inputs.include_published)
+    _require_kinds(measured, command, found.where, sized_on_published=inputs.include_published)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
     prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
     result = sizing.plan(df, prices, amount, options, command.unit)
     _emit(render_budget(result, inputs.fmt), inputs.out)
+
+
+def _require_kinds(measured, command, where: str, sized_on_published: bool) -> None:
+    """A budget subcommand on results none of which is a point of its kinds (`budget serve` on
+    generate points) is one line naming the subcommand that sizes on them, not an empty budget."""
+    if measured.empty or sized_on_published:
+        return
+    found = sorted(set(measured["scenario_kind"].astype(str)))
+    if set(found) & set(command.kinds):
+        return
+    from tpubench.budget.planners import budget_commands
+
+    fits = [c.name for c in budget_commands() if set(found) & set(c.kinds)]
+    use = f": {' or '.join(f'`tpubench budget {name}`' for name in fits)} sizes on those" if fits else ""
+    raise UserError(f"none of the {len(measured)} measured result(s) here is a {' or '.join(command.kinds)} point "
+                    f"(they are {', '.join(found)}){use}", where=where, field=f"budget {command.name}")
 
 
 # One subcommand per budget planner, made when `tpubench budget` is first looked into (cli_budget.py).
@@ -582,6 +639,10 @@ def estimate(
     tpu-v6e-8@int8_dynamic); the workload's own `compare_on` chips are estimated too."""
     if fmt not in ("table", "json", "csv"):
         raise UserError(f"unknown format '{fmt}': table, json or csv", field="--format")
+    _check_on(on, prices)
+    from tpubench.run.workload import load_workload
+
+    _check_compare_on(workload, load_workload(workload).compare_on)
     from tpubench.estimate.command import run_estimate
     from tpubench.estimate.render import as_csv, as_json, print_table
     from tpubench.output.published.store import all_published
