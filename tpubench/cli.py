@@ -631,6 +631,9 @@ def estimate(
     out: Optional[Path] = typer.Option(None, "--out", help="Also keep the estimates as a record in "
                                                           "OUT/estimates/ (JSON, source: estimate): `tpubench report "
                                                           "OUT` puts them in its answer table."),
+    sources: Optional[Path] = typer.Option(None, "--sources", help="Write every published and measured row the "
+                                                                  "estimate is calibrated on here (Markdown; JSON "
+                                                                  "for a .json name); the terminal gets one line."),
 ):
     """Estimate throughput, latency and $/Mtok on chips you have not measured: the roofline of the
     workload's model over an efficiency fitted on published (and your measured) rows of the chip's
@@ -644,11 +647,16 @@ def estimate(
 
     _check_compare_on(workload, load_workload(workload).compare_on)
     from tpubench.estimate.command import run_estimate
-    from tpubench.estimate.render import as_csv, as_json, print_table
+    from tpubench.estimate.render import as_csv, as_json, print_table, sources_document
     from tpubench.output.published.store import all_published
 
     report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
                           published=all_published(results, warn=_warn_stderr, checked=True), plans=plan or None)
+    if sources is not None:
+        from tpubench.records.files import replace_file
+
+        replace_file(sources, sources_document(report, as_json_file=sources.suffix == ".json").encode("utf-8"))
+        _console(stderr=True).print(f"wrote the estimate's calibration rows to {escape(str(sources))}")
     if out is not None:
         from tpubench.estimate.records import write_record
         from tpubench.estimate.render import payload
@@ -656,7 +664,7 @@ def estimate(
         path = write_record(payload(report), report.workload, out)
         _console(stderr=True).print(f"wrote estimate record {escape(str(path))}")
     if fmt == "table":
-        print_table(_console(), report)
+        print_table(_console(), report, sources_file=None if sources is None else str(sources))
     else:
         _emit(as_json(report) if fmt == "json" else as_csv(report), None)
 
