@@ -55,9 +55,14 @@ _INCLUDE_FLAGGED_HELP = ("Let prices the table flags as suspect (spot above on-d
                          "where an unflagged row prices the same accelerator and plan; they stay marked.")
 
 
+_MODEL_HELP_RUN = ("A Hugging Face model id (its config fetched once into Hugging Face's cache) or a folder with "
+                   "its config.json: its architecture with random weights (no weights read), from a workload file "
+                   "written to --out first, which `tpubench run` runs again the same.")
+
+
 @app.command()
 def run(
-    workload: Path = typer.Argument(..., help="Workload YAML file."),
+    workload: Optional[Path] = typer.Argument(None, help="Workload YAML file (or --model)."),
     device: Optional[str] = typer.Option(None, "--device", "-d",
                                          help="cpu, cuda, tpu, neuron, xla, mps (default: the accelerator present, else cpu)."),
     backend: str = typer.Option("torch", "--backend", "-b", help="torch or jax."),
@@ -91,6 +96,14 @@ def run(
     profile: bool = typer.Option(False, "--profile",
                                  help="After each point's timed loop, one profiled pass: time by category "
                                       "(experts, router, attention, ...) and a trace file beside the result."),
+    model: Optional[str] = typer.Option(None, "--model", help=_MODEL_HELP_RUN),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="With --model: generate (default) or train."),
+    batch_size: List[int] = typer.Option([], "--batch-size", min=1,
+                                         help="With --model: a batch size (repeatable: a sweep; default 1 and 8)."),
+    input_length: Optional[int] = typer.Option(None, "--input-length", "--input-len", min=1,
+                                               help="With --model: prompt tokens (train: the sequence length)."),
+    output_length: Optional[int] = typer.Option(None, "--output-length", "--output-len", min=1,
+                                                help="With --model: tokens generated per sequence."),
 ):
     """Measure every point of a workload's sweep and write one result file per point.
 
@@ -100,6 +113,7 @@ def run(
     from tpubench.run.runner import run_sweep
 
     console = _console()
+    workload = _workload_to_run(console, workload, out, model, scenario, batch_size, input_length, output_length)
     with RichReporter(console) as reporter:
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
                              resume=resume, retry_failed=retry_failed, reporter=reporter,
@@ -116,6 +130,35 @@ def run(
     failed = [o for o in outcomes if o.result is not None and o.result.status == "failed"]
     if failed and len(failed) == len([o for o in outcomes if not o.skipped]):
         raise typer.Exit(1)
+
+
+def _workload_to_run(console, workload: Optional[Path], out: Path, model: Optional[str], kind: Optional[str],
+                     batch_size: List[int], input_length: Optional[int], output_length: Optional[int]) -> Path:
+    """The workload file `run` measures: the one named, or the one written from --model's config."""
+    flags = {"--scenario": kind, "--batch-size": batch_size or None, "--input-length": input_length,
+             "--output-length": output_length}
+    if model is None:
+        if workload is None:
+            raise UserError("name a workload file (tpubench run workloads/qwen3_moe.yaml) or a model "
+                            "(tpubench run --model Qwen/Qwen3-30B-A3B)", field="WORKLOAD")
+        given = next((flag for flag, value in flags.items() if value is not None), None)
+        if given:
+            raise UserError(f"applies with --model; the workload file sets it in its scenario section "
+                            f"({workload})", field=given)
+        return workload
+    if workload is not None:
+        raise UserError(f"a workload file ({workload}) or --model, not both", field="--model")
+    if os.environ.get("WORLD_SIZE", "1") != "1":
+        raise UserError("under torchrun, run the workload file --model writes (run it once without torchrun, "
+                        "or write one)", field="--model")
+    from tpubench.run.from_model import ModelRun, workload_for
+
+    path, note = workload_for(ModelRun(model, kind or "generate", tuple(batch_size), input_length, output_length), out)
+    console.print(f"workload: {escape(str(path))}, from {escape(model)}'s config with random weights "
+                  f"(edit it and run it again: tpubench run {escape(str(path))})", soft_wrap=True)
+    if note:
+        _warn_stderr(note)
+    return path
 
 
 @app.command()
