@@ -152,8 +152,10 @@ def _workload_to_run(console, workload: Optional[Path], out: Path, model: Option
         raise UserError("under torchrun, run the workload file --model writes (run it once without torchrun, "
                         "or write one)", field="--model")
     from tpubench.run.from_model import ModelRun, workload_for
+    from tpubench.workload_spec.point import DEFAULT_KIND
 
-    path, note = workload_for(ModelRun(model, kind or "generate", tuple(batch_size), input_length, output_length), out)
+    path, note = workload_for(ModelRun(model, kind or DEFAULT_KIND, tuple(batch_size), input_length, output_length),
+                              out)
     console.print(f"workload: {escape(str(path))}, from {escape(model)}'s config with random weights "
                   f"(edit it and run it again: tpubench run {escape(str(path))})", soft_wrap=True)
     if note:

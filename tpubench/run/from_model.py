@@ -35,6 +35,7 @@ from tpubench.errors import UserError
 from tpubench.models.config_check import ConfigProblem, check_model_config, covered_family, known_family
 from tpubench.models.config_table import load_table
 from tpubench.scenarios.registry import SCENARIOS, schema_of
+from tpubench.workload_spec.point import DEFAULT_KIND
 from tpubench.workload_spec.vocabulary import Dtype
 
 # What each common flag sets, by the field names a scenario's section may have for it.
@@ -68,7 +69,7 @@ class ModelRun:
     """`tpubench run --model`'s request: the model and the common flags (None: the default)."""
 
     model: str
-    kind: str = "generate"
+    kind: str = DEFAULT_KIND
     batch_size: tuple[int, ...] = ()
     input_length: int | None = None
     output_length: int | None = None
@@ -256,7 +257,7 @@ _Dumper.add_representer(list, lambda dumper, value: dumper.represent_sequence(
 
 
 def _flags(run: ModelRun) -> list[str]:
-    flags = [f"--scenario {run.kind}"] if run.kind != "generate" else []
+    flags = [f"--scenario {run.kind}"] if run.kind != DEFAULT_KIND else []
     flags += [f"--batch-size {b}" for b in run.batch_size]
     flags += [f"--input-length {run.input_length}"] if run.input_length is not None else []
     flags += [f"--output-length {run.output_length}"] if run.output_length is not None else []

@@ -377,9 +377,13 @@ def _clearest(errors: list[dict]) -> dict:
     key, with its did-you-mean, says what to fix)."""
     first = errors[0]
     if first["type"] == "missing":
-        unknown = [e for e in errors if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1])]
-        if unknown:
-            return unknown[0]
+        import difflib
+
+        missing = str(first["loc"][-1])
+        for e in errors:
+            if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1]) \
+                    and difflib.get_close_matches(str(e["loc"][-1]), [missing], n=1):
+                return {**e, "suggest": missing}
     if not first["type"].endswith(("_type", "_parsing")):
         return first
     field = _dotted(first["loc"])
@@ -405,7 +409,7 @@ def _explain(err: dict, loc: tuple, schema: type[Workload]) -> str:
 
         key = str(loc[-1])
         allowed = _allowed_keys(loc[:-1], schema)
-        guess = difflib.get_close_matches(key, allowed, n=1)
+        guess = [err["suggest"]] if "suggest" in err else difflib.get_close_matches(key, allowed, n=1)
         hint = f"; did you mean '{guess[0]}'?" if guess else f"; allowed: {', '.join(sorted(allowed))}"
         return f"unknown key '{key}'{hint}"
     if kind == "missing":
