@@ -5,6 +5,7 @@ against the price and spec tables the way `tpubench estimate` resolves it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,16 @@ def test_the_limits_apply_to_every_loader(tmp_path, monkeypatch):
     monkeypatch.setattr(workload_module, "MAX_VALUES", 50)
     with pytest.raises(UserError, match="at most 50"):
         load_workload(QWEN_MOE)
+
+
+def test_a_compare_on_instance_from_your_price_file_is_checked_against_it(tmp_path, validate, monkeypatch, capsys):
+    # validate knows the shipped tables only; estimate --prices resolves against the table with your rows.
+    prices = tmp_path / "mine.csv"
+    prices.write_text("cloud,region,instance_type,accelerator,chips_per_instance,on_demand,spot,commit_1y,commit_3y,"
+                      "source,as_of\nonprem,dc1,my-hopper-box,H100,8,20.0,,,,our contract,2026-11-01\n")
+    path = with_text(tmp_path, SHIPPED_COMPARE_ON, "compare_on: [my-hopper-box]")
+    code, err = validate(path)
+    assert code == 2 and "unknown chip 'my-hopper-box'" in err
+    code, out, err = run_cli(monkeypatch, capsys, "estimate", str(path), "--prices", str(prices), "--format", "json")
+    assert code == 0, err
+    assert {row["target"] for row in json.loads(out)["estimates"]} == {"my-hopper-box"}

@@ -223,17 +223,19 @@ def _validate(workloads: List[Path], max_points: Optional[int]) -> None:
                          "keys are checked by transformers when the model is built")
 
 
-def _check_compare_on(path: Path, compare_on) -> None:
-    """Every chip of a workload's `compare_on` resolved against the shipped price and spec tables,
-    as `estimate` resolves it (no pandas: the tables are read with the csv module)."""
+def _check_compare_on(path: Path, compare_on, price_files: List[Path] = ()) -> None:
+    """Every chip of a workload's `compare_on` resolved against the price and spec tables as
+    `estimate` resolves it: the shipped tables, read without pandas, or the price table with your
+    files over it."""
     if not compare_on:
         return
-    from tpubench.estimate.chips import Offers, parse_target
+    from tpubench.estimate.chips import parse_target
     from tpubench.run.workload import where_in
 
+    offers = _offers(price_files)
     for i, spec in enumerate(compare_on):
         try:
-            parse_target(spec, Offers.shipped(), field="compare_on")
+            parse_target(spec, offers, field="compare_on")
         except UserError as exc:
             raise UserError(exc.message, where=where_in(path, ("compare_on", i)), field="compare_on") from None
 
@@ -243,15 +245,22 @@ def _check_on(on: List[str], price_files: List[Path]) -> None:
     well under a second): against the shipped tables, or the price table with your files over it."""
     if not on:
         return
-    from tpubench.estimate.chips import Offers, parse_target
+    from tpubench.estimate.chips import parse_target
     from tpubench.run.workload import MAX_COMPARE_ON
 
     if len(on) > MAX_COMPARE_ON:
         raise UserError(f"{len(on)} chips; name at most {MAX_COMPARE_ON} (each is estimated at every load a "
                         "workload sweeps)", field="--on")
-    offers = Offers.shipped() if not price_files else Offers.of(_load_prices(price_files, None))
+    offers = _offers(price_files)
     for spec in on:
         parse_target(spec, offers, field="--on")
+
+
+def _offers(price_files: List[Path]):
+    """What chips the price table offers: the shipped table's without pandas, else the loaded table's."""
+    from tpubench.estimate.chips import Offers
+
+    return Offers.shipped() if not price_files else Offers.of(_load_prices(price_files, None))
 
 
 @app.command()
@@ -690,7 +699,7 @@ def estimate(
     _check_on(on, prices)
     from tpubench.run.workload import load_workload
 
-    _check_compare_on(workload, load_workload(workload).compare_on)
+    _check_compare_on(workload, load_workload(workload).compare_on, prices)
     from tpubench.estimate.command import run_estimate
     from tpubench.estimate.render import as_csv, as_json, print_table, sources_document
     from tpubench.output.published.store import all_published
