@@ -70,14 +70,13 @@ def test_an_alias_inside_its_own_anchor_is_refused(tmp_path, validate):
 @pytest.mark.parametrize("uses, refused", [(8, True), (7, False)])
 def test_the_count_is_of_expanded_values(tmp_path, uses, refused):
     # a3 holds 11,111 values (4 levels of 10); the anchors themselves ~12,300. Eight more uses of *a3
-    # take the file over 100,000 values, seven do not (and the file then fails on its unknown keys).
+    # take the file over 100,000 values, seven do not (and the file then fails on what it lacks).
     path = tmp_path / "w.yaml"
     path.write_text("name: x\n" + alias_bomb(4, 10).replace("x-bomb:", "x-tree:")
                     + "".join(f"x-use{i}: *a3\n" for i in range(uses)))
     with pytest.raises(UserError) as info:
         load_workload(path)
     assert ("expand the file to" in info.value.message) is refused
-    assert refused or "unknown key 'x-tree'" in info.value.message
 
 
 def test_an_oversized_file_is_refused_before_it_is_read(tmp_path, validate, monkeypatch):
