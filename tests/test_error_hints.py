@@ -94,3 +94,15 @@ def test_a_bad_on_is_refused_before_anything_heavy_is_imported(args):
     code, modules = json.loads(done.stdout.strip().splitlines()[-1])
     assert code == 2
     assert not {m.split(".")[0] for m in modules} & {"pandas", "numpy", "torch", "transformers", "jax"}
+
+
+def test_validate_resolves_compare_on_without_pandas(tmp_path):
+    # The shipped qwen3_moe names three compare_on chips: resolved from the CSV tables, no pandas.
+    bad = edited(tmp_path, 'compare_on: [tpu-v6e-8, "H100:8", trn2]', 'compare_on: [tpu-v6e-8, "A100x8"]')
+    for path, expected in ((QWEN_MOE, 0), (bad, 2)):
+        done = subprocess.run([sys.executable, "-c", PROBE, "validate", str(path)], capture_output=True, text=True,
+                              check=True)
+        code, modules = json.loads(done.stdout.strip().splitlines()[-1])
+        assert code == expected
+        assert "tpubench.estimate.chips" in modules
+        assert not {m.split(".")[0] for m in modules} & {"pandas", "numpy", "torch", "transformers", "jax"}
