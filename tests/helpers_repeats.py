@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-REPO_RESULTS = REPO / "results"
+REPO_RESULTS = REPO / "examples" / "results"   # the committed example results (docs/project.md)
 
 
 def copy_as_later_run(src: str | Path, out_dir: str | Path, *, hours: float = 1.0, tag: str = "again") -> Path:
@@ -45,14 +45,14 @@ def _same_point(data: dict) -> tuple:
 
 
 def repo_results_with_repeats(out_dir: str | Path) -> dict:
-    """Copy the committed results/ into `out_dir`, then measure two of its points "again": the first
+    """Copy the committed examples/results/ into `out_dir`, then measure two of its points "again": the first
     file (by name) twice more, the last file once more; and two torch points once more on another
     machine. Returns what load_results should see (counted from the files themselves, so a
-    results/ that already holds repeats, e.g. after README's main command, counts right)."""
+    examples/results/ that already holds repeats counts right)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = sorted(REPO_RESULTS.glob("*.json"))
-    assert len(files) >= 2, "the committed results/ needs two result files"
+    assert len(files) >= 2, "the committed examples/results/ needs two result files"
     for f in files:
         shutil.copy2(f, out_dir / f.name)
     torch_files = [f for f in files if json.loads(f.read_bytes())["backend"] == "torch"][:2]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,8 @@ from tpubench.hardware.counts import decode_bytes_per_chip
 from tpubench.money.pricing import load_prices
 
 WORKLOAD = "workloads/qwen3_moe.yaml"
+# The committed example results (examples/results/: a qwen3 point measured on a CPU).
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "results"
 
 
 # --- fit: hand-computed ---------------------------------------------------------------------------
@@ -247,12 +250,10 @@ def test_rows_that_mean_another_system_are_counted_out():
 
 
 def test_your_measured_generate_result_calibrates_its_family(tmp_path):
-    from pathlib import Path
-
     from tpubench.estimate.calibration import measured_rows
 
     # A real result file of this repository (a qwen3 point measured on a CPU), as if run on one H100.
-    result = json.loads(sorted(Path("results").glob("qwen3_dense_small_cpu_b8-*.json"))[0].read_text())
+    result = json.loads(sorted(EXAMPLES.glob("qwen3_dense_small_cpu_b8-*.json"))[0].read_text())
     result.update(device="cuda", environment={**result["environment"], "accelerator_name": "NVIDIA H100 80GB HBM3",
                                               "chips": 1})
     result["metrics"]["output_tokens_per_s"] = 2000.0
@@ -318,11 +319,45 @@ def test_cli_json_is_labelled_estimate_and_names_its_calibration(monkeypatch, ca
                           for r in priced)
 
 
-def test_cli_table_says_estimate_and_lists_sources(monkeypatch, capsys):
+def test_cli_table_says_estimate_and_sums_up_its_sources_in_one_line(monkeypatch, capsys):
     code, out, err = run_cli(monkeypatch, capsys, "estimate", WORKLOAD, "--on", "tpu-v6e-8", "--on", "trn2")
     assert code == 0, err
     assert "ESTIMATE (not measured" in out
-    assert "estimate calibrated for Google TPU" in out and "estimate calibrated for AWS Trainium" in out
+    cited = [line for line in out.splitlines() if "source(s)" in line]
+    assert len(cited) == 1 and cited[0].startswith("estimate calibrated on ")
+    assert "Google TPU row(s) from" in cited[0] and "AWS Trainium/Inferentia row(s) from" in cited[0]
+    assert "listed by --sources FILE or --format json" in cited[0]
+    assert "tpu-recipes" not in out and "sglang-jax" not in out           # no citation on the terminal
+
+
+@pytest.mark.parametrize("name", ["sources.md", "sources.json"])
+def test_cli_sources_file_lists_every_calibration_row(monkeypatch, capsys, tmp_path, name):
+    path = tmp_path / name
+    code, out, err = run_cli(monkeypatch, capsys, "estimate", WORKLOAD, "--on", "tpu-v6e-8", "--sources", str(path))
+    assert code == 0, err
+    assert f"listed in {path}" in out and f"wrote the estimate's calibration rows to {path}" in err
+    code, as_json, _ = run_cli(monkeypatch, capsys, "estimate", WORKLOAD, "--on", "tpu-v6e-8", "--format", "json")
+    data = json.loads(as_json)
+    tpu_rows = next(r for r in data["estimates"] if r["chip_family"] == "Google TPU")["calibrated_by"].split(" | ")
+    families = data["calibration"]["families"]
+    text = path.read_text()
+    if name.endswith(".json"):
+        written = json.loads(text)["families"]
+        assert written["Google TPU"]["calibration_rows"] == tpu_rows
+        assert written["Google TPU"]["sources"] == families["Google TPU"]["sources"]
+    else:
+        assert all(f"- {row}" in text for row in tpu_rows) and all(f"- {s}" in text for s in families["Google TPU"]["sources"])
+    assert len(tpu_rows) == families["Google TPU"]["rows"] > 10
+
+
+def test_cli_csv_counts_sources_instead_of_listing_them(monkeypatch, capsys):
+    import io
+
+    code, out, err = run_cli(monkeypatch, capsys, "estimate", WORKLOAD, "--on", "H100:8", "--format", "csv")
+    assert code == 0, err
+    table = pd.read_csv(io.StringIO(out))
+    assert "calibrated_by" not in table and (table["calibration_sources"] > 1).all()
+    assert max(map(len, out.splitlines())) < 2000
 
 
 @pytest.mark.parametrize("bad", ["foo", "H100:0", "tpu-v7-8", "H100-8", "v5p-3", "gb200"])

@@ -110,7 +110,8 @@ def test_routing_is_a_sweep_axis_with_a_trace_read_on_load(tmp_path):
     ({"trace": "bad.json"}, "{not json", "not readable JSON"),
     ({"trace": "bad.json"}, json.dumps({"layers": [[1, -2, 0, 0]]}), "layers[0] must be a list of non-negative"),
     ({"hot": {"experts": 2, "share": 1.5}}, None, "less than or equal to 1"),
-    ({"skewed": {"zpif": 1}}, None, "model.routing.skewed.zipf: required field is missing"),
+    ({"skewed": {"zpif": 1}}, None, "model.routing.skewed.zpif: unknown key 'zpif'; did you mean 'zipf'?"),
+    ({"skewed": {"s": 1}}, None, "model.routing.skewed.zipf: required field is missing"),
     ({"skewd": {"zipf": 1}}, None, "expected natural, uniform or one of"),
 ])
 def test_bad_routing_is_one_line_naming_file_line_and_field(tmp_path, routing, content, expect):

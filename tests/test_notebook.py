@@ -63,7 +63,7 @@ def _text(output) -> str:
 
 @pytest.fixture(scope="module")
 def repeats(tmp_path_factory) -> dict:
-    """A copy of results/ with 3 older runs of 2 points added (helpers_repeats), and its counts.
+    """A copy of examples/results/ with 3 older runs of 2 points added (helpers_repeats), and its counts.
     The two points measured later on another machine were measured there without JAX installed
     (README's first command installs no JAX): their results record no jax version."""
     folder = tmp_path_factory.mktemp("results-repeated")
@@ -157,7 +157,7 @@ def test_notebook_counts_repeated_points_once(executed, repeats):
 
 
 def test_notebook_reads_the_committed_results_unless_told_otherwise(monkeypatch, capsys):
-    """The setup cell alone, in this process (no kernel): RESULTS defaults to the repo's results/."""
+    """The setup cell alone, in this process (no kernel): RESULTS defaults to the repo's examples/results/."""
     pytest.importorskip("IPython")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     setup = _cell(nb, "code-02")

@@ -37,9 +37,9 @@ LONG_WORKLOAD = "qwen3_moe_with_a_deliberately_long_workload_name_to_stress_titl
 
 def wide_results(out: Path, committed: bool = True) -> Path:
     """A results folder for layout checks: synthetic points on H100 x8, TPU v6e and Trainium2 under a
-    long workload name (long platform labels, long titles), with the committed results/ beside them."""
+    long workload name (long platform labels, long titles), with the committed examples/results/ beside them."""
     out.mkdir(parents=True, exist_ok=True)
-    for path in sorted((ROOT / "results").glob("*.json")) if committed else ():
+    for path in sorted((ROOT / "examples" / "results").glob("*.json")) if committed else ():
         shutil.copy(path, out / path.name)
     specs = []
     for batch, ttft, e2e in ((1, 0.05, 0.7), (8, 0.2, 1.5), (32, 0.8, 4.0)):

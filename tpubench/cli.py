@@ -55,9 +55,14 @@ _INCLUDE_FLAGGED_HELP = ("Let prices the table flags as suspect (spot above on-d
                          "where an unflagged row prices the same accelerator and plan; they stay marked.")
 
 
+_MODEL_HELP_RUN = ("A Hugging Face model id (its config fetched once into Hugging Face's cache) or a folder with "
+                   "its config.json: its architecture with random weights (no weights read), from a workload file "
+                   "written to --out first, which `tpubench run` runs again the same.")
+
+
 @app.command()
 def run(
-    workload: Path = typer.Argument(..., help="Workload YAML file."),
+    workload: Optional[Path] = typer.Argument(None, help="Workload YAML file (or --model)."),
     device: Optional[str] = typer.Option(None, "--device", "-d",
                                          help="cpu, cuda, tpu, neuron, xla, mps (default: the accelerator present, else cpu)."),
     backend: str = typer.Option("torch", "--backend", "-b", help="torch or jax."),
@@ -91,6 +96,14 @@ def run(
     profile: bool = typer.Option(False, "--profile",
                                  help="After each point's timed loop, one profiled pass: time by category "
                                       "(experts, router, attention, ...) and a trace file beside the result."),
+    model: Optional[str] = typer.Option(None, "--model", help=_MODEL_HELP_RUN),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="With --model: generate (default) or train."),
+    batch_size: List[int] = typer.Option([], "--batch-size", min=1,
+                                         help="With --model: a batch size (repeatable: a sweep; default 1 and 8)."),
+    input_length: Optional[int] = typer.Option(None, "--input-length", "--input-len", min=1,
+                                               help="With --model: prompt tokens (train: the sequence length)."),
+    output_length: Optional[int] = typer.Option(None, "--output-length", "--output-len", min=1,
+                                                help="With --model: tokens generated per sequence."),
 ):
     """Measure every point of a workload's sweep and write one result file per point.
 
@@ -100,6 +113,7 @@ def run(
     from tpubench.run.runner import run_sweep
 
     console = _console()
+    workload = _workload_to_run(console, workload, out, model, scenario, batch_size, input_length, output_length)
     with RichReporter(console) as reporter:
         outcomes = run_sweep(workload, backend=backend, device=device, scale=scale, out_dir=out,
                              resume=resume, retry_failed=retry_failed, reporter=reporter,
@@ -116,6 +130,37 @@ def run(
     failed = [o for o in outcomes if o.result is not None and o.result.status == "failed"]
     if failed and len(failed) == len([o for o in outcomes if not o.skipped]):
         raise typer.Exit(1)
+
+
+def _workload_to_run(console, workload: Optional[Path], out: Path, model: Optional[str], kind: Optional[str],
+                     batch_size: List[int], input_length: Optional[int], output_length: Optional[int]) -> Path:
+    """The workload file `run` measures: the one named, or the one written from --model's config."""
+    flags = {"--scenario": kind, "--batch-size": batch_size or None, "--input-length": input_length,
+             "--output-length": output_length}
+    if model is None:
+        if workload is None:
+            raise UserError("name a workload file (tpubench run workloads/qwen3_moe.yaml) or a model "
+                            "(tpubench run --model Qwen/Qwen3-30B-A3B)", field="WORKLOAD")
+        given = next((flag for flag, value in flags.items() if value is not None), None)
+        if given:
+            raise UserError(f"applies with --model; the workload file sets it in its scenario section "
+                            f"({workload})", field=given)
+        return workload
+    if workload is not None:
+        raise UserError(f"a workload file ({workload}) or --model, not both", field="--model")
+    if os.environ.get("WORLD_SIZE", "1") != "1":
+        raise UserError("under torchrun, run the workload file --model writes (run it once without torchrun, "
+                        "or write one)", field="--model")
+    from tpubench.run.from_model import ModelRun, workload_for
+    from tpubench.workload_spec.point import DEFAULT_KIND
+
+    path, note = workload_for(ModelRun(model, kind or DEFAULT_KIND, tuple(batch_size), input_length, output_length),
+                              out)
+    console.print(f"workload: {escape(str(path))}, from {escape(model)}'s config with random weights "
+                  f"(edit it and run it again: tpubench run {escape(str(path))})", soft_wrap=True)
+    if note:
+        _warn_stderr(note)
+    return path
 
 
 @app.command()
@@ -170,11 +215,52 @@ def _validate(workloads: List[Path], max_points: Optional[int]) -> None:
         limit = {"max_points": max_points} if max_points else {}
         sizes = {name: check_sweep_size(w, name, source=str(path), **limit) for name in scale_names(w)}
         detail = ", ".join(f"{name}: {n:,} point{'s' * (n != 1)}" for name, n in sizes.items())
+        _check_compare_on(path, w.compare_on)
         subject = scenario_of(w.scenario.kind).subject(w)   # a model family, a pipeline, the server's model
         _print_ok(f"{path}: {w.name} ({subject}); {detail}")
         if w.model is not None and not covered_family(w.model.family):
             _warn_stderr(f"{path}: tpubench's config table does not cover '{w.model.family}': its model.config "
                          "keys are checked by transformers when the model is built")
+
+
+def _check_compare_on(path: Path, compare_on, price_files: List[Path] = ()) -> None:
+    """Every chip of a workload's `compare_on` resolved against the price and spec tables as
+    `estimate` resolves it: the shipped tables, read without pandas, or the price table with your
+    files over it."""
+    if not compare_on:
+        return
+    from tpubench.estimate.chips import parse_target
+    from tpubench.run.workload import where_in
+
+    offers = _offers(price_files)
+    for i, spec in enumerate(compare_on):
+        try:
+            parse_target(spec, offers, field="compare_on")
+        except UserError as exc:
+            raise UserError(exc.message, where=where_in(path, ("compare_on", i)), field="compare_on") from None
+
+
+def _check_on(on: List[str], price_files: List[Path]) -> None:
+    """Every `--on` chip resolved before anything is loaded or fitted (a bad one is refused in
+    well under a second): against the shipped tables, or the price table with your files over it."""
+    if not on:
+        return
+    from tpubench.estimate.chips import parse_target
+    from tpubench.run.workload import MAX_COMPARE_ON
+
+    if len(on) > MAX_COMPARE_ON:
+        raise UserError(f"{len(on)} chips; name at most {MAX_COMPARE_ON} (each is estimated at every load a "
+                        "workload sweeps)", field="--on")
+    offers = _offers(price_files)
+    for spec in on:
+        parse_target(spec, offers, field="--on")
+
+
+def _offers(price_files: List[Path]):
+    """What chips the price table offers: the shipped table's without pandas, else the loaded table's."""
+    from tpubench.estimate.chips import Offers
+
+    return Offers.shipped() if not price_files else Offers.of(_load_prices(price_files, None))
 
 
 @app.command()
@@ -236,10 +322,13 @@ def report(
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV.
     Opens with the answer: per workload and plan, measured, estimated and published options priced
     side by side, with a verdict."""
+    _check_on(on, prices)
     from tpubench.estimate.for_reports import estimates_for_report
     from tpubench.money.tco import load_tco
+    from tpubench.output.found import holdings, require_readable
     from tpubench.output.report import build_report, render
 
+    found = holdings(paths)   # a missing, unreadable or empty folder: one line, before any work
     # Clouds and regions filter the table itself, so measured, estimated and published options all
     # come from the regions asked for.
     data = build_report(paths, prices=_load_prices(prices, discount, cloud, region), plans=plan or None,
@@ -248,6 +337,7 @@ def report(
                         grid_gco2_per_kwh=grid_gco2_per_kwh, published_tolerance=published_tolerance / 100,
                         tco_tiers=None if tco is None else load_tco(tco), include_shipped=not no_shipped, on=on,
                         estimator=estimates_for_report)
+    require_readable(found, len(data.results))
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
@@ -259,6 +349,7 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
     """A `tpubench budget` subcommand (cli_budget.py): its planner's sizing on the results, every
     flag checked (one line, exit 2) before a file is read."""
     from tpubench.budget.render import budget_format, render_budget
+    from tpubench.output.found import holdings, require_readable
     from tpubench.output.frames import load_results
     from tpubench.output.report.data import older_runs_note
 
@@ -267,14 +358,36 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
     sizing.check(amount, options, command.unit)
     prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
     check_estimates(options, prices)
+    # A workload named to estimate needs no result of yours: the question before buying anything.
+    found = holdings(inputs.paths, empty_ok=bool(options.workload))
     df = load_results(inputs.paths, warn=_warn_stderr, keep="all" if inputs.all_runs else "latest",
                       include_published=inputs.include_published, shipped=not inputs.no_shipped)
+    measured = df[df["source"] == "measured"] if "source" in df else df
+    if not options.workload:
+        require_readable(found, len(measured), published_used=inputs.include_published)
+    _require_kinds(measured, command, found.where, sized_on_published=inputs.include_published)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
     result = sizing.plan(df, prices, amount, options, command.unit)
     # --on / --workload: the estimated options, sized apart from the measured ones (cli_budget.py).
     result = with_estimates(result, options, inputs, df, prices, _warn_stderr)
     _emit(render_budget(result, inputs.fmt), inputs.out)
+
+
+def _require_kinds(measured, command, where: str, sized_on_published: bool) -> None:
+    """A budget subcommand on results none of which is a point of its kinds (`budget serve` on
+    generate points) is one line naming the subcommand that sizes on them, not an empty budget."""
+    if measured.empty or sized_on_published:
+        return
+    found = sorted(set(measured["scenario_kind"].astype(str)))
+    if set(found) & set(command.kinds):
+        return
+    from tpubench.budget.planners import budget_commands
+
+    fits = [c.name for c in budget_commands() if set(found) & set(c.kinds)]
+    use = f": {' or '.join(f'`tpubench budget {name}`' for name in fits)} sizes on those" if fits else ""
+    raise UserError(f"none of the {len(measured)} measured result(s) here is a {' or '.join(command.kinds)} point "
+                    f"(they are {', '.join(found)}){use}", where=where, field=f"budget {command.name}")
 
 
 # One subcommand per budget planner, made when `tpubench budget` is first looked into (cli_budget.py).
@@ -580,6 +693,9 @@ def estimate(
     stack_date: Optional[str] = typer.Option(None, "--stack-date", metavar="YYYY-MM-DD",
                                              help="Estimate a serving stack of this date (default: the calibration's "
                                                   "newest rows'); older stacks run slower."),
+    sources: Optional[Path] = typer.Option(None, "--sources", help="Write every published and measured row the "
+                                                                  "estimate is calibrated on here (Markdown; JSON "
+                                                                  "for a .json name); the terminal gets one line."),
 ):
     """Estimate throughput, latency and $/Mtok on chips you have not measured: the roofline of the
     workload's model over an efficiency fitted on published (and your measured) rows of the chip's
@@ -588,13 +704,22 @@ def estimate(
     tpu-v6e-8@int8_dynamic); the workload's own `compare_on` chips are estimated too."""
     if fmt not in ("table", "json", "csv"):
         raise UserError(f"unknown format '{fmt}': table, json or csv", field="--format")
+    _check_on(on, prices)
+    from tpubench.run.workload import load_workload
+
+    _check_compare_on(workload, load_workload(workload).compare_on, prices)
     from tpubench.estimate.command import run_estimate
-    from tpubench.estimate.render import as_csv, as_json, print_table
+    from tpubench.estimate.render import as_csv, as_json, print_table, sources_document
     from tpubench.output.published.store import all_published
 
     report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
                           published=all_published(results, warn=_warn_stderr, checked=True), plans=plan or None,
                           stack_date=stack_date)
+    if sources is not None:
+        from tpubench.records.files import replace_file
+
+        replace_file(sources, sources_document(report, as_json_file=sources.suffix == ".json").encode("utf-8"))
+        _console(stderr=True).print(f"wrote the estimate's calibration rows to {escape(str(sources))}")
     if out is not None:
         from tpubench.estimate.records import write_record
         from tpubench.estimate.render import payload
@@ -602,7 +727,7 @@ def estimate(
         path = write_record(payload(report), report.workload, out)
         _console(stderr=True).print(f"wrote estimate record {escape(str(path))}")
     if fmt == "table":
-        print_table(_console(), report)
+        print_table(_console(), report, sources_file=None if sources is None else str(sources))
     else:
         _emit(as_json(report) if fmt == "json" else as_csv(report), None)
 

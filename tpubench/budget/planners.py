@@ -118,6 +118,11 @@ class BudgetCommand:
         return self.planner.help.format(points=self.points, plural=self.unit.plural)
 
     @property
+    def kinds(self) -> tuple[str, ...]:
+        """The scenario kinds whose points it sizes on."""
+        return self.scenarios or tuple(_kinds_making(self.unit))
+
+    @property
     def short_help(self) -> str:
         """Its line in `tpubench budget --help`: what it sizes, on which points."""
         words = self.planner.volume_words.format(Plural=self.unit.plural.capitalize())

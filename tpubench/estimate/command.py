@@ -20,6 +20,7 @@ from tpubench.estimate.kv_offers import fp8_kv_refusal, quantised_cache
 from tpubench.estimate.points import WorkloadPoints, point_precision, with_precision, workload_points
 from tpubench.estimate.predict import Calibration, Estimate, calibrate, estimate
 from tpubench.estimate.pricing import plan_prices, priced
+from tpubench.run.workload import MAX_COMPARE_ON
 
 
 @dataclass
@@ -76,6 +77,9 @@ def targets_of(on: list[str], wl: WorkloadPoints, prices: pd.DataFrame, workload
         if target.spec not in seen:
             seen.add(target.spec)
             out.append(target)
+    if len(out) > MAX_COMPARE_ON:
+        raise UserError(f"{len(out)} chips with the workload's compare_on; an estimate is made for at most "
+                        f"{MAX_COMPARE_ON} (each at every load the workload sweeps)", field="--on")
     return out
 
 

@@ -1,8 +1,14 @@
 """Estimates as flat rows (for --format json/csv) and as table cells; numbers are computed once in
-estimate.predict and estimate.pricing, these only lay them out. Every row says `source: estimate`."""
+estimate.predict and estimate.pricing, these only lay them out. Every row says `source: estimate`.
+
+The rows an estimate is calibrated on are its citations: a few hundred published rows. The
+terminal gets one line saying how many, from how many sources, and where the list is; the JSON
+output and `--sources FILE` (sources_document) carry every one; a CSV row counts its sources
+instead of repeating the list in one cell."""
 
 from __future__ import annotations
 
+import json
 import math
 
 from tpubench.estimate.command import EstimateReport
@@ -55,17 +61,20 @@ def payload(report: EstimateReport) -> dict:
 
 
 def as_json(report: EstimateReport) -> str:
-    import json
-
     return json.dumps(payload(report), indent=2) + "\n"
 
 
 def as_csv(report: EstimateReport) -> str:
+    """The flat rows for a spreadsheet: `calibration_sources` counts the distinct sources of each
+    row's calibration (the rows themselves: --format json or --sources FILE)."""
     import pandas as pd
 
     from tpubench.records.csv_safety import neutralize_frame
 
-    return neutralize_frame(pd.DataFrame(flat_rows(report))).to_csv(index=False, float_format="%.6g")
+    sources = {family: len(info["sources"]) for family, info in calibration_summary(report)["families"].items()}
+    rows = [{**{k: v for k, v in row.items() if k != "calibrated_by"},
+             "calibration_sources": sources.get(str(row["chip_family"]), 0)} for row in flat_rows(report)]
+    return neutralize_frame(pd.DataFrame(rows)).to_csv(index=False, float_format="%.6g")
 
 
 def calibration_summary(report: EstimateReport) -> dict:
@@ -85,8 +94,37 @@ def calibration_summary(report: EstimateReport) -> dict:
             "fit_terms": list(report.calibration.fit.terms)}
 
 
-def print_table(console, report: EstimateReport) -> None:
-    """The rich table: one row per target and load, $/Mtok blended per plan, then the sources."""
+def sources_document(report: EstimateReport, as_json_file: bool = False) -> str:
+    """Every row the estimate is calibrated on, per chip family: its distinct sources and each row
+    ("publisher: model on chips x accelerator, concurrency (date; reference)"); Markdown, or JSON."""
+    summary = calibration_summary(report)
+    rows = {str(e.family): list(e.calibrated_by) for e in reversed(report.estimates)}
+    if as_json_file:
+        families = {f: {**info, "calibration_rows": rows.get(f, [])} for f, info in summary["families"].items()}
+        return json.dumps({"source": LABEL, "workload": report.workload, "families": families,
+                           "rows_total": summary["rows_total"], "left_out": summary["left_out"]}, indent=2) + "\n"
+    out = [f"# What calibrated the estimate of {report.workload}", ""]
+    for family, info in summary["families"].items():
+        chips = ", ".join(f"{k}: {v}" for k, v in info["rows_per_chip"].items()) or "none"
+        out += [f"## {family}: {info['rows']} row(s) ({chips})", "", f"{len(info['sources'])} source(s):", ""]
+        out += [f"- {src}" for src in info["sources"]] + ["", "Rows:", ""]
+        out += [f"- {row}" for row in rows.get(family, [])] + [""]
+    left = ", ".join(f"{n} {why}" for why, n in summary["left_out"].items()) or "none"
+    out.append(f"Fit over {summary['rows_total']} rows of every family; left out: {left}.")
+    return "\n".join(out) + "\n"
+
+
+def sources_line(report: EstimateReport, sources_file: str | None = None) -> str:
+    """The one line the terminal gets about the estimate's citations."""
+    families = calibration_summary(report)["families"]
+    parts = [f"{info['rows']} {family} row(s) from {len(info['sources'])} source(s)" for family, info in families.items()]
+    where = f"listed in {sources_file}" if sources_file else "listed by --sources FILE or --format json"
+    return f"calibrated on {'; '.join(parts) or 'no rows'} ({where})."
+
+
+def print_table(console, report: EstimateReport, sources_file: str | None = None) -> None:
+    """The rich table: one row per target and load, $/Mtok blended per plan, then one line on the
+    rows it is calibrated on (and where they are listed) and one on the fit."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -116,15 +154,12 @@ def print_table(console, report: EstimateReport) -> None:
         if est.notes and not est.refused:
             console.print(f"* {escape(est.target)}, load {est.concurrency:g}: {escape('; '.join(est.notes))}")
     summary = calibration_summary(report)
-    for family, info in summary["families"].items():
-        chips = ", ".join(f"{k}: {v}" for k, v in info["rows_per_chip"].items()) or "none"
-        console.print(f"estimate calibrated for {escape(family)} on {info['rows']} row(s) ({escape(chips)}):")
-        for src in info["sources"]:
-            console.print(f"  - {escape(src)}")
+    console.print(escape(f"estimate {sources_line(report, sources_file)}"))
     left = ", ".join(f"{n} {why}" for why, n in summary["left_out"].items())
     console.print(f"fit over {summary['rows_total']} rows of every family (shared slopes, pooled per family); "
                   f"left out: {escape(left) or 'none'}. $/Mtok: blended (all chip-seconds / all tokens), "
                   "cheapest price row per plan. Estimates never enter measured tables.")
 
 
-__all__ = ["as_csv", "as_json", "band", "calibration_summary", "flat_rows", "fmt", "payload", "print_table"]
+__all__ = ["as_csv", "as_json", "band", "calibration_summary", "flat_rows", "fmt", "payload", "print_table",
+           "sources_document", "sources_line"]

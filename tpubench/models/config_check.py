@@ -129,13 +129,25 @@ def covered_family(family: str) -> bool:
 
 
 def family_problem(family: str) -> str | None:
-    """Why `family` is not a transformers model_type, with a suggestion; None when it is one."""
+    """Why `family` is not a transformers model_type, with a suggestion; None when it is one. The
+    message names the transformers that was asked: the installed one (known_family asks it for a
+    name the table lacks), the table's only where none is installed."""
     if known_family(family):
         return None
     table = load_table()
     guess = difflib.get_close_matches(family, table["model_types"], n=1)
     hint = f"; did you mean '{guess[0]}'?" if guess else ""
-    return f"unknown model family '{family}' (not a transformers {table['transformers_version']} model_type){hint}"
+    version = _installed_transformers() or table["transformers_version"]
+    return f"unknown model family '{family}' (not a model_type of transformers {version}){hint}"
+
+
+def _installed_transformers() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return None
 
 
 def check_model_config(family: str, config: dict[str, Any], *, tensor=(1,), expert=(1,)) -> None:

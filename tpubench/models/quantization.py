@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from tpubench.models.library_noise import quiet_library_noise
 from tpubench.workload_spec.precision import NONE
 
 # (compute capability at least, what it is called) for the formats that need a recent GPU.
@@ -46,18 +47,9 @@ def refusal(quantization: str, device: str, capability: tuple[int, int] | None =
     return None
 
 
-def _quiet_torchao() -> None:
-    """torchao logs, at import, every optional CUDA kernel library it cannot load (a CPU host has
-    none) and torch's pytree warns about its enums: noise above tpubench's own progress display."""
-    import logging
-
-    for name in ("torchao", "torch.utils._pytree"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-
 def config_for(quantization: str):
     """torchao's config for `quantization` (not none)."""
-    _quiet_torchao()
+    quiet_library_noise()
     from torchao.quantization import (
         Float8DynamicActivationFloat8WeightConfig,
         Int8DynamicActivationInt8WeightConfig,

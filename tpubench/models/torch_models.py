@@ -8,6 +8,10 @@ from dataclasses import replace
 
 from tpubench.errors import UserError
 from tpubench.hardware.model_shape import bytes_per_element
+from tpubench.models.library_noise import quiet_library_noise
+
+# transformers, imported where a model is built, imports torchao: its unactionable log lines go.
+quiet_library_noise()
 
 
 def generate_decode_note(device: str, implementations: dict) -> str | None:

@@ -37,6 +37,15 @@ from tpubench.workload_spec.service_level import ServiceLevel, Volume
 from tpubench.workload_spec.targets import split_target
 
 LAYOUT_FIELDS = ("tensor", "expert", "data")
+# Bounds on what a workload file may make tpubench read (docs/workloads.md#limits). Real workloads
+# are a few kB and a few hundred values; the shipped ones at most 8 kB.
+MAX_FILE_BYTES = 1 << 20
+# Values once every YAML alias is expanded: an alias bomb (10 levels of 9 aliases each) is a few
+# hundred bytes that expand to 3.5 billion values, which validation would walk for hours.
+MAX_VALUES = 100_000
+# Chips one workload is decided between: each is estimated at every load the workload sweeps (a
+# report over 200 took over a minute and 740 MB).
+MAX_COMPARE_ON = 32
 
 
 class Workload(Strict):
@@ -67,6 +76,9 @@ class Workload(Strict):
     @field_validator("compare_on")
     @classmethod
     def _targets_are_chips(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_COMPARE_ON:
+            raise ValueError(f"{len(value):,} chips; a workload is decided between at most {MAX_COMPARE_ON} "
+                             "(each is estimated at every load it sweeps): name the ones you would buy")
         for spec in value:
             split_target(spec)      # its ValueError names what is wrong
         return value
@@ -158,6 +170,10 @@ def load_workload(path: str | Path) -> Workload:
     path = Path(path)
     if not path.is_file():
         raise UserError("no such workload file", where=str(path))
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise UserError(f"{size:,} bytes; a workload file is at most {MAX_FILE_BYTES:,} (prompts, traces and "
+                        "routing histograms go in files of their own that the workload names)", where=str(path))
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -170,6 +186,8 @@ def load_workload(path: str | Path) -> Workload:
     except _TooManyDigits as exc:
         raise UserError(f"a number of {exc.digits:,} digits: no workload value is that large",
                         where=f"{path}:{exc.line}") from None
+    except _TooManyValues as exc:
+        raise _user_error(path, exc.root, exc.loc, exc.message) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -189,6 +207,8 @@ def load_workload(path: str | Path) -> Workload:
     except ValidationError as exc:
         err = _clearest(exc.errors())
         loc = tuple(err["loc"])
+        if err["type"] == "union_tag_invalid":   # the tag's own key: `kind:`'s line, not the section's
+            loc += (str(err["ctx"]["discriminator"]).strip("'"),)
         # The scenario's kind (pydantic's union tag) is in loc but not in the file.
         shown = tuple(p for i, p in enumerate(loc) if not (i == 1 and loc[0] == "scenario" and p in SCENARIOS))
         # A tagged union (model.routing) repeats its tag before the member's own key: name it once.
@@ -196,6 +216,18 @@ def load_workload(path: str | Path) -> Workload:
         raise _user_error(path, root, shown, _explain(err, loc, schema)) from None
     _check_model(workload, path, root)
     return workload
+
+
+def where_in(path: str | Path, loc: tuple) -> str:
+    """'file:line' of the field at `loc` in a workload file that loaded: for a check made after
+    loading, against tables the loader does not read (a `compare_on` chip against the price and
+    spec tables, in the commands)."""
+    loader = _SafeLoader(Path(path).read_text(encoding="utf-8"))
+    try:
+        line = _line_of(loader.get_single_node(), loc)
+    finally:
+        loader.dispose()
+    return f"{path}:{line}" if line else str(path)
 
 
 # libyaml's parser where PyYAML has it (several times faster), with the same safe constructor.
@@ -207,12 +239,20 @@ class _TooManyDigits(Exception):
         self.line, self.digits = line, digits
 
 
+class _TooManyValues(Exception):
+    def __init__(self, root, loc: tuple, message: str):
+        self.root, self.loc, self.message = root, loc, message
+
+
 def _parse_yaml(text: str) -> tuple[Any, Any]:
     """The file's data and its node tree (whose marks give line numbers), from one parse: the same
-    as yaml.safe_load (safe constructor only) plus yaml.compose."""
+    as yaml.safe_load (safe constructor only) plus yaml.compose; a tree that aliases expand beyond
+    MAX_VALUES, or that an alias makes contain itself, is refused before it is built."""
     loader = _SafeLoader(text)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _check_expansion(root)
         try:
             return (loader.construct_document(root) if root is not None else None), root
         except ValueError:
@@ -223,6 +263,63 @@ def _parse_yaml(text: str) -> tuple[Any, Any]:
             raise _TooManyDigits(node.start_mark.line + 1, len(node.value)) from None
     finally:
         loader.dispose()
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+class _Cycle(Exception):
+    pass
+
+
+def _expanded_size(node, sizes: dict[int, int]) -> int:
+    """How many values `node` of the composed tree holds once aliases are expanded. An alias is the
+    very node its anchor marks, so each node is counted once (memoised by id in `sizes`, shared
+    across calls) and shared ones are summed, never walked again. Iterative; _Cycle when an alias is
+    inside the node it names (a value that would contain itself)."""
+    open_nodes: set[int] = set()      # nodes whose values are being counted: the current path
+    stack = [(node, False)]
+    while stack:
+        current, counted = stack.pop()
+        key = id(current)
+        if counted:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(current))
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise _Cycle
+        open_nodes.add(key)
+        stack.append((current, True))
+        stack.extend((child, False) for child in _children(current) if id(child) not in sizes)
+    return sizes[id(node)]
+
+
+def _check_expansion(root) -> None:
+    """Refuse a tree that YAML aliases expand beyond MAX_VALUES, or make contain itself, naming the
+    top-level field that holds the most (or the cycle)."""
+    pairs = [(key.value, value) for key, value in root.value] if isinstance(root, yaml.MappingNode) else [(None, root)]
+    sizes: dict[int, int] = {}
+    held = {}
+    for name, value in pairs:
+        try:
+            held[name] = _expanded_size(value, sizes)
+        except _Cycle:
+            raise _TooManyValues(root, (name,) if name is not None else (),
+                                 "a YAML alias (*name) inside the value its anchor (&name) marks: the value "
+                                 "would contain itself") from None
+    total = len(pairs) + sum(held.values())
+    if total > MAX_VALUES:
+        name = max(held, key=held.get)
+        raise _TooManyValues(root, (name,) if name is not None else (),
+                             f"YAML aliases (*name) expand the file to {total:,} values; a workload holds at "
+                             f"most {MAX_VALUES:,}")
 
 
 def _long_int(node):
@@ -280,8 +377,18 @@ def _check_model(workload: Workload, path: Path, root) -> None:
 def _clearest(errors: list[dict]) -> dict:
     """The error to show: the first, unless it is a union member's type mismatch and another member
     says what is wrong with the same value (`batch_size: [1, 10**15]`: not "a valid integer" from
-    the scalar member, but the list member's "less than or equal to 65536" at item 1)."""
+    the scalar member, but the list member's "less than or equal to 65536" at item 1), or a missing
+    field beside an unknown key of the same section (`batch_sizes` for `batch_size`: the unknown
+    key, with its did-you-mean, says what to fix)."""
     first = errors[0]
+    if first["type"] == "missing":
+        import difflib
+
+        missing = str(first["loc"][-1])
+        for e in errors:
+            if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1]) \
+                    and difflib.get_close_matches(str(e["loc"][-1]), [missing], n=1):
+                return {**e, "suggest": missing}
     if not first["type"].endswith(("_type", "_parsing")):
         return first
     field = _dotted(first["loc"])
@@ -307,15 +414,31 @@ def _explain(err: dict, loc: tuple, schema: type[Workload]) -> str:
 
         key = str(loc[-1])
         allowed = _allowed_keys(loc[:-1], schema)
-        guess = difflib.get_close_matches(key, allowed, n=1)
+        guess = [err["suggest"]] if "suggest" in err else difflib.get_close_matches(key, allowed, n=1)
         hint = f"; did you mean '{guess[0]}'?" if guess else f"; allowed: {', '.join(sorted(allowed))}"
         return f"unknown key '{key}'{hint}"
     if kind == "missing":
         return "required field is missing"
+    if kind == "union_tag_invalid":   # scenario.kind, model.routing's tag: a name, not a block
+        import difflib
+
+        tag, tags = str(err["ctx"]["tag"]), [t.strip(" '") for t in str(err["ctx"]["expected_tags"]).split(",")]
+        guess = difflib.get_close_matches(tag, tags, n=1)
+        hint = f"; did you mean '{guess[0]}'?" if guess else ""
+        return f"unknown {loc[-1]} '{tag}'{hint} (one of {', '.join(tags)})"
     msg = err["msg"].removeprefix("Value error, ")
     if "input" in err and kind not in ("missing",):
-        msg = f"{msg} (got {err['input']!r})"
+        msg = f"{msg} (got {_shown(err['input'])})"
     return msg
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value as an error quotes it: its repr, cut to `limit` characters (a block, or a list of a
+    thousand entries, is not repeated back on the error's one line)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} ...{ {'[': ']', '{': '}', '(': ')'}.get(text[0], '')}"
 
 
 def _allowed_keys(loc: tuple, schema: type[Workload]) -> list[str]:

@@ -22,6 +22,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tpubench.errors import UserError
+from tpubench.models.library_noise import quiet_library_noise
+
+# transformers, imported where a model is built, imports torchao: its unactionable log lines go.
+quiet_library_noise()
 
 # Written next to the weights: what was built, and the name the server will report for it.
 MANIFEST = "tpubench_demo.json"

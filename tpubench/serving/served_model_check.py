@@ -31,6 +31,11 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tpubench.models.library_noise import quiet_library_noise
+
+# transformers, imported where a model is built, imports torchao: its unactionable log lines go.
+quiet_library_noise()
+
 # tolerance(dtype_a, dtype_b, logits_std) -> (max |delta logit|, all tokens must match): `compare
 # --numerics`'s (measure/numerics.py), handed in by the scenario (serving does not import measure).
 Tolerance = Callable[[str, str, float], tuple[float, bool]]

@@ -15,8 +15,12 @@ import contextlib
 import importlib
 
 from tpubench.errors import UserError
+from tpubench.models.library_noise import quiet_library_noise
 from tpubench.scenarios.diffuse import families
 from tpubench.scenarios.diffuse.prompts import WORDS
+
+# transformers, imported where a model is built, imports torchao: its unactionable log lines go.
+quiet_library_noise()
 
 SPECIAL = ("<pad>", "<s>", "</s>", "<unk>")   # ids 0..3: pad, bos, eos, unknown
 
