@@ -26,6 +26,7 @@ from helpers_synthetic import make_result
 from tpubench.estimate.calibration import observations
 from tpubench.estimate.fit import fit_efficiency
 from tpubench.estimate.gate import claimed_rates, efficiencies, gate, refusals
+from tpubench.estimate.models import published_model
 from tpubench.estimate.physics import (
     EFFICIENCY_LIMIT,
     PEAK_ROUNDING,
@@ -88,8 +89,9 @@ def test_a_row_is_named_by_its_file_and_row_else_its_reference():
 def test_the_gate_reads_the_efficiency_the_calibration_fits(shipped):
     # A row alone in the calibration is its own configuration (nothing supersedes it): the efficiency
     # observations() fits it on is the one the gate judges it by, for chips of every family.
+    known = np.array([bool(published_model(m)) for m in shipped["model"]])   # a model with a shape: a roofline
     picks = shipped[shipped["concurrency"].notna() & (shipped["spec_decoding"].astype(str) == "none")
-                    & (shipped["disaggregated"] == False) & (shipped["multinode"] == False)]   # noqa: E712
+                    & (shipped["disaggregated"] == False) & (shipped["multinode"] == False) & known]   # noqa: E712
     picks = picks.groupby("accelerator").head(1).reset_index(drop=True)
     assert len(picks) >= 8
     found, claimed = efficiencies(picks), claimed_rates(picks) / picks["output_tokens_per_s_per_chip"].to_numpy()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import tomllib
@@ -53,11 +54,17 @@ def test_every_shipped_row_passes_the_physics_gate(shipped):
     # Held to their figures when read and to the roofline only where they enter a fit, an answer or
     # a budget (output/published/store.py): this is what lets a report skip the roofline of all of them.
     from tpubench.estimate.gate import efficiencies, refusals
+    from tpubench.estimate.models import published_model
     from tpubench.estimate.physics import EFFICIENCY_LIMIT
 
     assert refusals(shipped) == [None] * len(shipped)
     found = efficiencies(shipped)
-    assert (found > 0).all() and found.max() <= EFFICIENCY_LIMIT      # every shipped model has a roofline
+    # A model tpubench has a shape for has a roofline, and every such row is under it; one without
+    # (GPT-J and Falcon on TensorRT-LLM's page) is held to its figures only (estimate/gate.py).
+    known = np.array([bool(published_model(m) or published_model(p))
+                      for m, p in zip(shipped["model"], shipped["published_model"])])
+    assert (found[known] > 0).all() and found[known].max() <= EFFICIENCY_LIMIT
+    assert np.isnan(found[~known]).all() and known.mean() > 0.99
 
 
 def test_every_shipped_chip_is_a_canonical_name_of_the_spec_table(shipped):
