@@ -362,7 +362,7 @@ def test_run_estimate_takes_compare_on_and_on_once_each():
 def test_sequences_that_fit_are_the_memory_beside_the_weights_over_one_sequence_s_cache():
     from dataclasses import replace
 
-    from tpubench.estimate.features import MEMORY_UTILIZATION, Point, roofline, sequences_that_fit, terms
+    from tpubench.estimate.features import MEMORY_UTILIZATION, TERMS, Point, roofline, sequences_that_fit, terms
     from tpubench.estimate.models import published_model
 
     shape = published_model("meta-llama/Llama-3.3-70B-Instruct")[1]
@@ -383,10 +383,11 @@ def test_sequences_that_fit_are_the_memory_beside_the_weights_over_one_sequence_
     short = replace(point, concurrency=4096, input_len=16, output_len=2)     # a tiny cache: the weights dominate
     roof = roofline(short, h100.peak_flops, h100.peak_bytes_per_s)
     assert roof.decode_bound == "compute"
-    assert terms(short, roof)[-1] == pytest.approx(math.log(roof.decode_compute_s / roof.decode_memory_s))
-    assert terms(short, roof)[-1] > 0
+    excess = TERMS.index("decode_compute_excess")
+    assert terms(short, roof)[excess] == pytest.approx(math.log(roof.decode_compute_s / roof.decode_memory_s))
+    assert terms(short, roof)[excess] > 0
     memory_bound = roofline(point, h100.peak_flops, h100.peak_bytes_per_s)
-    assert terms(point, memory_bound)[-1] == 0.0
+    assert terms(point, memory_bound)[excess] == 0.0
 
 
 def test_an_estimate_past_the_memory_is_refused_for_a_batch_and_capped_for_a_server(cal):

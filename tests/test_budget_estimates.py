@@ -139,7 +139,7 @@ def _tpubench(out: Path, *args: str) -> str:
     return out.read_text(encoding="utf-8")
 
 
-BUDGET = ("budget", "tokens", "results", "--tokens-per-day", "1e9")
+BUDGET = ("budget", "tokens", "examples/results", "--tokens-per-day", "1e9")
 ESTIMATES = ("--on", "tpu-v6e-8", "--on", "H100:8", "--workload", WORKLOAD)
 
 

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from tpubench.cli_budget import budget_app, check_estimates, with_estimates
+from tpubench.cli_budget import budget_app, check_estimates, estimating, with_estimates
 from tpubench.cli_group import LazyTyper
 from tpubench.errors import UserError
 
@@ -358,12 +358,13 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
     sizing.check(amount, options, command.unit)
     prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
     check_estimates(options, prices)
-    # A workload named to estimate needs no result of yours: the question before buying anything.
-    found = holdings(inputs.paths, empty_ok=bool(options.workload))
+    # Estimates need no result of yours (the question before buying anything): where none names a
+    # workload file, the estimate says to name one (--workload).
+    found = holdings(inputs.paths, empty_ok=estimating(options))
     df = load_results(inputs.paths, warn=_warn_stderr, keep="all" if inputs.all_runs else "latest",
                       include_published=inputs.include_published, shipped=not inputs.no_shipped)
     measured = df[df["source"] == "measured"] if "source" in df else df
-    if not options.workload:
+    if not estimating(options):
         require_readable(found, len(measured), published_used=inputs.include_published)
     _require_kinds(measured, command, found.where, sized_on_published=inputs.include_published)
     if df.attrs.get("older_runs_left_out"):
