@@ -82,11 +82,11 @@ def _pairs(obs, per_row, markdown: bool) -> None:
           f"with its own sweep held out (ratio interval: the family pair's other models' pairs; ranking accuracy "
           f"over pairs whose true $ ratio is at least {DECISIVE_RATIO}x)")
     if markdown:
-        print("\n| family pair | pairs | ratio coverage | decisive pairs | ranking accuracy | median interval |"
-              "\n|---|---:|---:|---:|---:|---:|")
+        print("\n| family pair | pairs | ratio coverage | decisive pairs | ranking accuracy | median interval | "
+              "shared errors |\n|---|---:|---:|---:|---:|---:|---:|")
         for r in table.itertuples():
             print(f"| {r.family_pair} | {r.pairs} | {100 * r.ratio_coverage_90:.0f}% | {r.decisive} | "
-                  f"{100 * r.ranking_accuracy:.0f}% | x/÷ {r.median_halfwidth_factor:.2f} |")
+                  f"{100 * r.ranking_accuracy:.0f}% | x/÷ {r.median_halfwidth_factor:.2f} | {100 * r.shared_share:.0f}% |")
     else:
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     overall = table.iloc[-1] if len(table) else None

@@ -190,3 +190,7 @@ def test_the_ratio_half_width_is_the_conformal_quantile_of_the_pairs_misses():
     assert pairs.halfwidth("A", "C") is None               # no pairs: the caller takes the errors as independent
     few = PairMisses.of(rows.head(10), loo[:10])            # 5 pairs: fewer than 90% needs
     assert few.halfwidth("A", "B") is None
+    # Twenty pairs of two models: one model's many pairs do not stand for every model.
+    two = rows.assign(model=["m0" if k < 20 else "m1" for k in range(2 * n)], input_length=[
+        1000 + 10 * (k // 2) for k in range(2 * n)])
+    assert len(comparable_pairs(two)) >= 9 and PairMisses.of(two, loo).halfwidth("A", "B") is None

@@ -38,9 +38,8 @@ import pandas as pd
 from tpubench.estimate.calibration import Observations, sweeps
 from tpubench.estimate.chips import Target
 from tpubench.estimate.features import STATIC
-from tpubench.estimate.fit import DEFAULT_RIDGE, conformal_halfwidth
-from tpubench.estimate.pairs import COVERAGE as PAIR_COVERAGE
-from tpubench.estimate.pairs import comparable_pairs, family_pair
+from tpubench.estimate.fit import DEFAULT_RIDGE
+from tpubench.estimate.pairs import comparable_pairs, family_pair, shared_halfwidth
 from tpubench.estimate.predict import TPOT, TTFT, calibrated, estimate
 
 GROUPINGS = ("row", "sweep", "chip")
@@ -126,7 +125,7 @@ def pair_scores(obs: Observations, per_row: pd.DataFrame, usd_per_chip_hour: dic
     table (`usd_per_chip_hour` per accelerator), with: its true and estimated $ ratio (second over
     first), whether the estimate names the cheaper side, the half-width the answer would give it
     (its family pair's held-out pairs of the other models, estimate.pairs's rule, else the two
-    intervals' half-widths in quadrature) and whether that interval covers the true ratio."""
+    intervals' half-widths in quadrature: `shared` says which) and whether it covers the true ratio."""
     rows = obs.rows.reset_index(drop=True)
     pairs = comparable_pairs(rows)
     error = np.log1p(per_row["error_pct"].to_numpy(dtype=float) / 100)          # log(estimated / published)
@@ -149,11 +148,13 @@ def pair_scores(obs: Observations, per_row: pd.DataFrame, usd_per_chip_hour: dic
     frame = pd.DataFrame(out)
     if frame.empty:
         return frame
-    halfwidth = []
+    halfwidth, shared = [], []
     for r in frame.itertuples():
-        others = frame[(frame["family_pair"] == r.family_pair) & (frame["model"] != r.model)]["miss"].to_numpy()
-        q, nominal = conformal_halfwidth(others, PAIR_COVERAGE) if len(others) else (math.nan, False)
-        halfwidth.append(q if nominal else r.quadrature)
+        others = frame[(frame["family_pair"] == r.family_pair) & (frame["model"] != r.model)]
+        found = shared_halfwidth(others["miss"].to_numpy(), others["model"].to_numpy(), r.family_pair)
+        halfwidth.append(found[0] if found else r.quadrature)
+        shared.append(found is not None)
+    frame["shared"] = shared
     frame["halfwidth"] = halfwidth
     frame["covered"] = frame["miss"] <= frame["halfwidth"]
     return frame
@@ -167,10 +168,11 @@ def pair_summary(pairs: pd.DataFrame) -> pd.DataFrame:
         return {"pairs": len(df), "ratio_coverage_90": float(df["covered"].mean()) if len(df) else np.nan,
                 "decisive": len(decisive),
                 "ranking_accuracy": float(decisive["named_cheaper"].mean()) if len(decisive) else np.nan,
-                "median_halfwidth_factor": float(np.exp(np.median(df["halfwidth"]))) if len(df) else np.nan}
+                "median_halfwidth_factor": float(np.exp(np.median(df["halfwidth"]))) if len(df) else np.nan,
+                "shared_share": float(df["shared"].mean()) if len(df) else np.nan}
     if pairs.empty:
         return pd.DataFrame(columns=["family_pair", "pairs", "ratio_coverage_90", "decisive", "ranking_accuracy",
-                                     "median_halfwidth_factor"])
+                                     "median_halfwidth_factor", "shared_share"])
     rows = [{"family_pair": key, **agg(df)} for key, df in pairs.groupby("family_pair", sort=True)]
     rows.append({"family_pair": "overall", **agg(pairs)})
     return pd.DataFrame(rows)
