@@ -67,9 +67,15 @@ def test_latency_terms_by_hand():
     one = prefill_one_s(point, spec.peak_flops, spec.peak_bytes_per_s)
     step = 0.02
     closed = latency_terms(point, roof, one, step, CLOSED_LOOP)
-    assert closed == pytest.approx([1, math.log(one / step), math.log(16), 0, 0, 0, 0, math.log(1000)])
+    sparsity = math.log(point.shape.total_params / point.shape.active_params)     # ~0 for a dense model
+    assert sparsity < 0.02
+    assert closed == pytest.approx([1, math.log(one / step), math.log(16), 0, 0, 0, 0, math.log(1000), sparsity])
     static = latency_terms(point, roof, one, step, STATIC)      # a static batch waits for every prompt
-    assert static == pytest.approx([1, math.log(roof.prefill_s / step), math.log(16), 1, 0, 0, 0, math.log(1000)])
+    assert static == pytest.approx([1, math.log(roof.prefill_s / step), math.log(16), 1, 0, 0, 0, math.log(1000),
+                                    sparsity])
+    moe = replace(point, shape=published_model("Qwen/Qwen3-30B-A3B")[1])
+    assert latency_terms(moe, roof, one, step, CLOSED_LOOP)[-1] == pytest.approx(
+        math.log(moe.shape.total_params / moe.shape.active_params))
     interactive = latency_terms(point, roof, one, step, INTERACTIVE)
     assert interactive[4:7] == pytest.approx([1, 1, math.log(one / step)])
     with pytest.raises(ValueError, match="unknown arrival"):
@@ -85,16 +91,16 @@ def test_ttft_is_steps_times_the_fit_and_tpot_what_the_cycle_leaves():
     cycle = roof.cycle_s / efficiency
     step = cycle / 101
     # Only the intercept: TTFT = e^1.5 mean steps, whatever the point.
-    ttft, tpot = latencies(_fit([1.5, 0, 0, 0, 0, 0, 0, 0]), None, point, roof, one, efficiency, CLOSED_LOOP, 16)
+    ttft, tpot = latencies(_fit([1.5, 0, 0, 0, 0, 0, 0, 0, 0]), None, point, roof, one, efficiency, CLOSED_LOOP, 16)
     assert ttft == pytest.approx(math.exp(1.5) * step)
     assert tpot == pytest.approx((cycle - ttft) / 100)
     assert ttft + 100 * tpot == pytest.approx(cycle)        # one E2E: the throughput's cycle
     # 48 clients for a batch of 16: each waits (48 - 16) x cycle / 16 for a slot, on top.
-    queued, tpot_queued = latencies(_fit([1.5, 0, 0, 0, 0, 0, 0, 0]), None, point, roof, one, efficiency,
+    queued, tpot_queued = latencies(_fit([1.5, 0, 0, 0, 0, 0, 0, 0, 0]), None, point, roof, one, efficiency,
                                     CLOSED_LOOP, 48)
     assert queued == pytest.approx(ttft + 2 * cycle) and tpot_queued == pytest.approx(tpot)
     # A fit that asks for more than the cycle holds is capped: the decode steps keep their share.
-    capped, tpot_capped = latencies(_fit([20, 0, 0, 0, 0, 0, 0, 0]), None, point, roof, one, efficiency, STATIC, 16)
+    capped, tpot_capped = latencies(_fit([20, 0, 0, 0, 0, 0, 0, 0, 0]), None, point, roof, one, efficiency, STATIC, 16)
     assert capped == pytest.approx(MAX_TTFT_SHARE * cycle) and tpot_capped == pytest.approx(cycle / 2 / 100)
     # Without a latency fit: the static batch's roofline split at the efficiency.
     first, per_token = latencies(None, None, point, roof, one, efficiency, STATIC, 16)

@@ -37,6 +37,8 @@ So TTFT is modelled in units of the mean step (cycle / O) as log(TTFT / step) = 
   decodes of the others);
 - log(load): the more sequences in flight, the more prefills queue ahead of a new one;
 - log(input length): a long prompt is split into chunks over several steps (chunked prefill);
+- log(total / active parameters): a mixture of experts' prefill runs its experts as many small
+  matmuls, far below the roofline of its active parameters (0 for a dense model);
 - how requests arrive (`ARRIVALS`): all at once (static), a closed loop of clients (each sends
   its next request when the last completes: vLLM's and SGLang's benchmark clients, tpubench's
   serve at a concurrency), or an open loop at a rate near the engine's capacity (MLPerf Server and,
@@ -69,7 +71,7 @@ from tpubench.hardware.model_shape import ModelShape
 STATIC, CLOSED_LOOP, OPEN_LOOP, INTERACTIVE = "static batch", "closed loop", "open loop", "open loop, interactive"
 ARRIVALS = (STATIC, CLOSED_LOOP, OPEN_LOOP, INTERACTIVE)
 LATENCY_TERMS = ("intercept", "log_prefill_ahead_steps", "log_load", "static_batch", "open_loop", "interactive",
-                 "open_loop_log_prefill_steps", "log_input_length")
+                 "open_loop_log_prefill_steps", "log_input_length", "log_sparsity")
 # A TTFT the latency fit puts above this share of the cycle is held there: the cycle, which the
 # throughput fit validates, must keep some time for the decode steps.
 MAX_TTFT_SHARE = 0.5
@@ -176,7 +178,7 @@ def latency_terms(point: Point, roof: Roofline, prefill_one_s: float, step_s: fl
     ahead = roof.prefill_s if static else prefill_one_s
     return np.array([1.0, math.log(ahead / step_s), math.log(point.concurrency), float(static), float(open_loop),
                      float(arrival == INTERACTIVE), math.log(prefill_one_s / step_s) if open_loop else 0.0,
-                     math.log(point.input_len)])
+                     math.log(point.input_len), math.log(point.shape.total_params / point.shape.active_params)])
 
 
 def prefill_one_s(point: Point, peak_flops: float, peak_bytes_per_s: float) -> float:
