@@ -72,7 +72,8 @@ def test_summary_has_one_cheapest_point_per_platform_and_plan(data):
     for _, group in s.groupby("plan"):
         assert (group["vs_cheapest"] == "cheapest").sum() == 1
         assert set(group["vs_cheapest"]) <= {"cheapest", "dearer", "tie within noise", "cheaper"}
-    assert data.counts == {"results": 12, "ok": 11, "failed": 1, "invalid": 1, "priced": 10, "unpriced": 2}
+    assert data.counts == {"results": 12, "ok": 11, "failed": 1, "invalid": 1, "noisy": 0, "priced": 10,
+                           "unpriced": 2}
 
 
 def test_markdown_names_prices_hardware_software_and_marks_invalid_runs(data):

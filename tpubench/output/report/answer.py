@@ -35,6 +35,7 @@ import pandas as pd
 
 from tpubench.estimate.models import PointPrecision
 from tpubench.output.report.format import plan_label, stack_label
+from tpubench.records.usable import row_is_usable
 from tpubench.scenarios.registry import row_label
 from tpubench.units import MISSING, number, sig
 from tpubench.workload_spec.vocabulary import FULL_SCALE
@@ -86,7 +87,7 @@ def measured_options(summary: pd.DataFrame, headline: str, throughput: str) -> l
     for _, r in rows.iterrows():
         full = r.get("scale") in (FULL_SCALE, None) or str(r.get("scale")) == "nan"
         why = "" if full else SMOKE_TEST.format(scale=r["scale"])
-        if not why and not bool(r.get("valid", True)):
+        if not why and not row_is_usable(r):
             why = f"invalid: {r.get('invalid_reasons') or 'see the runs table'}"
         out.append({
             "workload": r["workload"], "plan": r["plan"], "source": MEASURED,
