@@ -21,12 +21,12 @@ def cpu(busy=0.0, idle=0.0, steal=0.0):
 
 def test_two_hogs_on_two_cpus_make_a_busy_host():
     # Over 2 s on 2 CPUs: 3.9 CPU-seconds busy, 0.1 of them this process's: others did 3.8 s = 1.9 CPUs;
-    # two other processes used 0.99 and 0.95 of a CPU, a third 0.05 (under BUSY_SHARE: not named).
+    # two other processes used 0.99 and 0.95 of a CPU, a third 0.03 (under BUSY_SHARE: not named).
     before = Counters(wall_s=10.0, busy_s=100.0, steal_s=1.0, total_s=500.0, ours_s=5.0,
                       per_process={11: ("python", 1.0, True), 12: ("python", 2.0, True), 13: ("sshd", 0.0, True),
                                    14: ("pinned", 0.0, False)})
     after = Counters(wall_s=12.0, busy_s=103.9, steal_s=1.0, total_s=504.0, ours_s=5.1,
-                     per_process={11: ("python", 2.98, True), 12: ("python", 3.9, True), 13: ("sshd", 0.1, True),
+                     per_process={11: ("python", 2.98, True), 12: ("python", 3.9, True), 13: ("sshd", 0.06, True),
                                   14: ("pinned", 2.0, False)})
     r = read_window(before, after, usable_cpus=2, loadavg=lambda: (4.1, 3.0, 2.0))
     assert r.others_cpus == pytest.approx(1.9) and r.steal_share == 0.0 and r.window_s == pytest.approx(2.0)

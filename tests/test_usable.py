@@ -37,7 +37,7 @@ def test_an_older_file_invalid_for_high_cv_reads_as_noisy():
     assert r.validity.valid and r.validity.reasons == [] and r.validity.noise == stored["reasons"]
     assert r.validity.cv == pytest.approx(0.116)
     row = flatten(r, str(OLD_NOISY))
-    assert row["valid"] and row["noisy"] and usable.noise_label(row) == "noisy (CV 11.6%)"
+    assert row["valid"] and row["noisy"] and usable.noise_label(row) == "noisy: CV 11.6%"
     # Noise beside something wrong: still invalid for that, the noise kept apart.
     both = Validity.model_validate({"valid": False, "reasons": [
         "only 2 timed iterations, fewer than min_iterations=5 (max_seconds=300 reached)",
@@ -58,7 +58,7 @@ def test_the_rule():
     assert usable.usable_mask(rows).tolist() == [True, True, False, False]
     kept, left_out = usable.usable_rows(rows)
     assert len(kept) == 2 and left_out == 2
-    assert [usable.noise_label(r) for _, r in rows.iterrows()] == ["", "noisy (CV 30.0%)", "", ""]
+    assert [usable.noise_label(r) for _, r in rows.iterrows()] == ["", "noisy: CV 30.0%", "", ""]
 
 
 def _three_points():
@@ -79,7 +79,7 @@ def test_every_consumer_calls_the_one_definition(tmp_path):
     buf = io.StringIO()
     render_run_cost(Console(file=buf, width=400), paths)
     out = buf.getvalue()
-    assert "b16 in1024 out128 cuda (noisy (CV 25.0%))" in out
+    assert "b16 in1024 out128 cuda (noisy: CV 25.0%)" in out
     assert "b32 in1024 out128 cuda (INVALID: reference only)" in out
     assert "invalid b32 in1024 out128 cuda: 1 recompilation(s) during the timed phase; its cost is for reference" in out
 

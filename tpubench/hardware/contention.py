@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from tpubench.hardware.environment import cpu_chips
 
-BUSY_SHARE = 0.2       # a process using a fifth of a CPU or more is named
+BUSY_SHARE = 0.05      # a process using a twentieth of a CPU or more is recorded (the busiest named)
 OTHERS_BUSY = 0.5      # CPUs' worth of others' work that makes a host busy
 STEAL_BUSY = 0.05      # 5% of CPU time stolen by the hypervisor
 MIN_WINDOW_S = 0.25    # the shortest window the sweep's reading is taken over

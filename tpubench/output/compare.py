@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from tpubench.measure.numerics import Parity, compare_numerics
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
-from tpubench.records.usable import result_is_usable
+from tpubench.records.usable import cv_words, result_is_usable
 from tpubench.scenarios.registry import pair_label
 from tpubench.workload_spec.point import RunPoint
 
@@ -282,7 +282,7 @@ def compare_pair(a, b) -> PairComparison:
         label += f" (crosses precisions: {pa} -> {pb})"
     for side, r in (("A", ra), ("B", rb)):   # noisy: compared, its wider CI in the verdict
         if r.validity.noise:
-            label += f" ({side} noisy" + (f": CV {r.validity.cv:.1%})" if r.validity.cv is not None else ")")
+            label += f" ({side} noisy{cv_words(r.validity.cv)})"
     if ca == cb:
         metrics, basis = compare_metrics(ra.metrics, rb.metrics), "total"
     elif ca is None or cb is None:

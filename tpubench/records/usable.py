@@ -11,7 +11,7 @@ A **noisy** point is usable. Noise is not something wrong with the point but wit
 on: its headline's spread above `max_cv`, its 95% interval still wider than `target_ci` when
 `max_seconds` ran out, fewer than `min_iterations` iterations in `max_seconds`, a timed phase
 shorter than `min_seconds` (`validity.noise`, with the headline's CV in `validity.cv`). It is measured, priced and reported,
-marked noisy with its CV; its wider interval is what keeps it out of a verdict where the noise
+marked noisy with its CV ("noisy: CV 25.4%"); its wider interval is what keeps it out of a verdict where the noise
 would change it ("tie within noise").
 
 Result files written before this distinction (tpubench 0.x up to issue 50) marked high variation
@@ -89,11 +89,15 @@ def is_noisy(row) -> bool:
 
 
 def noise_label(row) -> str:
-    """'noisy (CV 25.4%)' for a noisy row, '' otherwise: how every table marks it."""
+    """'noisy: CV 25.4%' for a noisy row, '' otherwise: how every table marks it."""
     if not is_noisy(row):
         return ""
-    cv = row.get("headline_cv")
-    return f"noisy (CV {cv:.1%})" if isinstance(cv, (int, float)) and math.isfinite(cv) else "noisy"
+    return "noisy" + cv_words(row.get("headline_cv"))
+
+
+def cv_words(cv) -> str:
+    """': CV 25.4%', or '' when the CV is unknown."""
+    return f": CV {cv:.1%}" if isinstance(cv, (int, float)) and math.isfinite(cv) else ""
 
 
 def _missing(value: Any) -> bool:

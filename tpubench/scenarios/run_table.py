@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpubench import units
+from tpubench.records.usable import cv_words
 
 # The terminal's mark for a value that is absent or not finite (the reports use an en dash).
 MISSING = "-"
@@ -62,12 +63,11 @@ def measured(table: Table, outcomes: list, label):
 
 
 def valid_cell(r) -> str:
-    """'yes', 'yes, noisy (CV 25.4%)' (usable, its figures spread: records/usable.py) or 'no: reasons'."""
+    """'yes', 'yes, noisy: CV 25.4%' (usable, its figures spread: records/usable.py) or 'no: reasons'."""
     if not r.validity.valid:
         return "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
     if r.validity.noise:
-        cv = f" (CV {r.validity.cv:.1%})" if r.validity.cv is not None else ""
-        return f"[green]yes[/green], [yellow]noisy{cv}[/yellow]"
+        return f"[green]yes[/green], [yellow]noisy{cv_words(r.validity.cv)}[/yellow]"
     return "[green]yes[/green]"
 
 

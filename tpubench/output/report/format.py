@@ -157,7 +157,7 @@ def validity_classes(rows) -> list[str]:
 
 
 def validity_label(row) -> str:
-    """'valid', 'valid, noisy (CV 25.4%)' or 'INVALID: reasons' (records/usable.py)."""
+    """'valid', 'valid, noisy: CV 25.4%' or 'INVALID: reasons' (records/usable.py)."""
     if usable.row_is_usable(row):
         noise = usable.noise_label(row)
         return f"valid, {noise}" if noise else "valid"
