@@ -90,3 +90,35 @@ def test_ratio_and_verdict():
     assert stats.verdict(0.9, 0.01) == "slower"
     assert stats.verdict(1.01, 0.05) == "tie within noise"
     assert stats.verdict(0.9, 0.01, higher_is_better=False, words=("cheaper", "dearer")) == "cheaper"
+
+
+# Intervals of quantities that may be negative: a trend (a TTFT that shrinks over a window), a difference.
+_SIGNED = ("slope", "delta", "drift", "energy_above_idle", "offset")
+
+
+def test_no_interval_below_zero_in_the_committed_results_or_what_they_price():
+    """results/ (the repository's committed results) and every interval a report prices from them,
+    estimates and published rows included: no lower bound below zero."""
+    import json
+    from datetime import date
+    from pathlib import Path
+
+    from tpubench.output.report.data import build_report
+    from tpubench.records.files import iter_result_files
+
+    root = Path(__file__).resolve().parent.parent / "results"
+    files = list(iter_result_files([root]))
+    assert files
+    for f in files:
+        metrics = json.loads(Path(f).read_text()).get("metrics") or {}
+        below = {k: v for k, v in metrics.items() if "ci95_low" in k and not any(s in k for s in _SIGNED)
+                 and isinstance(v, (int, float)) and v < 0}
+        assert not below, (f, below)
+    data = build_report(root, today=date(2026, 12, 7), warn=lambda _: None)
+    frames = [data.priced_rows.frame(), data.summary, data.answer.options]
+    for frame in frames:
+        lows = [c for c in frame.columns if (c.endswith("_low") or "_ci95_low" in c) and not any(s in c for s in _SIGNED)]
+        assert lows, list(frame.columns)[:20]
+        for c in lows:
+            values = frame[c].apply(lambda v: v if isinstance(v, (int, float)) else float("nan"))
+            assert not (values < 0).any(), (c, frame.loc[values < 0, c].tolist())
