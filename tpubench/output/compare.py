@@ -6,7 +6,9 @@ parallel layout, the training settings, and for a server the load (concurrency o
 burstiness, cap), the lengths drawn, the endpoint and exact-output mode (`match_key`). What is
 compared may differ: the backend, device and stack (a server's launch or URL), and how long or
 with which seed a point was measured. A point with no partner on the other side is listed, never
-silently dropped, and never judged.
+silently dropped, and never judged; so is a point that is not usable (records/usable.py: it failed
+or is invalid), except in a numerics check, which reads any point that ran. A noisy point is
+compared, its label says so, and its wider interval decides whether the verdict is a tie.
 
 Chips are not part of the key, so the same point measured on 1 chip and on 4 still pairs, but
 its throughputs are then compared per chip (`basis`): 4 chips giving twice the tokens/s of 1 chip
