@@ -79,11 +79,13 @@ def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
     results = [read_result(f) for f in sorted((tmp_path / "r").glob("*.json"))]
     assert len(results) == 2 and all(r.status == "ok" for r in results), [r.error for r in results]
     # On a busy 2-vCPU machine the client's own event-loop lag can pass its 5 ms limit (the point
-    # is then rightly invalid, and left unpriced in the run's cost table); nothing else may fail.
+    # is then rightly invalid: the client, not the server, was timed; priced for reference only and
+    # marked in the run's cost table); nothing else may fail.
     lagged = [r for r in results if not r.validity.valid]
     for r in lagged:
         assert all("client event-loop lag" in reason for reason in r.validity.reasons), r.validity.reasons
-    assert "$/Mtok" in out if len(lagged) < 2 else "invalid point" in out    # priced as this machine's CPU
+    assert "$/Mtok" in out    # priced as this machine's CPU
+    assert out.count("its cost is for reference only") == len(lagged)
     for r in results:
         assert r.point["scenario_kind"] == "serve"
         assert r.environment["server_name"] == "transformers serve"
