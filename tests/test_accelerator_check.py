@@ -49,10 +49,11 @@ def test_quick_cpu_run_writes_results_and_crosscheck(tmp_path):
     import tpubench
 
     out_dir = tmp_path / "results"
-    # The time-out only guards against a hang (a busy host may take several times the budget's
-    # pace); whether the script keeps to its budget is its summary's claim, not a wall clock's here.
+    # The budget is a cap, not a pace: a quiet host needs well under 150 s, a busy one (load 16 on
+    # 2 vCPUs) several times that, and a budget too small for it skips points. The time-out only
+    # guards against a hang; whether the script keeps to its budget is its summary's claim.
     rc, out = _run_group([sys.executable, str(SCRIPT), "--quick", "--scale", "small", "--device", "cpu",
-                          "--out", str(out_dir), "--budget-s", "150"], timeout=1800)
+                          "--out", str(out_dir), "--budget-s", "1500"], timeout=2400)
     assert rc == 0, out[-4000:]
     assert "$ tpubench backends" in out and "torch" in out
 

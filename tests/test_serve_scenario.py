@@ -83,7 +83,8 @@ def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
     # marked in the run's cost table); nothing else may fail.
     lagged = [r for r in results if not r.validity.valid]
     for r in lagged:
-        assert all("client event-loop lag" in reason for reason in r.validity.reasons), r.validity.reasons
+        others = [reason for reason in r.validity.reasons if "client event-loop lag" not in reason]
+        assert not others, f"invalid for more than the client's lag: {r.validity.reasons}"
     assert "$/Mtok" in out    # priced as this machine's CPU
     assert out.count("its cost is for reference only") == len(lagged)
     for r in results:
@@ -124,9 +125,11 @@ def test_running_server_by_url_with_declared_hardware(tmp_path, monkeypatch, cap
     assert len(results) == 2 and all(r.status == "ok" for r in results)
     r = results[0]
     assert r.environment["accelerator_name"] == "H100" and r.environment["chips"] == 8
-    # The scripted delays are floors (how close the client comes is benchmarks/serve_client.py's to
-    # measure); a busy machine only adds to them.
-    assert r.metrics["ttft_p50_s"] >= 0.029 and r.metrics["tpot_p50_s"] >= 0.0045
+    # The scripted deadlines are floors (how close the client comes is benchmarks/serve_client.py's to
+    # measure): the first token 30 ms and the last (6th) 30 + 5 x 5 ms after the server has the
+    # request; a busy machine only adds to them. (Not TPOT: the server keeps to deadlines from
+    # arrival, so a late first token is followed by quicker ones.)
+    assert r.metrics["ttft_p50_s"] >= 0.029 and r.metrics["e2e_p50_s"] >= 0.055 - 0.001
     df = load_results(tmp_path / "r")
     assert (df["chips"] == 8).all()
 
