@@ -77,7 +77,8 @@ def test_open_loop_follows_the_seeded_schedule(srv):
     late = np.array([r.sent_s - r.scheduled_s for r in out.records])
     assert late.min() >= 0
     assert out.offered_request_rate == pytest.approx(39 / expected[-1])
-    assert 0 < out.achieved_send_rate <= out.offered_request_rate * (1 + 1e-9)
+    # (n - 1) over the first to the last send: a late first send alone makes it above the offered rate.
+    assert out.achieved_send_rate > 0
     m = outcome_metrics(out, n_boot=0)
     assert m["achieved_send_rate"] == pytest.approx(out.achieved_send_rate)
     # Burstier arrivals from the same seed: a different schedule, followed just as closely.
