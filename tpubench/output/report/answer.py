@@ -39,6 +39,7 @@ from tpubench.money import price_age, price_gaps
 from tpubench.money.plans import PLAN_NAMES, base_plan_name
 from tpubench.money.pricing import load_unpriced_notes
 from tpubench.output.report.format import plan_label, stack_label
+from tpubench.records.usable import row_is_usable
 from tpubench.scenarios.registry import row_label
 from tpubench.units import MISSING, number, sig
 from tpubench.workload_spec.vocabulary import FULL_SCALE
@@ -90,7 +91,7 @@ def measured_options(summary: pd.DataFrame, headline: str, throughput: str) -> l
     for _, r in rows.iterrows():
         full = r.get("scale") in (FULL_SCALE, None) or str(r.get("scale")) == "nan"
         why = "" if full else SMOKE_TEST.format(scale=r["scale"])
-        if not why and not bool(r.get("valid", True)):
+        if not why and not row_is_usable(r):
             why = f"invalid: {r.get('invalid_reasons') or 'see the runs table'}"
         out.append({
             "workload": r["workload"], "plan": r["plan"], "source": MEASURED,
