@@ -121,8 +121,9 @@ def make_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str = "cu
                 error: str | None = None, samples: bool = False, itl_samples: int = 64, seed: int = 0,
                 host: str = "synthetic-host", torch_version: str | None = "2.11.0",
                 transformers_version: str | None = "5.0.0", jax_version: str | None = None,
-                started_at: str = "2026-12-01T00:00:00+00:00") -> RunResult:
-    """A RunResult with consistent metrics; a failed one (status='failed') carries no metrics."""
+                started_at: str = "2026-12-01T00:00:00+00:00", noisy_cv: float | None = None) -> RunResult:
+    """A RunResult with consistent metrics; a failed one (status='failed') carries no metrics; with
+    `noisy_cv`, marked noisy (records/usable.py) as a headline CV that high above max_cv=10% makes it."""
     point = {
         "workload": workload, "scale": scale, "family": family, "hub_id": None, "weights": "random",
         "trust_remote_code": False, "dtype": dtype, "experts_implementation": experts_implementation,
@@ -145,8 +146,11 @@ def make_result(*, accelerator: str = "NVIDIA H100 80GB HBM3", device: str = "cu
         if samples:
             sample_lists = synthetic_samples(metrics, iterations, itl_samples, seed)
     key = f"{workload}-{scale}-{accelerator}-{chips}-b{batch_size}-i{input_length}-o{output_length}-{seed}"
-    return _result(status, error, workload, point, key, backend, device, environment, started_at, metrics,
-                   valid, invalid_reasons, samples=sample_lists)
+    result = _result(status, error, workload, point, key, backend, device, environment, started_at, metrics,
+                     valid, invalid_reasons, samples=sample_lists)
+    if noisy_cv is not None:
+        result.validity.noise, result.validity.cv = [f"throughput CV {noisy_cv:.1%} above max_cv=10%"], noisy_cv
+    return result
 
 
 def _result(status, error, workload, point, key, backend, device, environment, started_at, metrics, valid,

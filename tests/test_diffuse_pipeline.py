@@ -21,7 +21,7 @@ scales:
     config: {preset: small, resolution: 32, steps: 2}
     scenario: {batch_size: 2}
 scenario: {kind: diffuse, pipeline: flux, resolution: 1024, steps: 28, prompt_words: 6}
-measurement: {warmup: 1, min_iterations: 3, min_seconds: 0, max_seconds: 60}
+measurement: {warmup: 1, min_iterations: 3, min_seconds: 0, max_seconds: 60, target_ci: null}
 """
 
 

@@ -4,6 +4,7 @@ model), and this machine's missing source."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -125,14 +126,25 @@ def test_no_powercap_is_a_reason_not_an_error(tmp_path):
     assert half.read().watts == (75.0,)
 
 
+_PERF_COUNTER = time.perf_counter   # the real clock, for a test that stands in its own stamping one
+
+
 class _FakeNvml:
-    """pynvml's calls tpubench makes: two GPUs at 250 W and 350 W, energy counters in mJ."""
+    """pynvml's calls tpubench makes: two GPUs at 250 W and 350 W, energy counters in mJ. A counter
+    read goes with the time its reading was stamped (`stamp`, the NvmlSource's clock), so the
+    energy it gives is exact however late a busy machine runs the read after its stamp."""
 
     class NVMLError(Exception):
         pass
 
     def __init__(self):
         self.t0 = time.perf_counter()
+        self.stamps = threading.local()
+
+    def stamp(self) -> float:
+        t = _PERF_COUNTER()
+        self.stamps.t = t
+        return t
 
     def nvmlInit(self):
         pass
@@ -150,22 +162,29 @@ class _FakeNvml:
         return (250_000, 350_000)[h]
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h):
-        return int((250_000, 350_000)[h] * (time.perf_counter() - self.t0))
+        t = getattr(self.stamps, "t", None) or _PERF_COUNTER()
+        return (250_000, 350_000)[h] * (t - self.t0)     # mJ; a float keeps it exact
 
 
-def test_nvml_counter_and_power_over_a_real_window():
-    source, why = find_source("cuda", chips=2, nvml=_FakeNvml(), env={})
+def test_nvml_counter_and_power_over_a_real_window(monkeypatch):
+    from tpubench.hardware import energy_sources
+
+    nvml = _FakeNvml()
+    # The clock every reading is stamped with (time.perf_counter, the module's), remembering each stamp.
+    monkeypatch.setattr(energy_sources.time, "perf_counter", nvml.stamp)
+    source, why = find_source("cuda", chips=2, nvml=nvml, env={})
     assert isinstance(source, NvmlSource) and source.devices == 2 and "counter" in source.detail
     meter = EnergyMeter(source, interval_s=0.02, idle_s=0.1)
     with meter.window():
         time.sleep(0.3)
     e = meter.result
     assert e.valid, e.notes
-    assert e.energy_j == pytest.approx(600.0 * e.window_s, rel=0.05)
-    assert e.idle_power_w == pytest.approx([250.0, 350.0], rel=0.05)
-    # How it was sampled: the interval, a reading each interval or so, and the sampler's own CPU.
-    assert e.interval_s == 0.02 and 0.3 / 0.02 / 2 < e.readings <= 0.3 / 0.02 + 3
-    assert 0 <= e.sampler_cpu_s < 0.3
+    assert e.energy_j == pytest.approx(600.0 * e.window_s, rel=1e-6)
+    assert e.idle_power_w == pytest.approx([250.0, 350.0], rel=1e-6)
+    # How it was sampled: the interval, readings that bracket the window, the sampler's own CPU.
+    # How many readings a busy machine lets the thread take, and their cost, are
+    # benchmarks/energy_overhead.py's to measure.
+    assert e.interval_s == 0.02 and e.readings >= 2 and e.sampler_cpu_s >= 0
 
 
 def test_cuda_visible_devices_picks_the_gpus_read():
@@ -190,16 +209,20 @@ def test_a_real_generate_point_carries_its_window_energy(tiny_workload, tmp_path
     from tpubench.run import runner
 
     real = energy_sources.find_source
+    nvml = _FakeNvml()
+    monkeypatch.setattr(energy_sources.time, "perf_counter", nvml.stamp)   # counters exact at their stamps
     # The fake's GPU 0 is the point's one chip (on this CPU host the point's chips are its vCPUs).
     monkeypatch.setattr(runner, "find_source",
-                        lambda device, **kw: real("cuda", **{**kw, "chips": 1, "nvml": _FakeNvml(), "env": {}}))
+                        lambda device, **kw: real("cuda", **{**kw, "chips": 1, "nvml": nvml, "env": {}}))
     (outcome,) = runner.run_sweep(tiny_workload, scale="small", out_dir=tmp_path / "r")
     r = outcome.result
     assert r.status == "ok" and r.energy["valid"], r.energy
     assert r.environment["energy_source"]["name"] == "nvml"
-    # One GPU of the fake (the point's chip) at 250 W over the timed loop.
-    assert r.energy["devices"] == 1 and r.energy["window_s"] == pytest.approx(r.timing["measure_s"], rel=0.05, abs=0.01)
-    assert r.metrics["energy_j"] == pytest.approx(250.0 * r.energy["window_s"], rel=0.05)
+    # One GPU of the fake (the point's chip) at 250 W over the timed loop: the window holds every
+    # timed iteration and lies within the timed phase (starting the sampler is not in it).
+    assert r.energy["devices"] == 1
+    assert sum(r.samples["e2e_s"]) <= r.energy["window_s"] <= r.timing["measure_s"]
+    assert r.metrics["energy_j"] == pytest.approx(250.0 * r.energy["window_s"], rel=1e-6)
     assert r.energy["interval_s"] == 0.1 and r.energy["readings"] >= 2 and r.energy["sampler_cpu_s"] >= 0
     tokens = r.metrics["iterations"] * 1 * (8 + 4)
     assert r.metrics["joules_per_token"] == pytest.approx(r.metrics["energy_j"] / tokens)
@@ -404,7 +427,7 @@ def test_a_trainium_point_is_modelled_from_a_running_neuron_monitor_stopped_on_c
     monitor.chmod(0o755)
     source, why = find_source("neuron", chips=1, chip_power_w=400.0, neuron_monitor=str(monitor), env={})
     assert source.method == MODELLED and "neuron-monitor" in source.detail
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while source.read().watts != (200.0,) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert source.read().watts == (200.0,)

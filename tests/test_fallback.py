@@ -76,9 +76,7 @@ def test_fallback_while_timed_makes_the_point_invalid_naming_the_op(clock):
     point = make_point()   # first call, 1 warm-up, then timed from prefill call 3 on
     m = generate.measure_generate(FallingBackSession(clock, batch=2, from_call=3), point)
     assert m.fallback_ops_timed == ["aten::foo"] and m.fallback_ops_untimed == []
-    valid, reasons = assess(iterations=m.measure_iterations, measure_s=1.0, measurement=point.measurement,
-                            recompiles=0, generated_tokens=10, expected_tokens=10, throughput=[1.0, 1.0],
-                            fallback_ops=m.fallback_ops_timed)
+    valid, reasons = assess(recompiles=0, generated_tokens=10, expected_tokens=10, fallback_ops=m.fallback_ops_timed)
     assert not valid and reasons == ["1 op(s) fell back to the CPU while timed: aten::foo"]
     # Seen only in the first call: the point stays valid, with a warning naming the op.
     early = generate.measure_generate(_first_call_only(clock), point)

@@ -5,7 +5,6 @@ case against the scripted server on 127.0.0.1; every point that ran leaves a res
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -145,12 +144,11 @@ def test_a_lying_server_never_gives_a_valid_point_nor_negative_throughput():
 
 
 def test_more_token_chunks_than_max_tokens_stops_the_request():
-    # An endless stream of token chunks is cut at max_tokens, not at the timeout.
+    # An endless stream of token chunks is cut at max_tokens, not at the timeout (whose error would
+    # say "timeout after 30 s").
     with ScriptedServer(Script(tokens=100_000)) as srv:
-        t = time.perf_counter()
         r = one(srv, "p", max_tokens=8, timeout_s=30)
     assert not r.ok and "more token-bearing chunks than the 8 max_tokens asked" in r.error, r.error
-    assert time.perf_counter() - t < 10
 
 
 # ----------------------------------------------------------------------------- redirects
@@ -183,12 +181,11 @@ def test_a_redirected_point_says_so_in_its_result(tmp_path, monkeypatch, capsys)
 
 
 def test_an_endless_line_fails_the_request_quickly():
+    # Failed by the size bound (1 MiB), not by the 60 s timeout.
     with ScriptedServer(Script(fault="endless_line")) as srv:
-        t = time.perf_counter()
         r = one(srv, "p", timeout_s=60)
-        took = time.perf_counter() - t
     assert not r.ok and r.error.startswith("oversized SSE event"), r.error
-    assert "1 MiB" in r.error and took < 10
+    assert "1 MiB" in r.error
 
 
 def test_the_sse_parser_bounds_lines_and_events():

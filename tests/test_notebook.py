@@ -102,11 +102,10 @@ def test_stored_notebook_is_clean():
 
 
 def test_notebook_runs_without_errors(executed):
-    nb, seconds = executed
+    # How long it takes (a few seconds on 2 cores) is no test's claim: a busy host adds to it.
+    nb, _ = executed
     errors = [o for c in nb.cells for o in _outputs(c) if o.get("output_type") == "error"]
     assert not errors, errors
-    # Generous against slow CI runners; the notebook takes a few seconds on 2 cores.
-    assert seconds < 120, f"notebook took {seconds:.0f} s"
 
 
 def test_notebook_ran_in_this_interpreter_without_torch_or_jax(executed):

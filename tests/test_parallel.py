@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,8 @@ def small_qwen3_moe(tmp_path: Path, **scenario) -> Path:
     """The small scale of the shipped qwen3_moe workload with short shapes and few iterations."""
     data = yaml.safe_load((REPO / "workloads" / "qwen3_moe.yaml").read_text())
     data["scales"]["small"]["scenario"] = {"batch_size": 2, "input_length": 16, "output_length": 6, **scenario}
-    data["measurement"] = {"warmup": 1, "min_iterations": 3, "min_seconds": 0.0, "max_seconds": 20, "max_cv": 10.0}
+    data["measurement"] = {"warmup": 1, "min_iterations": 3, "min_seconds": 0.0, "max_seconds": 20,
+                           "target_ci": None, "max_cv": 10.0}
     data["parallel"] = {"collective_timeout_s": 20}
     path = tmp_path / "qwen3_moe.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -116,11 +116,9 @@ def test_expert_parallel_2_end_to_end(tmp_path, monkeypatch, capsys):
 def test_killed_rank_fails_the_point_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys, worlds_in_tmp_path):
     workload = small_qwen3_moe(tmp_path, batch_size=[1, 2])
     monkeypatch.setenv(FAULT_ENV, "1:measure:kill")   # rank 1 of the first world kills itself
-    start = time.monotonic()
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--tensor-parallel", "2", "--out",
                          str(tmp_path / "r"), "--no-price")
     assert code == 0, err   # one point of two failed: the run itself did not
-    assert time.monotonic() - start < 120
     results = sorted((read_result(f) for f in (tmp_path / "r").glob("*.json")), key=lambda r: r.point["batch_size"])
     assert [r.status for r in results] == ["failed", "ok"]
     assert results[0].error == "WorldFailed: rank 1 died (SIGKILL)"
@@ -134,11 +132,11 @@ def test_hung_rank_fails_the_point_within_the_collective_timeout(tmp_path, monke
     data["parallel"]["collective_timeout_s"] = 3
     workload.write_text(yaml.safe_dump(data, sort_keys=False))
     monkeypatch.setenv(FAULT_ENV, "1:measure:hang")
-    start = time.monotonic()
     code, _, err = cli(monkeypatch, capsys, "run", str(workload), "--tensor-parallel", "2", "--out",
                        str(tmp_path / "r"), "--no-price")
     assert code == 1   # every point failed
-    assert time.monotonic() - start < 90
+    # Rank 0's collective gave up (the collective timeout), not the world's deadline, which would
+    # fail it as "did not finish" after 3 timeouts + 2 x max_seconds.
     (path,) = (tmp_path / "r").glob("*.json")
     result = read_result(path)
     assert result.status == "failed" and result.error.startswith("WorldFailed: rank 0:"), result.error

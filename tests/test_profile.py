@@ -262,7 +262,8 @@ def _generate_workload(tmp_path: Path) -> Path:
     data = yaml.safe_load((REPO / "workloads" / "qwen3_moe.yaml").read_text())
     data["scales"]["small"]["config"].update(TINY_MOE)
     data["scales"]["small"]["scenario"] = {"batch_size": 2, "input_length": 16, "output_length": 4}
-    data["measurement"] = {"warmup": 1, "min_iterations": 3, "min_seconds": 0.0, "max_seconds": 20, "max_cv": 10.0}
+    data["measurement"] = {"warmup": 1, "min_iterations": 3, "min_seconds": 0.0, "max_seconds": 20,
+                           "target_ci": None, "max_cv": 10.0}
     path = tmp_path / "moe.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -338,7 +339,8 @@ def test_train_point_with_profile_through_the_cli(tmp_path, monkeypatch, capsys)
             "model": {"family": "qwen3_moe", "dtype": "float32", "config": TINY_MOE, "experts_implementation": "eager"},
             "scenario": {"kind": "train", "batch_size": 2, "sequence_length": 16, "precision": "fp32",
                          "optimizer": {"name": "adamw", "lr": 1e-3}},
-            "measurement": {"warmup": 1, "min_iterations": 2, "min_seconds": 0.0, "max_seconds": 30, "max_cv": 10.0}}
+            "measurement": {"warmup": 1, "min_iterations": 2, "min_seconds": 0.0, "max_seconds": 30,
+                            "target_ci": None, "max_cv": 10.0}}
     workload = tmp_path / "train.yaml"
     workload.write_text(yaml.safe_dump(data, sort_keys=False))
     out = tmp_path / "out"

@@ -73,7 +73,8 @@ def test_summary_has_one_cheapest_point_per_platform_and_plan(data):
         assert (group["vs_cheapest"] == "cheapest").sum() == 1
         assert set(group["vs_cheapest"]) <= {"cheapest", "dearer", "tie within noise", "cheaper"}
     # TPU7x is priced on demand (the public SKU); the failed run is the one result left unpriced.
-    assert data.counts == {"results": 12, "ok": 11, "failed": 1, "invalid": 1, "priced": 11, "unpriced": 1}
+    assert data.counts == {"results": 12, "ok": 11, "failed": 1, "invalid": 1, "noisy": 0, "priced": 11,
+                           "unpriced": 1}
 
 
 def test_markdown_names_prices_hardware_software_and_marks_invalid_runs(data):

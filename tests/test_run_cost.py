@@ -1,6 +1,6 @@
-"""The cost table `tpubench run` prints (console.render_run_cost): invalid points are not priced,
-flagged prices are passed over unless asked for, and marked when they are used (issue 17, items 3
-and 12)."""
+"""The cost table `tpubench run` prints (console.render_run_cost): an invalid point is priced for
+reference only, marked, with its reasons (as every report prices it: records/usable.py), flagged
+prices are passed over unless asked for, and marked when they are used (issue 17, items 3 and 12)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,17 @@ def run_cost_text(paths, **kwargs) -> str:
     return console.export_text()
 
 
-def test_an_invalid_point_is_listed_unpriced_with_its_reasons(tmp_path):
+def test_an_invalid_point_is_marked_reference_only_with_its_reasons(tmp_path):
     valid, invalid = write_results(tmp_path, [
         dict(accelerator=H100, batch_size=8, input_length=1024, output_length=128),
         dict(accelerator=H100, batch_size=16, input_length=1024, output_length=128, valid=False,
              invalid_reasons=["output tokens/s is negative (-324.0)"], seed=1),
     ])
     text = run_cost_text([valid, invalid])
-    assert "unpriced b16 in1024 out128 cuda: invalid point (output tokens/s is negative (-324.0)); not priced" in text
+    assert ("invalid b16 in1024 out128 cuda: output tokens/s is negative (-324.0); its cost is for reference only, "
+            "never ranked or budgeted") in text
     table = text.split("cost per million tokens")[1]
-    assert "b8 in1024 out128" in table and "b16" not in table
+    assert "b8 in1024 out128 cuda " in table and "b16 in1024 out128 cuda (INVALID: reference only)" in table
     # Plans by their labels (money/plans.plan_label), as in every report.
     assert "on-demand" in table and "on_demand" not in table
 

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -80,11 +79,14 @@ def test_transformers_serve_end_to_end(tmp_path, monkeypatch, capsys):
     results = [read_result(f) for f in sorted((tmp_path / "r").glob("*.json"))]
     assert len(results) == 2 and all(r.status == "ok" for r in results), [r.error for r in results]
     # On a busy 2-vCPU machine the client's own event-loop lag can pass its 5 ms limit (the point
-    # is then rightly invalid, and left unpriced in the run's cost table); nothing else may fail.
+    # is then rightly invalid: the client, not the server, was timed; priced for reference only and
+    # marked in the run's cost table); nothing else may fail.
     lagged = [r for r in results if not r.validity.valid]
     for r in lagged:
-        assert all("client event-loop lag" in reason for reason in r.validity.reasons), r.validity.reasons
-    assert "$/Mtok" in out if len(lagged) < 2 else "invalid point" in out    # priced as this machine's CPU
+        others = [reason for reason in r.validity.reasons if "client event-loop lag" not in reason]
+        assert not others, f"invalid for more than the client's lag: {r.validity.reasons}"
+    assert "$/Mtok" in out    # priced as this machine's CPU
+    assert out.count("its cost is for reference only") == len(lagged)
     for r in results:
         assert r.point["scenario_kind"] == "serve"
         assert r.environment["server_name"] == "transformers serve"
@@ -123,10 +125,11 @@ def test_running_server_by_url_with_declared_hardware(tmp_path, monkeypatch, cap
     assert len(results) == 2 and all(r.status == "ok" for r in results)
     r = results[0]
     assert r.environment["accelerator_name"] == "H100" and r.environment["chips"] == 8
-    # The scripted delays are floors (exact timing is tests/test_serving_client.py's job, on quiet
-    # servers); a busy machine only adds to them.
-    assert 0.029 <= r.metrics["ttft_p50_s"] < 0.5
-    assert 0.0045 <= r.metrics["tpot_p50_s"] < 0.1
+    # The scripted deadlines are floors (how close the client comes is benchmarks/serve_client.py's to
+    # measure): the first token 30 ms and the last (6th) 30 + 5 x 5 ms after the server has the
+    # request; a busy machine only adds to them. (Not TPOT: the server keeps to deadlines from
+    # arrival, so a late first token is followed by quicker ones.)
+    assert r.metrics["ttft_p50_s"] >= 0.029 and r.metrics["e2e_p50_s"] >= 0.055 - 0.001
     df = load_results(tmp_path / "r")
     assert (df["chips"] == 8).all()
 
@@ -154,10 +157,8 @@ def test_server_that_never_becomes_ready(tmp_path, monkeypatch, capsys):
     command = [sys.executable, "-c", "import time; time.sleep(120)"]
     workload = serve_workload(tmp_path, server={"launch": {"preset": "custom", "command": command,
                                                            "startup_timeout_s": 2}})
-    start = time.monotonic()
     code, _, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
-    assert code == 2 and "not ready within 2 s" in err
-    assert time.monotonic() - start < 30
+    assert code == 2 and "not ready within 2 s" in err   # its start-up timeout, not the 120 s sleep
 
 
 @pytest.mark.slow
@@ -299,8 +300,10 @@ def test_a_server_launched_here_is_metered_over_its_serve_window_and_one_at_a_ur
     from tpubench.run import runner
 
     real = energy_sources.find_source
+    nvml = _FakeNvml()
+    monkeypatch.setattr(energy_sources.time, "perf_counter", nvml.stamp)   # counters exact at their stamps
     monkeypatch.setattr(runner, "find_source",
-                        lambda device, **kw: real("cuda", **{**kw, "chips": 1, "nvml": _FakeNvml(), "env": {}}))
+                        lambda device, **kw: real("cuda", **{**kw, "chips": 1, "nvml": nvml, "env": {}}))
     workload = serve_workload(tmp_path, server=_scripted_launch(tmp_path, ttft_ms=30, itl_ms=10),
                               load={"concurrency": 2, "num_requests": 6, "warmup_requests": 2})
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))
@@ -308,7 +311,7 @@ def test_a_server_launched_here_is_metered_over_its_serve_window_and_one_at_a_ur
     (r,) = [read_result(f) for f in (tmp_path / "r").glob("*.json")]
     assert r.status == "ok" and r.energy["valid"], r.energy
     assert r.energy["window_s"] == pytest.approx(r.timing["window_s"], rel=1e-6)
-    assert r.metrics["energy_j"] == pytest.approx(250.0 * r.timing["window_s"], rel=0.05)
+    assert r.metrics["energy_j"] == pytest.approx(250.0 * r.timing["window_s"], rel=1e-6)
     tokens = sum(q["prompt_tokens"] + q["completion_tokens"] for q in r.requests if q["ok"])
     assert r.metrics["joules_per_token"] == pytest.approx(r.metrics["energy_j"] / tokens)
     assert load_results(tmp_path / "r").iloc[0]["energy_method"] == "measured"

@@ -34,7 +34,8 @@ def write_workload(tmp_path: Path, name: str = "tiny_train", *, family: str = "q
         "scenario": {"kind": "train", "batch_size": 2, "sequence_length": 32, "precision": "fp32",
                      "optimizer": {"name": "adamw", "lr": 1e-3}, **(scenario or {})},
         "execution": {"mode": mode},
-        "measurement": {"warmup": 1, "min_iterations": 3, "min_seconds": 0.0, "max_seconds": 30, "max_cv": 10.0,
+        "measurement": {"warmup": 1, "min_iterations": 3, "min_seconds": 0.0, "max_seconds": 30,
+                        "target_ci": None, "max_cv": 10.0,
                         **(measurement or {})},
         "parallel": {"collective_timeout_s": 30, **(parallel or {})},
     }
@@ -202,8 +203,10 @@ def test_rates_routing_and_loss_summaries_by_hand():
 
     m = step_stats([1.0, 2.0, 3.0])
     assert m["step_mean_s"] == 2.0 and m["step_p50_s"] == 2.0 and m["step_cv"] == pytest.approx(0.5)
-    # t(0.975, 2) = 4.303; half-width 4.303 x 1 / sqrt(3) = 2.4843.
-    assert m["step_ci95_high_s"] == pytest.approx(2 + 4.303 / math.sqrt(3))
+    # t(0.975, 2) = 4.303; half-width 4.303 x 1 / sqrt(3) = 2.4843, 1.2422 of the mean: in log space
+    # 2 x exp(-/+1.2422) = 0.5774 .. 6.9262 s (a time: never below zero).
+    assert m["step_ci95_high_s"] == pytest.approx(2 * math.exp(4.303 / math.sqrt(3) / 2))
+    assert m["step_ci95_low_s"] == pytest.approx(2 * math.exp(-4.303 / math.sqrt(3) / 2))
     rates = train_rates({"step_mean_s": 2.0, "step_ci95_low_s": 1.0, "step_ci95_high_s": 4.0}, 8000, 4)
     assert rates["train_tokens_per_s"] == 4000 and rates["train_tokens_per_s_ci95_low"] == 2000
     assert rates["train_tokens_per_s_ci95_high"] == 8000 and rates["train_tokens_per_s_ci95_rel"] == 1.0

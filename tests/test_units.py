@@ -24,7 +24,7 @@ def test_seconds_fractions_bytes_and_dollars_by_hand():
     assert units.usd(0.041234) == "$0.0412" and units.usd_whole(-0.4) == "$0" and units.usd_whole(1234.6) == "$1,235"
     assert units.usd_cents(1234.5) == "$1,234.50" and units.usd_cents(0.0042, below_a_dollar=4) == "$0.0042"
     assert units.with_ci(1.234, 1.2, 1.26) == "1.23 (1.20–1.26)"
-    assert units.with_half_width(100.0, 112.5) == "100.0 ± 12.5" and units.with_half_width(100.0, None) == "100.0"
+    assert units.with_range(100.0, 90.1, 112.5) == "100.0 (90.1-112.5)" and units.with_range(100.0, None, 1.0) == "100.0"
 
 
 def test_the_terminal_and_the_reports_show_through_it():

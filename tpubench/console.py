@@ -8,8 +8,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tpubench import units
-from tpubench.output.run_cost import per_unit_cost_table, priced_label
+from tpubench.output.run_cost import per_unit_cost_table
 from tpubench.output.safe_text import escape  # rich markup and control characters
+from tpubench.records import usable
 from tpubench.run.runner import PointOutcome
 from tpubench.scenarios import registry
 from tpubench.scenarios.registry import point_label, scenario_of
@@ -68,6 +69,10 @@ def render_run_table(console, outcomes: list[PointOutcome]) -> None:
     for kind in kinds:
         console.print(scenario_of(kind).run_table([o for o in outcomes if o.point.scenario_kind == kind]))
     written = [str(o.path) for o in outcomes if o.result is not None and o.path is not None]
+    for o in outcomes:   # usable, but measured on a busy host or with varying timings (records/usable.py)
+        if o.result is not None and o.result.status == "ok" and o.result.validity.valid and o.result.validity.noise:
+            console.print(f"[yellow]noisy[/yellow] {point_label(o.point)}: {escape('; '.join(o.result.validity.noise))}"
+                          "; still measured, priced and reported, with its wider 95% CI")
     shown: set[str] = set()
     for o in outcomes:
         if o.result is not None and o.result.warnings and o.result.status == "ok":
@@ -109,9 +114,9 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
     """What the points just measured cost per unit of output: one table per unit (registry.units(),
     the token unit's own table or the shared per_unit_cost_table), the cheapest priced
     instance per plan. Flagged prices take part only where no unflagged one exists (all with
-    `include_flagged`), marked. An
-    invalid point is listed unpriced with its reasons: its figures are not to be trusted, so
-    neither is a cost made of them."""
+    `include_flagged`), marked. A point that is not usable (records/usable.py) is priced for
+    reference as a report prices it, marked INVALID and listed with its reasons; a noisy one is
+    priced like any other, marked noisy with its CV."""
     from tpubench.money.cost import PRICE_NOTES, price_results, unit_rows
     from tpubench.money.pricing import load_prices
     from tpubench.output.frames import load_results
@@ -131,13 +136,6 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
         console.print(f"[yellow]unpriced[/yellow] {escape(str(row['accelerator']))}: {escape(str(row['reason']))}")
     for note in priced.attrs.get(PRICE_NOTES, []):
         console.print(f"[yellow]note[/yellow] {escape(note)}")
-    invalid = ~priced["valid"].astype(bool)
-    for _, row in priced[invalid].drop_duplicates("file").iterrows():
-        reasons = row.get("invalid_reasons")
-        reasons = reasons if isinstance(reasons, str) and reasons else "no reason recorded"
-        console.print(f"[yellow]unpriced[/yellow] {escape(priced_label(row))}: invalid point "
-                      f"({escape(reasons)}); not priced")
-    priced = priced[~invalid]
     if priced.empty:
         return
     sources = []
@@ -145,9 +143,19 @@ def render_run_cost(console, paths, *, include_flagged: bool = False) -> None:
         rows = priced[unit_rows(priced, unit)]
         if len(rows):
             sources.append(tables.get(unit.key, per_unit_cost_table)(console, rows, unit))
+    _say_why_marked(console, priced)
     if sources:
         source = sources[0]
         console.print(f"prices: {escape(source['price_source'][:90])}... as of {source['price_as_of']}. "
                       f"Full report: tpubench report {Path(paths[0]).parent} --format html --out report.html")
 
 
+def _say_why_marked(console, priced) -> None:
+    """Under the cost tables, each point that is not usable with its reasons: its cost is there for
+    reference, as in a report, and never ranked (a noisy point's reasons came with the run table)."""
+    fine = usable.usable_mask(priced)
+    for _, row in priced[~fine].drop_duplicates("file").iterrows():
+        reasons = row.get("invalid_reasons")
+        reasons = reasons if isinstance(reasons, str) and reasons else "no reason recorded"
+        console.print(f"[yellow]invalid[/yellow] {escape(registry.row_label(row))}: {escape(reasons)}; its cost "
+                      "is for reference only, never ranked or budgeted")

@@ -53,13 +53,14 @@ def with_ci(value, low, high, fmt=sig) -> str:
     return text
 
 
-def with_half_width(value, high, spec: str = ",.1f", missing: str = MISSING) -> str:
-    """'1,234.5 ± 12.3': the value and its 95% CI's upper half-width (`high` - value), the value
-    alone when the CI is unknown."""
+def with_range(value, low, high, spec: str = ",.1f", missing: str = MISSING) -> str:
+    """'1,234.5 (1,220.1-1,250.3)': the value and its 95% CI, the value alone when the CI is
+    unknown. A range, not '±': the interval of a positive quantity is not symmetric (measure/stats.py)."""
     if not finite(value):
         return missing
-    half = (high or math.nan) - value
-    return f"{format(value, spec)} ± {format(half, spec)}" if math.isfinite(half) else format(value, spec)
+    if not (finite(low) and finite(high)):
+        return format(value, spec)
+    return f"{format(value, spec)} ({format(low, spec)}-{format(high, spec)})"
 
 
 # ----------------------------------------------------------------------------- seconds

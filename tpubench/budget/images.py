@@ -52,6 +52,7 @@ from tpubench.budget.request import BudgetOptions, Power, Sizing, check_number
 from tpubench.budget.training import unit_named
 from tpubench.money import cost
 from tpubench.records.columns import numeric_column
+from tpubench.records.usable import usable_rows
 
 MAX_IMAGES_PER_DAY = 1e13
 IMAGE = "image"   # the unit's key (scenarios/diffuse/unit.py)
@@ -104,10 +105,9 @@ def plan_images(results: pd.DataFrame, prices: pd.DataFrame, *, images_per_day: 
     if others:
         notes.append(f"{others} result(s) without per-image figures left out (token points: use `tpubench budget tokens`)")
     images = priced[imaging]
-    candidates = images[images["valid"].astype(bool)].copy()
-    if len(candidates) < len(images):
-        notes.append(f"{images.loc[~images['valid'].astype(bool), 'file'].nunique()} invalid image run(s) "
-                     "left out of the budget")
+    candidates, unusable = usable_rows(images)
+    if unusable:
+        notes.append(f"{unusable} invalid image run(s) left out of the budget")
     # Sized on the cost basis's chip-seconds, as tokens are: the low rate from the high bound.
     candidates = with_unit_rate(candidates, unit)   # images_per_s_per_chip
     candidates, note = within_tpu_slices(candidates)

@@ -41,6 +41,7 @@ from tpubench.budget.fleet import (
 from tpubench.budget.request import PER_DAY_FLAG, BudgetOptions, Power, Sizing, check_number, unit_flag
 from tpubench.money import cost
 from tpubench.records.columns import numeric_column
+from tpubench.records.usable import usable_rows
 
 MAX_UNITS_PER_DAY = 1e16   # as for tokens: far above any fleet, every count an exact integer
 
@@ -91,10 +92,10 @@ def unit_candidates(priced: pd.DataFrame, unit, notes: list[str]) -> pd.DataFram
     if others:
         notes.append(f"{others} result(s) in other units than {unit.plural} left out")
     rows = priced[mine]
-    valid = rows["valid"].astype(bool)
-    if not valid.all():
-        notes.append(f"{rows.loc[~valid, 'file'].nunique()} invalid run(s) left out of the budget")
-    return rows[valid].copy()
+    kept, unusable = usable_rows(rows)
+    if unusable:
+        notes.append(f"{unusable} invalid run(s) left out of the budget")
+    return kept
 
 
 def option_columns(unit) -> list[str]:

@@ -102,6 +102,7 @@ from tpubench.errors import UserError
 from tpubench.measure.per_token import mix_rate
 from tpubench.money import cost, tco
 from tpubench.records.columns import numeric_column
+from tpubench.records.usable import usable_rows
 from tpubench.scenarios import SPLIT_BLENDED_ONLY
 
 MAX_TOKENS_PER_DAY = 1e16       # ~1.2e11 tokens/s: far above any real fleet's load (budget/fleet.py)
@@ -268,11 +269,11 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
             notes.append(f"{results.loc[probes, 'file'].nunique()} capacity-search probe(s) left out: "
                          "their search's capacity point is sized on (scenarios/serve/capacity.py)")
             priced = priced[~priced["file"].isin(set(results.loc[probes, "file"]))]
-    candidates = priced[priced["valid"].astype(bool)].copy()
+    candidates, unusable = usable_rows(priced)
+    candidates = candidates.copy()
     candidates["source"] = _sources(results, candidates)
-    if len(candidates) < len(priced):
-        notes.append(f"{priced.loc[~priced['valid'].astype(bool), 'file'].nunique()} invalid run(s) "
-                     "left out of the budget")
+    if unusable:
+        notes.append(f"{unusable} invalid run(s) left out of the budget")
 
     candidates, note = with_sizing_rate(candidates, traffic, split)
     notes.append(note)

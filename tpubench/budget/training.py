@@ -14,6 +14,7 @@ import pandas as pd
 from tpubench.budget.fleet import PLATFORM_COLUMNS, SECONDS_PER_HOUR, ceil_whole, priced_rows, within_tpu_slices
 from tpubench.budget.request import BudgetOptions, Sizing, check_number
 from tpubench.money import cost
+from tpubench.records.usable import usable_rows
 from tpubench.scenarios import registry
 
 MAX_TRAIN_TOKENS = 1e18
@@ -75,10 +76,9 @@ def plan_training(results: pd.DataFrame, prices: pd.DataFrame, *, train_tokens: 
     if others:
         notes.append(f"{others} result(s) without training figures left out (inference points: use "
                      "`tpubench budget tokens`)")
-    candidates = training[training["valid"].astype(bool)].copy()
-    if len(candidates) < len(training):
-        notes.append(f"{training.loc[~training['valid'].astype(bool), 'file'].nunique()} invalid training "
-                     "run(s) left out of the budget")
+    candidates, unusable = usable_rows(training)
+    if unusable:
+        notes.append(f"{unusable} invalid training run(s) left out of the budget")
     candidates = candidates[np.isfinite(candidates["train_chip_s_per_token"].astype(float))
                             & (candidates["train_chip_s_per_token"].astype(float) > 0)]
     candidates, note = within_tpu_slices(candidates, "training")

@@ -280,12 +280,13 @@ def measured_rows(paths) -> pd.DataFrame:
     non-generate results, and models whose shape cannot be read, are left out."""
     from tpubench.hardware.accelerators import normalize_accelerator
     from tpubench.records.result import read_results
+    from tpubench.records.usable import result_is_usable
     from tpubench.scenarios.registry import describing
 
     rows = []
     for f, result in read_results(paths, warn=lambda msg: None):
         point, env = result.point, result.environment
-        if result.status != "ok" or not result.validity.valid:
+        if not result_is_usable(result):
             continue
         if not describing(point.get("scenario_kind")).calibrates_estimate or not point.get("model_config"):
             continue

@@ -1,7 +1,12 @@
 """Summary statistics, confidence intervals and outlier detection: pure functions over samples.
 
 Everything here takes plain sequences of floats (seconds, tokens/s, ...) and returns plain
-dicts or floats, so it is tested on hand-computed cases and shared by every backend. The CI of a
+dicts or floats, so it is tested on hand-computed cases and shared by every backend.
+
+Times, rates and costs cannot be negative, so their intervals are made where they cannot cross
+zero: the Student t interval of the mean is taken in log space (`positive_mean_ci95`), which keeps
+its relative half-width (t x standard error / mean, what `relative_ci_half_width` returns and the
+stopping rule compares with target_ci) and never reaches zero however few or noisy the samples. The CI of a
 cost carried from the CI of a time or a throughput (`cost_ci_from_*`) also takes numpy/pandas
 arrays: the scenarios' cost bases and money use it over whole result tables.
 """
@@ -48,21 +53,40 @@ def mean_ci95(samples: Sequence[float]) -> tuple[float, float, float]:
 
 
 def relative_ci_half_width(samples: Sequence[float]) -> float:
-    """Half-width of the 95% CI of the mean divided by the mean (inf when undefined)."""
+    """Half-width of the 95% CI of the mean divided by the mean (inf when undefined): t x standard
+    error / |mean|, which is also the half-width of positive_mean_ci95's interval in log space."""
     m, lo, hi = mean_ci95(samples)
     if not math.isfinite(lo) or m == 0:
         return math.inf
     return (hi - lo) / 2 / abs(m)
 
 
+def positive_mean_ci95(samples: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and a 95% CI of the mean that stays above zero, for samples that cannot be negative
+    (seconds, tokens/s): the t interval carried to log space by the delta method,
+    mean x exp(-/+ t x se / mean), where se is the standard error. Its log half-width equals the
+    linear interval's relative half-width, so the two agree to first order when the spread is small;
+    with 5 samples and a CV of 100% the linear interval reaches -0.24x the mean, this one 0.29x-3.5x.
+    (The log-transformed interval of a positive estimate, e.g. Kalbfleisch & Prentice, The Statistical
+    Analysis of Failure Time Data, 2nd ed., section 1.3.) Samples with a negative value, or a mean of
+    zero, get the plain t interval."""
+    x = np.asarray(samples, dtype=float)
+    m, lo, hi = mean_ci95(x)
+    if not math.isfinite(lo) or m <= 0 or bool((x < 0).any()):
+        return m, lo, hi
+    log_half = (hi - lo) / 2 / m
+    return m, m * math.exp(-log_half), m * math.exp(log_half)
+
+
 def summarize(samples: Sequence[float]) -> dict[str, float]:
-    """mean, stdev (n-1), cv, min, max, p50/p90/p95/p99 (linear interpolation), ci95 bounds, n."""
+    """mean, stdev (n-1), cv, min, max, p50/p90/p95/p99 (linear interpolation), ci95 bounds, n.
+    The CI of samples that are all >= 0 is positive_mean_ci95's (above zero); of others, mean_ci95's."""
     x = np.asarray(samples, dtype=float)
     n = int(x.size)
     if n == 0:
         keys = ["mean", "stdev", "cv", "min", "max", *(f"p{p}" for p in PERCENTILES), "ci95_low", "ci95_high"]
         return {**{k: math.nan for k in keys}, "n": 0}
-    m, lo, hi = mean_ci95(x)
+    m, lo, hi = positive_mean_ci95(x)
     sd = float(x.std(ddof=1)) if n > 1 else 0.0
     out = {
         "mean": m,
@@ -129,10 +153,16 @@ def verdict(ratio: float, half_width: float, higher_is_better: bool = True,
 
 
 def cost_ci_from_time_ci(cost, time_mean, time_low, time_high):
-    """(low, high) of a cost proportional to a time whose 95% CI is [time_low, time_high]."""
+    """(low, high) of a cost proportional to a time whose 95% CI is [time_low, time_high]. A time's
+    lower bound below zero (a result file written before intervals were taken in log space) says no
+    more than zero: the cost's lower bound is then 0, never a negative price."""
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.divide(cost, time_mean)
-        return np.multiply(scale, time_low), np.multiply(scale, time_high)
+        low = np.multiply(scale, np.maximum(time_low, 0.0))
+        high = np.multiply(scale, time_high)
+    if np.ndim(low) == 0:
+        return float(low), float(high)
+    return low, high
 
 
 def cost_ci_from_throughput_ci(cost, throughput_mean, throughput_low, throughput_high):

@@ -6,7 +6,9 @@ parallel layout, the training settings, and for a server the load (concurrency o
 burstiness, cap), the lengths drawn, the endpoint and exact-output mode (`match_key`). What is
 compared may differ: the backend, device and stack (a server's launch or URL), and how long or
 with which seed a point was measured. A point with no partner on the other side is listed, never
-silently dropped, and never judged.
+silently dropped, and never judged; so is a point that is not usable (records/usable.py: it failed
+or is invalid), except in a numerics check, which reads any point that ran. A noisy point is
+compared, its label says so, and its wider interval decides whether the verdict is a tie.
 
 Chips are not part of the key, so the same point measured on 1 chip and on 4 still pairs, but
 its throughputs are then compared per chip (`basis`): 4 chips giving twice the tokens/s of 1 chip
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 from tpubench.measure.numerics import Parity, compare_numerics
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
+from tpubench.records.usable import cv_words, result_is_usable
 from tpubench.scenarios.registry import pair_label
 from tpubench.workload_spec.point import RunPoint
 
@@ -222,8 +225,13 @@ def compare_results(a_results, b_results, *, numerics_only: bool = False,
     a sharded model must compute what the unsharded one does. Points pair only at the same
     precision (dtype and quantisation) unless `allow_precision_mix`; a pair that then crosses
     precisions says so in its label."""
-    a_ok = [(f, r) for f, r in a_results if r.status == "ok"]
-    b_ok = [(f, r) for f, r in b_results if r.status == "ok"]
+    # A numerics check reads any point that ran; a speed comparison only usable ones (records/usable.py).
+    take = (lambda r: r.status == "ok") if numerics_only else result_is_usable
+    a_ok = [(f, r) for f, r in a_results if take(r)]
+    b_ok = [(f, r) for f, r in b_results if take(r)]
+    left_out = [f"not compared, invalid in {side}: {f} ({point_label(r)}): {'; '.join(r.validity.reasons)}"
+                for side, results in (("A", a_results), ("B", b_results)) for f, r in results
+                if r.status == "ok" and not take(r)]
     with_workload = not (len(a_ok) == 1 and len(b_ok) == 1)
 
     def key(r):
@@ -244,7 +252,7 @@ def compare_results(a_results, b_results, *, numerics_only: bool = False,
         differ = point_differences(defining_point(ra.point, with_workload=False, with_layout=with_layout),
                                    defining_point(rb.point, with_workload=False, with_layout=with_layout))
         unmatched.append("not the same point: " + "; ".join(differ))
-    return [compare_pair(pa, pb) for pa, pb in pairs], unmatched
+    return [compare_pair(pa, pb) for pa, pb in pairs], unmatched + left_out
 
 
 def _pairs_across_layouts(latest_a: dict, latest_b: dict, with_workload: bool) -> list:
@@ -274,6 +282,9 @@ def compare_pair(a, b) -> PairComparison:
     pa, pb = precision_words(ra.point), precision_words(rb.point)
     if pa != pb:
         label += f" (crosses precisions: {pa} -> {pb})"
+    for side, r in (("A", ra), ("B", rb)):   # noisy: compared, its wider CI in the verdict
+        if r.validity.noise:
+            label += f" ({side} noisy{cv_words(r.validity.cv)})"
     if ca == cb:
         metrics, basis = compare_metrics(ra.metrics, rb.metrics), "total"
     elif ca is None or cb is None:

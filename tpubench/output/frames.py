@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from tpubench.errors import UserError
 from tpubench.output.results_cache import read_table
-from tpubench.records import energy_verdict
+from tpubench.records import energy_verdict, usable
 from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, key_of_point_dict, routing_label
 
 if TYPE_CHECKING:   # the schema is imported where results are parsed, not to read the results cache
@@ -67,8 +67,12 @@ def flatten(result: RunResult, file: str = "") -> dict[str, Any]:
         "file": file,
         "schema_version": result.schema_version,
         "status": result.status,
-        "valid": bool(result.validity.valid) and result.status == "ok",
+        # The one definition of a usable point (records/usable.py); noise marks it, never drops it.
+        "valid": usable.result_is_usable(result),
         "invalid_reasons": "; ".join(result.validity.reasons),
+        "noisy": bool(result.validity.noise),
+        "noise": "; ".join(result.validity.noise),
+        "headline_cv": result.validity.cv,
         "error": result.error,
         "workload": p.get("workload"),
         "scale": p.get("scale"),
@@ -172,7 +176,8 @@ EXPORT_COLUMNS = BASE_COLUMNS + ["load_s", "compile_s", "first_iteration_s", "wa
                                  "iterations", "generated_tokens", "peak_memory_bytes",
                                  "output_tokens_per_s_ci95_rel"] + _metric_columns() + [
     "model_reused", "older_runs", "tensor_parallel", "expert_parallel", "world_size", "process_group_backend",
-    "scenario_kind", "server_name", "server_version", "concurrency", "request_rate", "instance", "data_parallel"]
+    "scenario_kind", "server_name", "server_version", "concurrency", "request_rate", "instance", "data_parallel",
+    "noisy", "noise", "headline_cv"]
 
 
 # What `load_results(keep=...)` accepts, and what makes two result files the same measurement: the

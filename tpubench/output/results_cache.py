@@ -33,7 +33,7 @@ from tpubench.records.files import replace_file, result_file_names
 MIN_FILES = 200
 # The modules whose code shapes a row: a cache written by other code is not used.
 _ROW_MODULES = ("output/frames.py", "output/parse_pool.py", "output/results_cache.py", "output/rows_file.py", "records/result.py",
-                "records/sanity.py", "records/energy_verdict.py", "workload_spec/point.py", "version.py")
+                "records/sanity.py", "records/usable.py", "records/energy_verdict.py", "workload_spec/point.py", "version.py")
 
 
 @dataclass

@@ -9,6 +9,7 @@ from rich.table import Table
 from tpubench import units
 from tpubench.money.plans import plan_label
 from tpubench.output.safe_text import escape  # rich markup and control characters
+from tpubench.records import usable
 from tpubench.scenarios.registry import row_label
 from tpubench.scenarios.run_table import MISSING
 
@@ -37,8 +38,12 @@ def priced_as(r) -> str:
 
 
 def priced_label(r) -> str:
-    """A priced row's point, as short as its scenario names it."""
-    return row_label(r)
+    """A priced row's point, as short as its scenario names it, marked when it is noisy or not
+    usable (records/usable.py)."""
+    if not usable.row_is_usable(r):
+        return f"{row_label(r)} (INVALID: reference only)"
+    noise = usable.noise_label(r)
+    return f"{row_label(r)} ({noise})" if noise else row_label(r)
 
 
 def with_ci(r, column: str) -> str:

@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tpubench.records import sanity
+from tpubench.records import sanity, usable
 
 # Re-exported: these lived here, and callers still import them from here.
 from tpubench.records.files import (  # noqa: F401
@@ -31,8 +31,27 @@ SCHEMA_VERSION = 1
 
 
 class Validity(BaseModel):
+    """Whether a point is usable, and how noisy it is (records/usable.py says what each means)."""
+
     valid: bool = True
-    reasons: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)     # what is wrong with it: never used
+    noise: list[str] = Field(default_factory=list)       # why its figures are noisy: used, marked
+    cv: float | None = None                              # its headline's coefficient of variation
+
+    @model_validator(mode="before")
+    @classmethod
+    def _noise_was_invalid(cls, data: Any) -> Any:
+        """A file from before `noise` existed listed high variation among its invalidity reasons:
+        moved to noise, and the point is valid again when nothing else was wrong."""
+        if not isinstance(data, dict) or "noise" in data or not isinstance(data.get("reasons"), list):
+            return data
+        if not all(isinstance(r, str) for r in data["reasons"]):
+            return data
+        wrong, noise, cv = usable.split_older_reasons(data["reasons"])
+        if not noise:
+            return data
+        return {**data, "valid": data.get("valid", True) if wrong else True, "reasons": wrong, "noise": noise,
+                "cv": data.get("cv", cv)}
 
 
 class RunResult(BaseModel):

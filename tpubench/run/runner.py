@@ -18,6 +18,7 @@ from typing import Protocol
 
 from tpubench.backends import default_device, get_backend, require_available
 from tpubench.errors import Unavailable, UserError
+from tpubench.hardware import contention
 from tpubench.hardware.energy_sources import find_source
 from tpubench.hardware.environment import environment_key, host_environment
 from tpubench.measure.efficiency import peaks_for
@@ -81,6 +82,9 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
               data_parallel: int | None = None, fsdp: bool | None = None, energy: bool = True,
               chip_power_w: float | None = None, profile: bool = False) -> list[PointOutcome]:
     reporter = reporter or SilentReporter()
+    # Over the run's start-up: what else is using this host's CPUs (hardware/contention.py).
+    user_world = in_user_world()
+    host = contention.SweepReading(exclude=contention.siblings() if user_world else set()).start()
     workload = load_workload(workload_path)
     for name in scale_names(workload):   # an absurd sweep is refused before touching any device
         check_sweep_size(workload, name, source=str(workload_path), max_points=max_points)
@@ -96,7 +100,6 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     if not be.multi_chip and any(p.world_size > 1 for p in points):
         raise UserError(f"the {be.name} backend runs on one chip; parallel layouts need --backend torch",
                         where=str(workload_path), field="parallel")
-    user_world = in_user_world()
     if user_world:
         join_world(be, workload.parallel.collective_timeout_s)
         if int(os.environ.get("RANK", "0")) != 0:
@@ -109,6 +112,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
     # Before the host is probed for its peaks (seconds on a CPU): a sweep no point of which runs is refused at once.
     cannot_run, notes = scenario.check(ctx, points)
     env, ctx.peaks = _environment(be, points)
+    _note_contention(host, be.device, env, reporter)
     ctx.energy = plan = _energy_plan(be, energy, chip_power_w, env.get("chips"), _not_metered_here(workload))
     try:   # whatever stops the sweep, the energy source (NVML) is closed
         if energy and plan.source is None:
@@ -142,22 +146,7 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
                 base = dict(workload_file=str(workload_path), point=point.to_dict(), point_key=point.key(),
                             environment_key=env_key, backend=be.name, device=be.device, environment=env,
                             started_at=now_iso())
-                try:
-                    if point.key() in skip:
-                        result = _skipped(base, skip[point.key()])
-                    else:
-                        if point.key() in cannot_run:   # a reason (it cannot fit) or an Unavailable (skipped)
-                            why = cannot_run[point.key()]
-                            raise why if isinstance(why, Unavailable) else MemoryError(why)
-                        result = measure(point, base)
-                        if point.key() in notes:
-                            result.warnings.append(notes[point.key()])
-                except KeyboardInterrupt:
-                    raise
-                except Unavailable as exc:   # not runnable here on purpose (errors.Unavailable): say why
-                    result = _skipped(base, str(exc))
-                except Exception as exc:  # a failed point is data, not a crash: record it and go on
-                    result = _failed(base, exc)
+                result = _result_of(point, base, measure, skip=skip, cannot_run=cannot_run, notes=notes, host=host)
                 _steer(steering, point, result, pending, skip, reporter)   # may add its conclusions to the result
                 # Every result says whether its energy was measured, modelled, invalid or unavailable, and why.
                 result.energy = with_verdict(result.energy, status=result.status,
@@ -173,6 +162,38 @@ def run_sweep(workload_path: str | Path, *, backend: str = "torch", device: str 
         return outcomes
     finally:
         plan.close()
+
+
+def _result_of(point: RunPoint, base: dict, measure, *, skip: dict, cannot_run: dict, notes: dict,
+               host: contention.SweepReading) -> RunResult:
+    """One point's result: skipped by the steering, refused, measured (with the contention while it
+    ran in its environment), or failed; a failed point is data, not a crash."""
+    try:
+        if point.key() in skip:
+            return _skipped(base, skip[point.key()])
+        if point.key() in cannot_run:   # a reason (it cannot fit) or an Unavailable (skipped)
+            why = cannot_run[point.key()]
+            raise why if isinstance(why, Unavailable) else MemoryError(why)
+        with contention.PointWindow(host.exclude) as window:
+            result = measure(point, base)
+        result.environment = {**result.environment, "contention": {**base["environment"].get("contention", {}),
+                                                                   "point": window.figures()}}
+        if point.key() in notes:
+            result.warnings.append(notes[point.key()])
+        return result
+    except Unavailable as exc:   # not runnable here on purpose (errors.Unavailable): say why
+        return _skipped(base, str(exc))
+    except Exception as exc:  # noqa: BLE001 - recorded as a failed point and the sweep goes on
+        return _failed(base, exc)
+
+
+def _note_contention(host: contention.SweepReading, device: str, env: dict, reporter) -> None:
+    """Say in one line whether the host is busy, and record it in every result's environment."""
+    reading = host.finish(device)
+    if reading is None:
+        return
+    reporter.note(contention.line(reading))
+    env["contention"] = reading.as_dict()
 
 
 def _not_metered_here(workload) -> str | None:

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpubench import units
+from tpubench.records.usable import cv_words
 
 # The terminal's mark for a value that is absent or not finite (the reports use an en dash).
 MISSING = "-"
@@ -29,7 +30,7 @@ def number(value, fmt: str) -> str:
 
 
 def rate_with_ci(m: dict, name: str) -> str:
-    return units.with_half_width(m.get(name), m.get(f"{name}_ci95_high"), missing=MISSING)
+    return units.with_range(m.get(name), m.get(f"{name}_ci95_low"), m.get(f"{name}_ci95_high"), missing=MISSING)
 
 
 def p50_p99(m: dict, name: str) -> str:
@@ -62,7 +63,12 @@ def measured(table: Table, outcomes: list, label):
 
 
 def valid_cell(r) -> str:
-    return "[green]yes[/green]" if r.validity.valid else "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
+    """'yes', 'yes, noisy: CV 25.4%' (usable, its figures spread: records/usable.py) or 'no: reasons'."""
+    if not r.validity.valid:
+        return "[yellow]no: " + escape("; ".join(r.validity.reasons)) + "[/yellow]"
+    if r.validity.noise:
+        return f"[green]yes[/green], [yellow]noisy{cv_words(r.validity.cv)}[/yellow]"
+    return "[green]yes[/green]"
 
 
 def energy_columns(outcomes: list, metric: str, header: str) -> tuple[str, ...]:

@@ -264,7 +264,9 @@ class Measurement(Strict):
     min_iterations: int = Field(5, gt=0, le=MAX_ITERATIONS)
     min_seconds: float = Field(1.0, ge=0, le=MAX_SECONDS)
     max_seconds: float = Field(300.0, gt=0, le=MAX_SECONDS)
-    target_ci: float | None = Field(None, gt=0, lt=1)
+    # Keep sampling past min_iterations and min_seconds until the headline's 95% CI half-width is
+    # within this share of its mean, or max_seconds runs out (null: stop at the minimums).
+    target_ci: float | None = Field(0.05, gt=0, lt=1)
     max_cv: float = Field(0.10, gt=0)
     seed: int = Field(0, ge=0)   # numpy's generators take no negative seed
 

@@ -25,6 +25,7 @@ from tpubench.money import price_gaps
 from tpubench.output.answer.operating_point import OperatingPoint, SweepPoint, operating_point
 from tpubench.output.answer.service_level import Slo, at_percentile
 from tpubench.output.labels import stack_label
+from tpubench.records.usable import noise_label, usable_mask
 from tpubench.units import number, sig
 from tpubench.workload_spec.vocabulary import FULL_SCALE
 
@@ -132,7 +133,7 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
         r = best_rows.iloc[best.point.position] if best is not None else first
         full = first.get("scale") in (FULL_SCALE, None) or str(first.get("scale")) == "nan"
         why = "" if full else SMOKE_TEST.format(scale=first["scale"])
-        valid = group[group["valid"].astype(bool)] if "valid" in group else group
+        valid = group[usable_mask(group)]
         if not why and valid.empty:
             why = f"invalid: {first.get('invalid_reasons') or 'see the runs table'}"
         if not why and best is not None and not best.ranked:
@@ -146,7 +147,8 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
             price_basis=price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
                                     r.get("price_as_of")),
             price_as_of=str(r.get("price_as_of") or ""), region=str(r.get("region") or ""),
-            in_verdict=not why, why_not=why, reference=_measured_reference(group), **fields))
+            in_verdict=not why, why_not=why, reference=_measured_reference(group), note=_noise(best_rows),
+            **fields))
         sweeps += sweep_rows(first["workload"], first["plan"], option, MEASURED, chosen_sweep, best)
     return options, sweeps
 
@@ -157,7 +159,7 @@ def _measured_option(group: pd.DataFrame, headline: str, throughput: str, slo: S
     that meets the SLO, else the nearest miss."""
     first = group.iloc[0]
     option = f"{first['priced_accelerator']} ×{number(first['chips'])} · {stack_label(first)}"
-    valid = group[group["valid"].astype(bool)] if "valid" in group else group
+    valid = group[usable_mask(group)]
     use = valid if len(valid) else group
     best = best_rows = best_points = None
     for _, sweep in use.groupby(["input_length", "output_length"], sort=False, dropna=False):
@@ -174,6 +176,15 @@ def _better(op: OperatingPoint, than: OperatingPoint) -> bool:
     if op.ranked != than.ranked:
         return op.ranked
     return op.point.usd_per_mtok < than.point.usd_per_mtok
+
+
+def _noise(rows: pd.DataFrame | None) -> str:
+    """'noisy: CV 25.4%' where a point of the sweep the option was taken on is noisy (records/usable.py:
+    used and ranked, with its wider interval), else ''."""
+    if rows is None or rows.empty:
+        return ""
+    labels = [noise_label(r) for r in rows.to_dict("records")]
+    return "; ".join(dict.fromkeys(label for label in labels if label))
 
 
 def _measured_reference(group: pd.DataFrame) -> str:

@@ -74,7 +74,8 @@ def point_cells(row, ref: int) -> list[str]:
     load = (row["point"].replace(" (the sweep's top: at least this cheap)", "+")
             .replace("(interpolated: TTFT at its bound)", "(TTFT bound)")
             .replace("(interpolated: TPOT at its bound)", "(TPOT bound)").removeprefix("load "))
-    return [_short(row["option"]), f"{source_label(row)} [{ref}]", load, duration(row["ttft_s"]),
+    noisy = f", {row['note']}" if row["source"] == MEASURED and row["note"] else ""     # 'noisy: CV 25.4%'
+    return [_short(row["option"]), f"{source_label(row)}{noisy} [{ref}]", load, duration(row["ttft_s"]),
             duration(row["tpot_s"]), sig(row["tokens_per_s_per_user"]) if _finite(row["tokens_per_s_per_user"]) else MISSING,
             sig(row["tokens_per_s_per_chip"]) if _finite(row["tokens_per_s_per_chip"]) else MISSING]
 

@@ -21,6 +21,7 @@ from tpubench.output.report import headline
 from tpubench.output.report.format import flagged_price_notes
 from tpubench.output.report.kernel_speedups import speedups
 from tpubench.output.report.published import DEFAULT_TOLERANCE, published_beside
+from tpubench.records.usable import usable_mask
 from tpubench.scenarios import registry
 from tpubench.version import __version__
 
@@ -89,9 +90,10 @@ class ReportData:
     def counts(self) -> dict[str, int]:
         r = self.results
         status = r["status"] if "status" in r else pd.Series(dtype=object)
-        valid = r["valid"].astype(bool) if "valid" in r else pd.Series(dtype=bool)
+        fine = usable_mask(r)
+        noisy = r["noisy"].fillna(False).astype(bool) if "noisy" in r else pd.Series(False, index=r.index)
         return {"results": len(r), "ok": int((status == "ok").sum()), "failed": int((status == "failed").sum()),
-                "invalid": int(((status == "ok") & ~valid).sum()),
+                "invalid": int(((status == "ok") & ~fine).sum()), "noisy": int((fine & noisy).sum()),
                 "priced": self.priced_rows.results_priced(),
                 "unpriced": len(self.unpriced)}
 
@@ -128,14 +130,14 @@ def summarise(priced: PricedRows | pd.DataFrame, unit=None) -> pd.DataFrame:
     ranked = rows.select(["valid", column], in_unit)
     group = rows.group_of(GROUP_KEYS)[in_unit]
     best = rows.take(in_unit[_first_positions(pd.DataFrame({"group": group}), ["group"],
-                                              _invalid=~ranked["valid"].astype(bool).to_numpy(),
+                                              _invalid=~usable_mask(ranked).to_numpy(),
                                               **{column: ranked[column].to_numpy()})])
     if "quantization" not in best:   # rows made before the axis (or by hand): all unquantised
         best = best.assign(quantization="none")
     best = best.sort_values(["workload", "scale", "plan", column], kind="stable")
     verdicts = []
     for _, group_rows in best.groupby(["workload", "scale", "plan"], sort=False, dropna=False):
-        valid = group_rows[group_rows["valid"].astype(bool)]
+        valid = group_rows[usable_mask(group_rows)]
         ref = (valid if len(valid) else group_rows).iloc[0]
         ref_half = cost.half_width(ref[f"{column}_ci95_low"], ref[f"{column}_ci95_high"])
         for idx, row in group_rows.iterrows():
@@ -264,7 +266,11 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     data.headline = headline.pick(data)
     data.answer = _answer(data, source, prices, plans, on, estimator, warn, today)
     if data.counts["invalid"]:
-        warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy")
+        warnings.append(f"{data.counts['invalid']} run(s) are invalid (marked); their costs are not trustworthy and "
+                        "are never ranked")
+    if data.counts["noisy"]:
+        warnings.append(f"{data.counts['noisy']} run(s) are noisy (marked with their CV): measured on a busy host or "
+                        "with varying timings; priced and ranked with their wider 95% CIs")
     return data
 
 

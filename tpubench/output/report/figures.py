@@ -20,6 +20,7 @@ from tpubench.output.published.match import pareto_mask
 from tpubench.output.report.figure_cache import Drawing
 from tpubench.output.report.format import kind_label, load_label, plan_label, platform_label, stack_label, workload_label
 from tpubench.records.columns import records
+from tpubench.records.usable import usable_mask
 from tpubench.scenarios import registry
 from tpubench.units import number, share
 
@@ -253,7 +254,7 @@ def cost_by_platform(summary: pd.DataFrame, title: str = ""):
     value = rows["blended_usd_per_mtok"].to_numpy(float)
     low = np.nan_to_num(value - rows["blended_usd_per_mtok_ci95_low"].to_numpy(float), nan=0.0)
     high = np.nan_to_num(rows["blended_usd_per_mtok_ci95_high"].to_numpy(float) - value, nan=0.0)
-    invalid = ~rows["valid"].astype(bool).to_numpy()
+    invalid = ~usable_mask(rows).to_numpy()
     ax.barh(y, value, xerr=np.vstack([low, high]), color=[colours[p] for p in rows["plan"]],
             capsize=3, ecolor="black")
     for yi in y[invalid]:
@@ -469,7 +470,7 @@ def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
     # The rows of the token unit (the first registered one, report/tokens.py draws these) only:
     # other units (training, images) have their own sections, and no TTFT, TPOT or output tokens.
     measured = unit_rows(results, unit or registry.units()[0]) & (results["status"] == "ok")
-    use = measured & results["valid"].astype(bool)
+    use = measured & usable_mask(results)
     if not use.any():
         use = measured
     if not use.any():

@@ -11,6 +11,7 @@ from tpubench.money.plans import plan_label  # noqa: F401
 # What produced a row's tokens, shared with the answer (output/answer), which sits beside the reports.
 from tpubench.output.labels import present as _present  # noqa: F401
 from tpubench.output.labels import stack_label  # noqa: F401
+from tpubench.records import usable
 from tpubench.scenarios.registry import SCENARIOS, describing
 
 # The reports' unit formatters, used here and as `format.sig`, `format.usd`, ... by the renderers.
@@ -145,9 +146,16 @@ def software_label(row) -> str:
     return " ".join(parts)
 
 
+def validity_classes(rows) -> list[str]:
+    """Each row's HTML class: 'invalid' for a point that is not usable (records/usable.py), else ''."""
+    return ["" if fine else "invalid" for fine in usable.usable_mask(rows)]
+
+
 def validity_label(row) -> str:
-    if bool(row.get("valid", True)):
-        return "valid"
+    """'valid', 'valid, noisy: CV 25.4%' or 'INVALID: reasons' (records/usable.py)."""
+    if usable.row_is_usable(row):
+        noise = usable.noise_label(row)
+        return f"valid, {noise}" if noise else "valid"
     reasons = row.get("invalid_reasons")
     return "INVALID" + (f": {reasons}" if _present(reasons) else "")
 

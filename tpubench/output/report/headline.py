@@ -73,6 +73,15 @@ def cells(row) -> list[str]:
             ci_cell(row, unit.headline), others, point_label_of(unit)(row), validity_label(row)]
 
 
+def status_counts(data) -> str:
+    """The report's first sentence about its result files: how many ran, how many are invalid
+    (priced for reference only, never ranked: records/usable.py) or noisy (used, marked)."""
+    c = data.counts
+    return (f"{c['results']} result(s): {c['ok']} ok ({c['invalid']} invalid: reference only, never ranked; "
+            f"{c['noisy']} noisy: used, marked), {c['failed']} failed; {c['priced']} priced, "
+            f"{c['unpriced']} not priced.")
+
+
 def row_counts(data) -> str:
     """How many rows of each kind the report holds, in one sentence (the line above it breaks the
     measured ones down by status)."""

@@ -142,7 +142,7 @@ def _glance(data: ReportData, figures: bool = True) -> list[str]:
     for title, headers, rows in others:
         body.append(f"<h3>{escape_html(title)}</h3>")
         body.append(html_table(headers, [headline.cells(r) for r in records(rows)], headline.NUMERIC,
-                           ["" if bool(v) else "invalid" for v in rows["valid"]], {6: lambda v: "validity"},
+                           f.validity_classes(rows), {6: lambda v: "validity"},
                            wrap=headline.WRAP))
     if others:
         body.append(f'<p class="note">{escape_html(headline.NOTE)}</p>')
@@ -172,11 +172,9 @@ def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> 
 
 
 def _report_page(data: ReportData, max_rows: int, figures: bool) -> str:
-    c = data.counts
     body = ["<h1>tpubench cost report</h1>",
             f"<p>Generated {escape_html(data.generated_at)} by tpubench {escape_html(data.tpubench_version)}. "
-            f"{c['results']} result(s): {c['ok']} ok ({c['invalid']} invalid), {c['failed']} failed; "
-            f"{c['priced']} priced, {c['unpriced']} not priced. Plans: "
+            f"{escape_html(headline.status_counts(data))} Plans: "
             f"{escape_html(', '.join(f.plan_label(p) for p in data.plans) or 'none')}.</p>"]
     body += _glance(data, figures)
     if data.warnings:

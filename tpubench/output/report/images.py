@@ -11,6 +11,7 @@ import pandas as pd
 
 from tpubench.output.published.match import pareto_mask
 from tpubench.output.report import format as f
+from tpubench.records.usable import usable_mask
 
 HEADERS = ["Platform", "Plan", "$/chip-h", "Price as of", "$/1k images", "vs cheapest", "Images/s/chip",
            "s/image p50 / p99", "Text / denoise / VAE s per image", "Step p50 ms", "MFU/step", "J/image", "Point",
@@ -85,7 +86,7 @@ def pareto(rows: pd.DataFrame) -> pd.DataFrame:
     chip), so on equal chips the front would shrink to the one fastest point."""
     if not len(rows):
         return rows
-    rows = (rows[rows["valid"].astype(bool)].sort_values("image_usd_per_kimage", kind="stable")
+    rows = (rows[usable_mask(rows)].sort_values("image_usd_per_kimage", kind="stable")
             .drop_duplicates("file"))
     keep = []
     for _, group in rows.groupby(["workload", "scale"], sort=False, dropna=False):
@@ -129,7 +130,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         body.append(f"<h2>Images, {escape_html(f.workload_label(group.iloc[0]))}: $ per 1,000 images per platform "
                     "and plan</h2>")
         body.append(html_table(HEADERS, [cells(r, placement) for _, r in group.iterrows()],
-                           NUMERIC, ["" if bool(v) else "invalid" for v in group["valid"]],
+                           NUMERIC, f.validity_classes(group),
                            {5: lambda v: f"verdict-{v.split()[0]}" if v else "", 13: lambda v: "validity"}))
     if len(front):
         body.append("<h2>Images: Pareto front of images/s per chip against seconds per call</h2>")

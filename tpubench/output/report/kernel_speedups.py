@@ -28,6 +28,7 @@ import pandas as pd
 from tpubench.measure.stats import ratio_with_uncertainty, verdict
 from tpubench.output.report.format import PACKAGE_ARMS, hardware_label, point_label, validity_label, workload_label
 from tpubench.records.columns import records
+from tpubench.records.usable import row_is_usable
 from tpubench.scenarios.registry import SCENARIOS
 from tpubench.units import MISSING, finite, ms, sig, with_ci
 from tpubench.workload_spec.point import DEFAULT_KIND, layout_words
@@ -245,11 +246,11 @@ def _group_rows(group_id: str, arms: list[dict]) -> list[dict]:
         rows.append({
             **shared, "arm": r["arm"], "backend": r["backend"], "status": r["status"],
             "reason": _text(r.get("error")), "file": r.get("file"),
-            "valid": bool(r.get("valid")) and ok, "invalid_reasons": _text(r.get("invalid_reasons")),
+            "valid": row_is_usable(r), "invalid_reasons": _text(r.get("invalid_reasons")),
             **{c: r.get(c, math.nan) for c in _SHOWN},
             "generate_decode_experts": _text(r.get("generate_decode_experts")),
             "baseline": base_name, "is_baseline": is_base,
-            "baseline_valid": None if base is None else bool(base.get("valid")),
+            "baseline_valid": None if base is None else row_is_usable(base),
             "speedup": 1.0 if is_base else ratio, "speedup_ci95_low": math.nan if is_base else low,
             "speedup_ci95_high": math.nan if is_base else high,
             "verdict": ("baseline" if is_base else verdict(ratio, half) if finite(half) else

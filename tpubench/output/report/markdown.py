@@ -106,11 +106,8 @@ def _glance(data: ReportData) -> list[str]:
 
 
 def render_markdown(data: ReportData, max_rows: int = 200) -> str:
-    c = data.counts
     out = ["# tpubench cost report", "",
-           f"Generated {data.generated_at} by tpubench {data.tpubench_version}. "
-           f"{c['results']} result(s): {c['ok']} ok ({c['invalid']} invalid), {c['failed']} failed; "
-           f"{c['priced']} priced, {c['unpriced']} not priced. Plans: "
+           f"Generated {data.generated_at} by tpubench {data.tpubench_version}. {headline.status_counts(data)} Plans: "
            f"{', '.join(f.plan_label(p) for p in data.plans) or 'none'}.", ""]
     out += _glance(data)
     if data.warnings:

@@ -68,7 +68,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     if len(summary):
         for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
             rows = [f.summary_cells(r) for r in records(group)]
-            classes = ["" if bool(v) else "invalid" for v in group["valid"]]
+            classes = f.validity_classes(group)
             body.append(f"<h2>{escape_html(f.workload_label(group.iloc[0]))}: cheapest point per platform and plan</h2>")
             body.append(html_table(f.SUMMARY_HEADERS, rows, _NUMERIC_SUMMARY, classes,
                                {7: lambda v: f"verdict-{v.split()[0]}", 15: lambda v: "validity"}))
@@ -87,7 +87,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         headers, cells = f.with_energy_column(runs, unit.carbon_figure, headers, f.run_cells)
         body.append(f"<h2>Runs ({len(runs)})</h2>")
         body.append(html_table(headers, [cells(r) for r in records(shown)], _NUMERIC_RUNS,
-                           ["" if bool(v) else "invalid" for v in shown["valid"]],
+                           f.validity_classes(shown),
                            {headers.index("Validity"): lambda v: "validity"}))
         if len(runs) > max_rows:
             body.append(f'<p class="note">… {len(runs) - max_rows} more run(s): use --format csv for all rows.</p>')

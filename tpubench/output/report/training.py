@@ -37,7 +37,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
         body.append(f"<h2>Training, {escape_html(f.workload_label(group.iloc[0]))}: $ per million training tokens "
                     "per platform and plan</h2>")
         body.append(html_table(f.TRAINING_HEADERS, [f.training_cells(r) for _, r in group.iterrows()],
-                           _NUMERIC_TRAINING, ["" if bool(v) else "invalid" for v in group["valid"]],
+                           _NUMERIC_TRAINING, f.validity_classes(group),
                            {5: lambda v: f"verdict-{v.split()[0]}" if v else "", 13: lambda v: "validity"}))
     body.append('<ul class="note">' + "".join(f"<li>{escape_html(n)}</li>" for n in f.TRAINING_NOTES) + "</ul>")
     if figures:
@@ -49,7 +49,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     headers, cells = f.with_energy_column(runs, unit.carbon_figure, headers, f.training_run_cells)
     body.append(f"<h2>Training runs ({len(runs)})</h2>")
     body.append(html_table(headers, [cells(r) for _, r in shown.iterrows()], _NUMERIC_TRAINING_RUNS,
-                       ["" if bool(v) else "invalid" for v in shown["valid"]], {10: lambda v: "validity"}))
+                       f.validity_classes(shown), {10: lambda v: "validity"}))
     if len(runs) > max_rows:
         body.append(f'<p class="note">… {len(runs) - max_rows} more run(s): use --format csv for all rows.</p>')
     return body

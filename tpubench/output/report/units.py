@@ -59,7 +59,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     for _, group in groups:
         body.append(f"<h2>{escape_html(unit.title)}, {escape_html(f.workload_label(group.iloc[0]))}: {escape_html(title)}</h2>")
         body.append(html_table(headers(unit), [cells(r, unit) for _, r in group.head(max_rows).iterrows()], _NUMERIC,
-                           ["" if bool(v) else "invalid" for v in group["valid"].head(max_rows)],
+                           f.validity_classes(group.head(max_rows)),
                            {5: lambda v: f"verdict-{v.split()[0]}" if v else "", 10: lambda v: "validity"}))
     body.append(f'<ul class="note"><li>{escape_html(note)}</li></ul>')
     return body

@@ -192,7 +192,7 @@ def measure_point(be, cache, point, base: dict, reporter, energy=None, profile_d
     timing = {"load_s": load_s, "compile_s": compile_s, "first_iteration_s": run.first.whole_s,
               "cold_start_s": load_s + run.first.whole_s, "warm_start_s": metrics.get("call_p50_s", math.nan),
               "warmup_s": sum(c.whole_s for c in run.warm), "measure_s": run.measure_s}
-    reasons, warns = _image_validity(be, point, run, placement, compile_info, exceeds, env)
+    validity, warns = _image_validity(be, point, run, placement, compile_info, exceeds, env)
     diffusion = {"pipeline": type(pipe).__name__, "denoiser": denoiser_name, "placement": placement,
                  "scheduler": type(pipe.scheduler).__name__ if point.params["scheduler"] == "default"
                  else point.params["scheduler"], "prompt": kwargs["prompt"], "output": "numpy images on the host",
@@ -203,7 +203,7 @@ def measure_point(be, cache, point, base: dict, reporter, energy=None, profile_d
     window_energy = energy.result if energy is not None else None
     result = RunResult(**base, finished_at=now_iso(), timing=timing, compile=compile_info,
                        samples=stage_samples(run.timed, point.batch_size), metrics=metrics, numerics=numerics,
-                       validity={"valid": not reasons, "reasons": reasons}, warnings=warns, diffusion=diffusion,
+                       validity=validity, warnings=warns, diffusion=diffusion,
                        energy=window_energy.as_dict() if window_energy is not None else {}, profile=profile)
     result.model_reused = reused
     return result
@@ -259,15 +259,14 @@ def _image_metrics(point, run: _Calls, flops, peaks: dict | None, env: dict, ene
 
 
 def _image_validity(be, point, run: _Calls, placement: dict, compile_info: dict, exceeds: bool,
-                    env: dict) -> tuple[list[str], list[str]]:
-    """(invalidity reasons, warnings) of the measurement (measure/validity.py), with the warnings of
+                    env: dict) -> tuple[dict, list[str]]:
+    """(validity, warnings) of the measurement (measure/validity.py), with the warnings of
     components that ran on the host."""
-    from tpubench.measure.validity import assess, warnings_for
+    from tpubench.measure.validity import assess, verdict_record, warnings_for
 
     rates = [point.batch_size / c.whole_s for c in run.timed]
     on_device = be.placed_on_device(placement.values())
-    _, reasons = assess(iterations=len(run.timed), measure_s=run.measure_s, measurement=point.measurement,
-                        recompiles=run.recompiles, generated_tokens=0, expected_tokens=0, throughput=rates,
+    _, reasons = assess(recompiles=run.recompiles, generated_tokens=0, expected_tokens=0,
                         on_device=on_device, exceeds_peak=exceeds,
                         recompile_limit_hits=compile_info["recompile_limit_hits"],
                         fallback_ops=compile_info["cpu_fallback_ops_timed"])
@@ -277,7 +276,8 @@ def _image_validity(be, point, run: _Calls, placement: dict, compile_info: dict,
                          untimed_fallback_ops=compile_info["cpu_fallback_ops_untimed"])
     warns += placement_warnings(placement, be.device)
     warns += [env["chips_warning"]] if env.get("chips_warning") else []
-    return reasons, warns
+    return verdict_record(reasons, rates, iterations=len(run.timed), measure_s=run.measure_s,
+                          measurement=point.measurement), warns
 
 
 def _profile_call(be, staged, point, kwargs: dict, denoiser, calls: list, out_dir, base: dict) -> dict:

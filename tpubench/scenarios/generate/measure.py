@@ -391,7 +391,7 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
     every rank. With `profile_dir` (run --profile), one profiled iteration after everything else
     (measure/profile.py), its trace written there."""
     from tpubench.measure.efficiency import roofline_metrics
-    from tpubench.measure.validity import assess, warnings_for
+    from tpubench.measure.validity import assess, verdict_record, warnings_for
 
     vocab = _vocab_size(point)  # also where an unknown family or bad config surfaces
     prompt = make_prompt(point.measurement["seed"], point.batch_size, point.input_length, vocab)
@@ -427,20 +427,18 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
     if measured:   # the decode bytes counted the experts the batch really touched
         roofline["roofline_distinct_experts"] = moe["distinct_experts_per_decode_step"]
     metrics.update(roofline)
-    valid, reasons = assess(iterations=m.measure_iterations, measure_s=m.timing["measure_s"],
-                            measurement=point.measurement, recompiles=m.compile["recompiles_timed"],
-                            generated_tokens=m.generated_tokens, expected_tokens=m.expected_tokens,
-                            throughput=m.samples["output_tokens_per_s"], on_device=on_device,
-                            exceeds_peak=exceeds_peak,
-                            recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
-                            fallback_ops=m.compile["cpu_fallback_ops_timed"])
+    _, reasons = assess(recompiles=m.compile["recompiles_timed"], generated_tokens=m.generated_tokens,
+                        expected_tokens=m.expected_tokens, on_device=on_device, exceeds_peak=exceeds_peak,
+                        recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
+                        fallback_ops=m.compile["cpu_fallback_ops_timed"])
     early_fence = fence_reason(m.fence, float(np.median(m.samples["e2e_s"])))
-    if early_fence:
-        valid, reasons = False, reasons + [early_fence]
+    if early_fence:        # a fence that returned before the work ran: the timings are wrong, not noisy
+        reasons = reasons + [early_fence]
     quality = getattr(built, "quality", None)
     if quality:   # a quantised point: its gate against the unquantised model decides too
         reasons = reasons + quality["reasons"]
-        valid = valid and not quality["reasons"]
+    validity = verdict_record(reasons, m.samples["output_tokens_per_s"], iterations=m.measure_iterations,
+                              measure_s=m.timing["measure_s"], measurement=point.measurement)
     warns = warnings_for(m.samples["output_tokens_per_s"], m.warmup_samples["e2e_s"], m.samples["e2e_s"],
                          point.measurement["max_cv"], graph_breaks=m.compile.get("graph_breaks", 0),
                          untimed_fallback_ops=m.compile["cpu_fallback_ops_untimed"])
@@ -454,9 +452,8 @@ def measure_point(be, built, point: RunPoint, base: dict, load_s: float, reporte
                      compile=m.compile, moe=moe,
                      samples={**m.samples, **{f"warmup_{k}": v for k, v in m.warmup_samples.items()}},
                      metrics=metrics, numerics={**m.numerics, **({"quality": quality} if quality else {})},
-                     validity={"valid": valid, "reasons": reasons},
-                     warnings=warns, energy=m.energy.as_dict() if m.energy is not None else {}, profile=profile,
-                     precision=precision_of(point.dtype, point.quantization).as_dict())
+                     validity=validity, warnings=warns, energy=m.energy.as_dict() if m.energy is not None else {},
+                     profile=profile, precision=precision_of(point.dtype, point.quantization).as_dict())
 
 
 def profile_after(be, session, point: RunPoint, m: GenerateMeasurement, out_dir, base: dict) -> dict:

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from tpubench.records.columns import numeric_column
+from tpubench.records.usable import usable_mask
 from tpubench.scenarios import SPLIT_BLENDED_ONLY
 
 # Output shares (output tokens / all tokens) of a probe's points must span at least this much:
@@ -131,9 +132,7 @@ def serve_split(results: pd.DataFrame) -> pd.DataFrame:
     server = _has_server_figures(results).to_numpy()
     if server.any():
         rows, at = results[server], np.flatnonzero(server)
-        valid = rows["valid"].to_numpy(dtype=bool, copy=True) if "valid" in rows else np.ones(len(rows), dtype=bool)
-        if "status" in rows:
-            valid &= rows["status"].eq("ok").to_numpy()
+        valid = usable_mask(rows).to_numpy(dtype=bool)
         method[at[~valid]], note[at[~valid]] = SPLIT_BLENDED_ONLY, "invalid point: left out of any probe fit"
         keys = [c for c in PROBE_GROUP_COLUMNS if c in rows]
         fitted, fitted_at = rows[valid], at[valid]

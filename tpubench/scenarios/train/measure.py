@@ -23,6 +23,7 @@ from tpubench.errors import UserError
 from tpubench.hardware.roofline import TRAIN_MFU_FORMULA
 from tpubench.measure.energy import energy_metrics, with_energy_ci
 from tpubench.measure.timing import merge_rank_compiles
+from tpubench.measure.validity import verdict_record
 from tpubench.measure.world import (
     WorldSync,
     plain_peaks,
@@ -273,7 +274,8 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     rates = [tokens / s for s in m.step_s]
     metrics, loss_reasons, exceeds_peak = _train_metrics(point, m, counts, peaks, tokens)
     reasons, warns = _train_validity(point, m, rates, tokens, on_device, exceeds_peak, base["environment"])
-    reasons += loss_reasons
+    validity = verdict_record(reasons + loss_reasons, rates, iterations=m.iterations, measure_s=m.measure_s,
+                              measurement=point.measurement)
     compile_s = m.compile["first_step_compile_s"] + m.compile["warmup_compile_s"]
     timing = {"load_s": load_s, "compile_s": compile_s, "first_iteration_s": m.compile["first_step_s"],
               "warmup_s": m.warmup_s, "measure_s": m.measure_s}
@@ -286,7 +288,7 @@ def measure_train_point(be, model, point, base: dict, load_s: float, reporter, p
     return RunResult(**base, finished_at=now_iso(), timing=timing, compile=m.compile, moe=moe,
                      samples={"step_s": m.step_s, "train_tokens_per_s": rates, "loss": _finite_prefix(m.losses),
                               "warmup_step_s": m.warmup_step_s},
-                     metrics=metrics, numerics={}, validity={"valid": not reasons, "reasons": reasons},
+                     metrics=metrics, numerics={}, validity=validity,
                      warnings=warns, training=training, energy=m.energy.as_dict() if m.energy is not None else {},
                      profile=profile)
 
@@ -397,9 +399,8 @@ def _train_validity(point, m, rates: list[float], tokens: int, on_device: bool, 
     from tpubench.measure.validity import assess, warnings_for
 
     done = tokens * m.iterations
-    _, reasons = assess(iterations=m.iterations, measure_s=m.measure_s, measurement=point.measurement,
-                        recompiles=m.compile["recompiles_timed"], generated_tokens=done, expected_tokens=done,
-                        throughput=rates, on_device=on_device, exceeds_peak=exceeds_peak,
+    _, reasons = assess(recompiles=m.compile["recompiles_timed"], generated_tokens=done, expected_tokens=done,
+                        on_device=on_device, exceeds_peak=exceeds_peak,
                         recompile_limit_hits=m.compile.get("recompile_limit_hits", 0),
                         fallback_ops=m.compile["cpu_fallback_ops_timed"])
     warns = warnings_for(rates, m.warmup_step_s, m.step_s, point.measurement["max_cv"],
