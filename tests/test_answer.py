@@ -20,55 +20,80 @@ import tpubench
 from tpubench.estimate.calibration import observations, runs_left_out
 from tpubench.estimate.chips import chip, parse_target
 from tpubench.estimate.command import run_estimate
+from tpubench.estimate.features import CLOSED_LOOP, prefill_one_s, roofline, sequences_that_fit
 from tpubench.estimate.models import PointPrecision
-from tpubench.estimate.predict import calibrate, estimate
+from tpubench.estimate.predict import calibrate, estimate, latencies
 from tpubench.estimate.records import read_records
 from tpubench.measure.per_token import batch_chip_seconds_per_token
 from tpubench.money.pricing import load_prices
+from tpubench.output.answer.assemble import assemble, verdict
+from tpubench.output.answer.options import ESTIMATE, MEASURED, PUBLISHED, option_row
+from tpubench.output.answer.verdict import break_even, ratio_interval
 from tpubench.output.published.store import shipped_published
-from tpubench.output.report.answer import ESTIMATE, MEASURED, PUBLISHED, assemble, ratio_interval, verdict
+from tpubench.workload_spec.service_level import Volume
 
 WORKLOAD = Path("workloads/qwen3_moe.yaml")
 
 
 # --- the verdict, by hand ------------------------------------------------------------------------------
 
-def _option(option, source, usd, low=None, high=None, in_verdict=True, precision="bf16", launch_on="", plan="spot"):
-    return {"workload": "w", "plan": plan, "source": source, "option": option, "accelerator": option, "chips": 8,
-            "point": "", "precision": precision, "tokens_per_s_per_chip": 1.0, "usd_per_mtok": usd,
-            "usd_per_mtok_low": usd if low is None else low, "usd_per_mtok_high": usd if high is None else high,
-            "interval": "", "price_basis": "", "in_verdict": in_verdict, "why_not": "" if in_verdict else "listed",
-            "note": "", "launch_on": launch_on}
+def _option(option, source, usd, low=None, high=None, in_verdict=True, precision="bf16", launch_on="", plan="spot",
+            price=1.0, family=""):
+    return option_row(workload="w", plan=plan, source=source, option=option, accelerator=option, chips=8,
+                      precision=precision, tokens_per_s_per_chip=1.0, usd_per_mtok=usd,
+                      usd_per_mtok_low=usd if low is None else low, usd_per_mtok_high=usd if high is None else high,
+                      in_verdict=in_verdict, why_not="" if in_verdict else "listed", launch_on=launch_on,
+                      usd_per_chip_hour=price, region="r", price_as_of="2026-12-01", family=family)
 
 
-def test_ratio_interval_is_the_worst_case_of_the_two_intervals():
-    # Cheapest 1.0 (0.8-1.25), runner-up 2.0 (1.5-3.0): 2x, at least 1.5 / 1.25 = 1.2x, at most 3.0 / 0.8.
-    assert ratio_interval((1.0, 0.8, 1.25), (2.0, 1.5, 3.0)) == pytest.approx((2.0, 1.2, 3.75))
+def test_independent_errors_add_in_quadrature_in_log_space():
+    # Cheapest 1.0 (x/÷ 1.25), runner-up 2.0 (x/÷ 1.5): independent, the log half-widths add in
+    # quadrature: sqrt(ln 1.25^2 + ln 1.5^2), not ln 1.25 + ln 1.5 (the ends divided).
+    best, runner = _option("A", MEASURED, 1.0, 0.8, 1.25), _option("B", ESTIMATE, 2.0, 2 / 1.5, 3.0)
+    r = ratio_interval(best, runner)
+    q = math.hypot(math.log(1.25), math.log(1.5))
+    assert (r.value, r.low, r.high) == pytest.approx((2.0, 2 * math.exp(-q), 2 * math.exp(q)))
+    assert "quadrature" in r.basis and r.low > 1.5 / 1.25
 
 
-def test_a_verdict_is_decided_only_when_the_intervals_do_not_overlap():
-    apart = pd.DataFrame([_option("A", ESTIMATE, 1.0, 0.8, 1.25), _option("B", ESTIMATE, 2.0, 1.5, 3.0)])
+def test_two_estimates_share_their_errors_where_their_families_have_held_out_pairs():
+    best, runner = _option("A", ESTIMATE, 1.0, 0.5, 2.0), _option("B", ESTIMATE, 2.0, 1.0, 4.0)
+    r = ratio_interval(best, runner, (math.log(1.2), "40 held-out pairs of X and Y"))
+    assert (r.low, r.high) == pytest.approx((2 / 1.2, 2 * 1.2)) and r.decided and "40 held-out pairs" in r.basis
+    # A measured side errs on its own: the pairs do not apply.
+    assert "quadrature" in ratio_interval({**best, "source": MEASURED}, runner, (0.1, "pairs")).basis
+
+
+def test_break_even_prices_by_hand():
+    # A: $1/Mtok at $2/chip-h (0.5 chip-h per Mtok); B: $3/Mtok at $1/chip-h (3 chip-h per Mtok).
+    # A stays cheapest while P_A < 1 x 3 / 0.5 = $6; B would win below 2 x 0.5 / 3 = $0.333.
+    even = break_even(_option("A", ESTIMATE, 1.0, price=2.0), _option("B", ESTIMATE, 3.0, price=1.0))
+    assert (even.best_stays_below, even.runner_wins_below) == pytest.approx((6.0, 1 / 3))
+
+
+def test_a_verdict_is_decided_only_when_its_interval_clears_one():
+    apart = pd.DataFrame([_option("A", ESTIMATE, 1.0, 0.9, 1.1), _option("B", ESTIMATE, 2.0, 1.8, 2.2)])
     v = verdict(apart, "w.yaml")
     assert v["decided"] and v["cheapest"] == "A" and v["runner_up"] == "B"
     assert "2.00x cheaper" in v["text"] and "decided at this confidence" in v["text"] and not v["decide_command"]
+    assert "stays cheapest while it costs under $2.00" in v["break_even"] and "would win below $0.5" in v["break_even"]
     overlapping = pd.DataFrame([_option("A", ESTIMATE, 1.0, 0.5, 2.0, launch_on="tpu-v6e-8"),
                                 _option("B", ESTIMATE, 1.5, 1.2, 1.9, launch_on="H100:8")])
     v = verdict(overlapping, "w.yaml")
-    assert not v["decided"] and "not decided at this confidence" in v["text"]
-    assert v["ratio_low"] == pytest.approx(1.2 / 2.0) and v["ratio_high"] == pytest.approx(1.9 / 0.5)
+    assert not v["decided"] and "not decided at this confidence" in v["text"] and v["ratio_low"] < 1
     # What decides it: measure both, the widest interval (A: 4x) first.
     assert v["decide_command"] == "tpubench launch w.yaml --on tpu-v6e-8 --on H100:8"
     assert "A narrows the estimate most" in v["decide_why"] and "4.0x" in v["decide_why"]
 
 
-def test_only_options_for_the_full_architecture_are_ranked():
+def test_only_ranked_options_enter_a_verdict():
     options = pd.DataFrame([_option("CPU", MEASURED, 0.01, in_verdict=False),       # a smoke test: cheapest, listed
                             _option("Llama on B200", PUBLISHED, 0.02, in_verdict=False),   # another model
                             _option("TPU", ESTIMATE, 0.3, 0.2, 0.45)])
     v = verdict(options)
-    assert v["cheapest"] == "TPU" and v["text"].startswith("only one option") and math.isnan(v["ratio"])
+    assert v["cheapest"] == "TPU" and v["text"].startswith("only one chip") and math.isnan(v["ratio"])
     none = verdict(options[options["source"] != ESTIMATE])
-    assert "no option answers for the full architecture" in none["text"]
+    assert "no option meets the SLO" in none["text"]
 
 
 def test_a_verdict_across_precisions_says_so_and_an_unknown_precision_does_not():
@@ -87,23 +112,38 @@ def test_the_runner_up_is_on_another_chip_and_like_with_like_first():
     assert (v["cheapest"], v["runner_up"]) == ("H100 fp8", "TPU fp8") and "crosses" not in v["text"]
     v = verdict(pd.DataFrame([h100_fp8, h100_bf16, tpu_bf16]))
     assert v["runner_up"] == "TPU bf16" and "(crosses precisions)" in v["text"]
-    assert verdict(pd.DataFrame([h100_fp8, h100_bf16]))["text"].startswith("only one option")
+    assert verdict(pd.DataFrame([h100_fp8, h100_bf16]))["text"].startswith("only one chip")
 
 
 def test_the_workload_measured_last_comes_first():
     options = [{**_option("A", ESTIMATE, 1.0), "workload": "old"}, {**_option("B", ESTIMATE, 1.0), "workload": "new"},
                {**_option("C", ESTIMATE, 1.0), "workload": "estimated only"}]
-    answer = assemble(options, {}, [], {"old": "2026-12-01T00:00:00", "new": "2026-12-06T00:00:00"})
-    assert [w for w, _ in answer.groups()] == ["new", "old", "estimated only"]
+    answer = assemble(options, [], {}, {}, [], newest={"old": "2026-12-01T00:00:00", "new": "2026-12-06T00:00:00"})
+    assert answer.workloads() == ["new", "old", "estimated only"]
 
 
-def test_assemble_orders_cheapest_first_with_unpriced_last_and_one_verdict_per_plan():
+def test_assemble_ranks_cheapest_first_then_the_unranked_and_one_verdict_per_plan():
     options = [_option("B", ESTIMATE, 2.0), _option("none", ESTIMATE, math.nan, in_verdict=False),
-               _option("A", ESTIMATE, 1.0), _option("C", ESTIMATE, 5.0, plan="on_demand")]
-    answer = assemble(options, {}, [])
-    rows, v = answer.of("w", "spot")
-    assert list(rows["option"]) == ["A", "B", "none"] and v["cheapest"] == "A"
-    assert answer.groups() == [("w", "on_demand"), ("w", "spot")]
+               _option("listed", PUBLISHED, 0.5, in_verdict=False), _option("A", ESTIMATE, 1.0),
+               _option("C", ESTIMATE, 5.0, plan="on_demand"), _option("D", ESTIMATE, 4.0, plan="on_demand")]
+    answer = assemble(options, [], {}, {}, [])
+    rows, verdicts = answer.of("w")
+    spot = rows[rows["plan"] == "spot"]
+    assert list(spot["option"]) == ["A", "B", "listed", "none"]
+    assert list(verdicts["plan"]) == ["on_demand", "spot"] and list(verdicts["cheapest"]) == ["D", "A"]
+    assert answer.disagreement("w") == "The answer turns on the plan: D on on-demand; A on spot"
+
+
+def test_a_volume_sizes_whole_instances_and_names_the_cheaper_fleet():
+    # 1e9 tokens a day at peak 1: 11,574 tokens/s. A: $1/Mtok at $2/chip-h = 555.6 tokens/s per chip:
+    # 20.8 chips, so 3 instances of 8 = 24 chips, 24 x $2 x 730 h. B: $2/Mtok at $1/chip-h: 138.9 tokens/s
+    # per chip, 83.3 chips: 11 instances = 88 chips x $1 x 730 h.
+    options = [_option("A", ESTIMATE, 1.0, price=2.0), _option("B", ESTIMATE, 2.0, price=1.0)]
+    answer = assemble(options, [], {}, {}, [], volumes={"w": Volume(tokens_per_day=1e9)})
+    rows, verdicts = answer.of("w")
+    assert list(rows["chips_needed"]) == [24, 88]
+    assert list(rows["usd_per_month"]) == pytest.approx([24 * 2 * 730, 88 * 730])
+    assert verdicts.iloc[0]["fleet"].startswith("at the volume, A's fleet costs least: $35,040 a month for 24 chips")
 
 
 # --- one chip-seconds definition; precision; your rows ------------------------------------------------
@@ -231,18 +271,26 @@ def test_the_answer_labels_every_row_and_never_ranks_the_smoke_test(options):
     published = options[options["source"] == PUBLISHED]
     priced_published = published[published["usd_per_mtok"].notna()]
     assert priced_published["price_basis"].str.startswith("published throughput x list price").all()
-    own_model = published["point"].str.startswith("qwen3-30b-a3b")
+    own_model = published["note"].str.startswith("qwen3-30b-a3b")
     assert not priced_published.loc[~own_model[priced_published.index], "in_verdict"].any()   # yardsticks
-    # Qwen3-30B-A3B itself is published on TPU7x (SGLang-JAX) and on Trainium and Trainium2
-    # (optimum-neuron): a row of your own model is either priced and a candidate, or says why not.
+    # Qwen3-30B-A3B itself is published on TPU7x (SGLang-JAX, priced on demand: the public SKU) and on
+    # Trainium and Trainium2 (optimum-neuron): a row of your own model is priced at its point nearest
+    # the SLO and ranked only where it meets it, or says why it has no price.
     own = published[own_model]
+    tpu7x = own[(own["plan"] == "on_demand") & (own["accelerator"] == "TPU7x")]
+    assert len(tpu7x) == 1 and "as of 2026-06-14" in tpu7x["price_basis"].iloc[0]
+    priced_own = own[own["usd_per_mtok"].notna()]
+    assert (priced_own["in_verdict"] == (priced_own["status"] != "misses")).all()
     unpriced = own[own["usd_per_mtok"].isna()]
     assert len(unpriced) and unpriced["why_not"].str.startswith("no ").all() and not unpriced["in_verdict"].any()
-    assert own.loc[own["usd_per_mtok"].notna(), "in_verdict"].all()
-    # The verdict ranks the estimates and the workload's own published rows, never a smoke test.
+    assert unpriced["why_not"].str.contains("TPU7x: no public TPU7x").any()
+    # Every option says where it stands at the workload's SLO; the verdict ranks only what meets it,
+    # never a smoke test.
+    assert set(options["slo"]) == {"TTFT p99 ≤ 2 s, TPOT p99 ≤ 50 ms (20 tok/s per user)"}
+    ranked = options[options["in_verdict"]]
+    assert len(ranked) and (ranked["status"] != "misses").all()
     for _, group in options.groupby("plan"):
-        ranked = set(estimates["option"]) | set(own["option"])
-        assert group["verdict_cheapest"].iloc[0] in ranked | {""}
+        assert group["verdict_cheapest"].iloc[0] in set(ranked["option"]) | {""}
         assert "smoke" not in group["verdict_text"].iloc[0]
 
 
@@ -250,14 +298,17 @@ def test_the_report_opens_with_the_answer_in_every_format(folder, monkeypatch, c
     code, md, err = run_cli(monkeypatch, capsys, "report", str(folder))
     assert code == 0, err
     glance = md.split("## At a glance")[1]
-    assert glance.index("### qwen3_moe: the options, on-demand") < glance.index("## ")
-    assert "| TPU v6e ×8 (tpu-v6e-8) · bf16 | estimate |" in glance and "measured (small scale: smoke test)" in glance
-    assert "**Verdict (spot): " in glance and "estimated (for the chips each workload is decided between" in md
+    block = glance[glance.index("### qwen3_moe: the answer"):glance.index("- Measured: your result files")]
+    assert "Service level: TTFT p99 ≤ 2 s, TPOT p99 ≤ 50 ms" in block and "- **spot: " in block
+    assert "| TPU v6e ×8 · bf16 | estimate [" in block and "For reference (not ranked):" in block
+    assert "measured (small scale: smoke test)" in block and "estimated (for the chips each workload is decided between" in md
+    assert max(len(line) for line in block.splitlines()) <= 120           # a terminal's width
     code, html, _ = run_cli(monkeypatch, capsys, "report", str(folder), "--format", "html")
-    assert '<figure id="answer-0">' in html and "qwen3_moe: the options, spot" in html
+    assert '<figure id="answer-0">' in html and "qwen3_moe: the answer" in html
     code, csv, _ = run_cli(monkeypatch, capsys, "report", str(folder), "--format", "csv", "--table", "answer")
     table = pd.read_csv(io.StringIO(csv))
-    assert {"source", "usd_per_mtok", "verdict_text", "verdict_decided"} <= set(table.columns)
+    assert {"source", "usd_per_mtok", "load", "ttft_s", "tpot_s", "status", "verdict_text", "verdict_decided",
+            "verdict_ratio_low", "verdict_cheapest_stays_below_usd_per_chip_hour", "slo"} <= set(table.columns)
     code, _, err = run_cli(monkeypatch, capsys, "report", str(folder), "--table", "nope")
     assert code == 2 and "--table" in err
 
@@ -311,7 +362,7 @@ def test_run_estimate_takes_compare_on_and_on_once_each():
 def test_sequences_that_fit_are_the_memory_beside_the_weights_over_one_sequence_s_cache():
     from dataclasses import replace
 
-    from tpubench.estimate.features import MEMORY_UTILIZATION, Point, roofline, sequences_that_fit, terms
+    from tpubench.estimate.features import MEMORY_UTILIZATION, TERMS, Point, roofline, sequences_that_fit, terms
     from tpubench.estimate.models import published_model
 
     shape = published_model("meta-llama/Llama-3.3-70B-Instruct")[1]
@@ -332,10 +383,11 @@ def test_sequences_that_fit_are_the_memory_beside_the_weights_over_one_sequence_
     short = replace(point, concurrency=4096, input_len=16, output_len=2)     # a tiny cache: the weights dominate
     roof = roofline(short, h100.peak_flops, h100.peak_bytes_per_s)
     assert roof.decode_bound == "compute"
-    assert terms(short, roof)[-1] == pytest.approx(math.log(roof.decode_compute_s / roof.decode_memory_s))
-    assert terms(short, roof)[-1] > 0
+    excess = TERMS.index("decode_compute_excess")
+    assert terms(short, roof)[excess] == pytest.approx(math.log(roof.decode_compute_s / roof.decode_memory_s))
+    assert terms(short, roof)[excess] > 0
     memory_bound = roofline(point, h100.peak_flops, h100.peak_bytes_per_s)
-    assert terms(point, memory_bound)[-1] == 0.0
+    assert terms(point, memory_bound)[excess] == 0.0
 
 
 def test_an_estimate_past_the_memory_is_refused_for_a_batch_and_capped_for_a_server(cal):
@@ -346,5 +398,18 @@ def test_an_estimate_past_the_memory_is_refused_for_a_batch_and_capped_for_a_ser
     spec = chip("H100", point.compute_precision)
     batch = estimate(cal, target, spec, point)
     assert batch.refused and "do not fit beside the weights" in batch.refused
-    server = estimate(cal, target, spec, point, serving=True)
+    server = estimate(cal, target, spec, point, arrival=CLOSED_LOOP)
     assert server.refused is None and any(n.startswith("only ") and "fit at once" in n for n in server.notes)
+    # The clients that do not fit wait for a slot: by Little's law, (clients - running) x cycle / running,
+    # on top of the TTFT of a request that found one.
+    fits = sequences_that_fit(point, spec.memory_bytes)
+    running = replace(point, concurrency=float(math.floor(fits)))
+    roof = roofline(running, spec.peak_flops, spec.peak_bytes_per_s)
+    cycle = roof.cycle_s / server.efficiency
+    _, tpot = latencies(cal.latency, server.family, running, roof,
+                        prefill_one_s(running, spec.peak_flops, spec.peak_bytes_per_s), server.efficiency, CLOSED_LOOP,
+                        running.concurrency)
+    admitted = cycle - tpot * (running.output_len - 1)
+    wait = (1e6 - running.concurrency) * cycle / running.concurrency
+    assert server.ttft_s[0] == pytest.approx(wait + admitted, rel=1e-9)
+    assert server.tpot_s[0] == pytest.approx(tpot, rel=1e-12)

@@ -71,7 +71,8 @@ def test_one_and_three_year_verdicts_compare_tpu_v6e_with_h100(monkeypatch, caps
         assert "TPU v6e" in verdict and "H100" in verdict and "cheaper than" in verdict, verdict
     # The shipped 3-year TPU v6e price is Google's GA list of 2024-12-11: stale, said beside the verdict.
     stale = rows[rows["plan"] == "commit_3y"]["verdict_stale_note"].iloc[0]
-    assert "3-year commitment price dated 2024-12-11" in stale and "tpubench pricing refresh" in stale
+    assert "3-year commitment price (us-east5, dated 2024-12-11)" in stale
+    assert "tpubench pricing refresh" in rows[rows["plan"] == "commit_3y"]["verdict_refresh_command"].iloc[0]
     # Without the user's H100 commitment the plan is named as missing, with its reason, never dropped.
     shipped = answer_csv(monkeypatch, capsys, folder)
     gaps = shipped[shipped["plan"] == "commit_1y"]["verdict_gaps_note"].iloc[0]

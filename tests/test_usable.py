@@ -17,9 +17,10 @@ from rich.console import Console
 from tpubench.budget import tokens as budget
 from tpubench.console import render_run_cost
 from tpubench.money import pricing
+from tpubench.output.answer.options import measured_options
+from tpubench.output.answer.service_level import Slo
 from tpubench.output.compare import compare_results
 from tpubench.output.frames import flatten
-from tpubench.output.report import answer
 from tpubench.output.report.data import build_report
 from tpubench.records import usable
 from tpubench.records.result import RunResult, Validity, read_result, write_result
@@ -90,10 +91,12 @@ def test_every_consumer_calls_the_one_definition(tmp_path):
     best = data.summary[data.summary["plan"] == "on_demand"].iloc[0]
     assert best["batch_size"] == 16
 
-    # answer: the noisy point is an option in the verdict, the invalid one listed with why it is not
-    options = answer.measured_options(data.summary.assign(scale="full"), "blended_usd_per_mtok", "output_tokens_per_s")
-    in_verdict = {o["point"].split()[0]: o["in_verdict"] for o in options if o["plan"] == "on_demand"}
-    assert in_verdict.get("b16") is True and in_verdict.get("b32", False) is False
+    # answer: the option is taken on its usable points only: the noisy b16 (marked with its CV) is its
+    # cheapest, the invalid b32 never enters its sweep
+    points = data.priced_rows.frame().assign(scale="full")
+    options, _ = measured_options(points, "blended_usd_per_mtok", "output_tokens_per_s", {}, Slo(None, None))
+    on_demand, = [o for o in options if o["plan"] == "on_demand"]
+    assert on_demand["in_verdict"] and on_demand["load"] == 16 and on_demand["note"] == "noisy: CV 25.0%"
 
     # budget: sized on the usable points (the noisy b16 is the fastest per chip), the invalid one left out
     result = budget.plan_budget(frame(quiet, noisy, wrong), prices, tokens_per_day=1e9, output_share=0.2,

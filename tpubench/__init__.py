@@ -51,8 +51,8 @@ def answer(paths, *, on=(), prices=None, plans=None, warn=None, shipped=True):
     see tpubench.output.report.answer. `prices` is a price table (money.pricing.load_prices; the
     shipped one when None)."""
     from tpubench.estimate.for_reports import estimates_for_report
+    from tpubench.output.answer.assemble import frame
     from tpubench.output.report import build_report
-    from tpubench.output.report.answer import frame
 
     data = build_report(paths, prices=prices, plans=plans, warn=warn, include_shipped=shipped, on=list(on),
                         estimator=estimates_for_report)

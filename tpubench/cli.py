@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from tpubench.cli_budget import budget_app
+from tpubench.cli_budget import budget_app, check_estimates, estimating, with_estimates
 from tpubench.cli_group import LazyTyper
 from tpubench.errors import UserError
 
@@ -356,16 +356,22 @@ def _sized_budget(command, amount: float, options, inputs) -> None:
     budget_format(inputs.fmt)
     sizing = command.planner.sizing()
     sizing.check(amount, options, command.unit)
-    found = holdings(inputs.paths)
+    prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
+    check_estimates(options, prices)
+    # Estimates need no result of yours (the question before buying anything): where none names a
+    # workload file, the estimate says to name one (--workload).
+    found = holdings(inputs.paths, empty_ok=estimating(options))
     df = load_results(inputs.paths, warn=_warn_stderr, keep="all" if inputs.all_runs else "latest",
                       include_published=inputs.include_published, shipped=not inputs.no_shipped)
     measured = df[df["source"] == "measured"] if "source" in df else df
-    require_readable(found, len(measured), published_used=inputs.include_published)
+    if not estimating(options):
+        require_readable(found, len(measured), published_used=inputs.include_published)
     _require_kinds(measured, command, found.where, sized_on_published=inputs.include_published)
     if df.attrs.get("older_runs_left_out"):
         _warn_stderr(older_runs_note(df.attrs["older_runs_left_out"]))
-    prices = _load_prices(inputs.prices, inputs.discount, options.cloud, options.region)
     result = sizing.plan(df, prices, amount, options, command.unit)
+    # --on / --workload: the estimated options, sized apart from the measured ones (cli_budget.py).
+    result = with_estimates(result, options, inputs, df, prices, _warn_stderr)
     _emit(render_budget(result, inputs.fmt), inputs.out)
 
 
@@ -685,6 +691,9 @@ def estimate(
     out: Optional[Path] = typer.Option(None, "--out", help="Also keep the estimates as a record in "
                                                           "OUT/estimates/ (JSON, source: estimate): `tpubench report "
                                                           "OUT` puts them in its answer table."),
+    stack_date: Optional[str] = typer.Option(None, "--stack-date", metavar="YYYY-MM-DD",
+                                             help="Estimate a serving stack of this date (default: the calibration's "
+                                                  "newest rows'); older stacks run slower."),
     sources: Optional[Path] = typer.Option(None, "--sources", help="Write every published and measured row the "
                                                                   "estimate is calibrated on here (Markdown; JSON "
                                                                   "for a .json name); the terminal gets one line."),
@@ -705,7 +714,8 @@ def estimate(
     from tpubench.output.published.store import all_published
 
     report = run_estimate(workload, on, prices=_load_prices(prices, discount), results=results,
-                          published=all_published(results, warn=_warn_stderr, checked=True), plans=plan or None)
+                          published=all_published(results, warn=_warn_stderr, checked=True), plans=plan or None,
+                          stack_date=stack_date)
     if sources is not None:
         from tpubench.records.files import replace_file
 

@@ -126,6 +126,50 @@ def _callback(command, run: Run) -> Callable:
     return budget
 
 
+def estimating(options) -> bool:
+    """Whether a budget asks for estimates (`--on` or `--workload`: only the token planner reads them)."""
+    return bool(getattr(options, "on", None) or getattr(options, "workload", None))
+
+
+def check_estimates(options, prices) -> None:
+    """`--on` and `--workload` checked before any result is read: a chip neither the price table nor
+    the spec table knows, or a workload file that is not there, is a one-line error (exit 2)."""
+    if not estimating(options):
+        return
+    from tpubench.estimate.chips import parse_target
+
+    for spec in options.on or ():
+        parse_target(spec, prices)
+    for path in options.workload or ():
+        if not Path(path).is_file():
+            raise UserError(f"no such workload file: {path}", field="--workload")
+
+
+def with_estimates(result, options, inputs: BudgetInputs, results, prices, warn: Callable[[str], None]):
+    """`result` (a token budget) with its estimated options (budget/estimated.py) where the budget asks
+    for them: each workload file named by --workload, else by the results (as `tpubench report` finds
+    them: estimate/for_reports.py), estimated on its compare_on chips and --on's, calibrated on the
+    published rows the report would use. Sized apart: `result.options` is left as it was."""
+    if not estimating(options):
+        return result
+    from tpubench.budget.estimated import estimated_budget
+    from tpubench.budget.tokens import SIZING_SPLIT
+    from tpubench.estimate.for_reports import estimates_for_report
+    from tpubench.output.report.published import gather_published
+
+    measured, published = gather_published(inputs.paths, results, warn, shipped=not inputs.no_shipped)
+    workloads = [Path(p) for p in options.workload] if options.workload else None
+    made = estimates_for_report(inputs.paths, measured, on=list(options.on or ()), prices=prices,
+                                published=published, plans=list(options.plans) if options.plans else None,
+                                warn=warn, workloads=workloads)
+    if not made.contexts and not made.notes and made.rows.empty:
+        raise UserError("no result here names a workload file to estimate: name one with --workload FILE",
+                        field="--workload")
+    result.estimates = estimated_budget(made, result.traffic, result.slo, options, prices,
+                                        split=result.sizing == SIZING_SPLIT)
+    return result
+
+
 def _kind_first(args: list[str], word: str | None = None) -> UserError:
     """The form before subcommands (`tpubench budget RESULTS --tokens-per-day N`), or a kind misspelt
     (`word`): which subcommand to name first, from the volume flag given where there is one."""

@@ -74,6 +74,14 @@ def ms(seconds, digits: int = 3, *, spec: str | None = None, missing: str = MISS
     return sig(value, digits) if spec is None else format(value, spec)
 
 
+def duration(seconds, missing: str = MISSING) -> str:
+    """A latency bound or figure in the unit that reads: '2 s', '450 ms', '8.5 ms'."""
+    if not finite(seconds):
+        return missing
+    value = float(seconds)
+    return f"{value:.3g} s" if value >= 1 else f"{value * 1e3:.3g} ms"
+
+
 # ----------------------------------------------------------------------------- fractions
 
 

@@ -10,8 +10,9 @@ For a point making `rate` units/s per chip on `chips` chips per replica, at a pe
     monthly_kwh    = the work's chip-seconds at the point's busy power + the rest of the rented
                      chips' month at its idle power (with_fleet_energy; docs/definitions.md#budget-energy)
 
-A TPU slice is an instance of its size and never shares a replica with another slice (ICI links
-chips only within one slice): a point wider than a slice is left out of that slice type.
+The whole-instance rule itself is tpubench/money/fleet_size.py's. A TPU slice is an instance of
+its size and never shares a replica with another slice (ICI links chips only within one slice): a
+point wider than a slice is left out of that slice type.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from tpubench.money import cost
 from tpubench.money import energy as energy_money
 from tpubench.money import plans as plan_vocab
 from tpubench.money.carbon import JOULES_PER_KWH
+
+# The whole-instance rule is money's (one rule for every fleet); named here for the budget's modules.
+from tpubench.money.fleet_size import ceil_whole, instances_needed, whole_instances  # noqa: F401
 from tpubench.records.columns import numeric_column
 
 HOURS_PER_MONTH = plan_vocab.HOURS_PER_MONTH   # one month for every cost: the plan vocabulary's
@@ -36,8 +40,6 @@ SECONDS_PER_DAY = 86400.0
 SECONDS_PER_HOUR = cost.SECONDS_PER_HOUR
 PLATFORM_COLUMNS = ["workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
                     "chips_per_instance"]
-# Guards ceil() against float noise: 3.0000000000004 replicas is 3 replicas, not 4.
-_CEIL_EPS = 1e-9
 # Upper bounds on what a budget is asked to size: far above any real fleet's load, and low enough
 # that every count below stays an exact integer (a float past int64 cast to int wraps round to
 # -9223372036854775808 instances). A larger number is a typo or a test of the tool, never a plan.
@@ -47,23 +49,6 @@ MAX_HORIZON_H = 100 * 8760.0    # a century: --months and --spot-lost-hours
 MAX_FLEET_INSTANCES = 1e9       # an option needing more is left out (no count is cast past this)
 # The rate columns a cost bound comes from: the low cost from the high rate, and vice versa.
 BOUND_FROM_RATE = (("", ""), ("_ci95_low", "_ci95_high"), ("_ci95_high", "_ci95_low"))
-
-
-def ceil_whole(x) -> np.ndarray:
-    return np.ceil(np.asarray(x, dtype=float) - _CEIL_EPS)
-
-
-def instances_needed(replicas, chips_per_replica, chips_per_instance) -> np.ndarray:
-    """Whole instances for `replicas` replicas of `chips_per_replica` chips each."""
-    replicas = np.asarray(replicas, dtype=float)
-    per_replica = np.asarray(chips_per_replica, dtype=float)
-    per_instance = np.asarray(chips_per_instance, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        replicas_per_instance = np.floor(per_instance / per_replica)
-        fits = replicas_per_instance >= 1
-        packed = ceil_whole(replicas / np.where(fits, replicas_per_instance, 1))
-        spanning = replicas * ceil_whole(per_replica / per_instance)
-    return np.where(fits, packed, spanning)
 
 
 def blended_rate(chip_s_per_unit):
@@ -126,10 +111,8 @@ def without_huge_fleets(best: pd.DataFrame, rate_column: str, peak_per_s: float,
     saying how many; a UserError naming `flag` when that leaves none (the load, not a point, is wrong)."""
     if best.empty:
         return best, None
-    chips = best["chips"].astype(float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        replicas = ceil_whole(peak_per_s / (best[rate_column].astype(float) * chips))
-        instances = instances_needed(replicas, chips, best["chips_per_instance"])
+    _, instances = whole_instances(peak_per_s, best[rate_column].astype(float), best["chips"].astype(float),
+                                   best["chips_per_instance"].astype(float))
     huge = ~(instances <= MAX_FLEET_INSTANCES)
     if not huge.any():
         return best, None
@@ -147,8 +130,8 @@ def size_fleet(best: pd.DataFrame, rate_column: str, peak_per_s: float) -> pd.Da
     out = best
     chips = out["chips"].astype(float)
     for suffix, rate_bound in BOUND_FROM_RATE:
-        replicas = ceil_whole(peak_per_s / (out[rate_column + rate_bound].astype(float) * chips))
-        instances = instances_needed(replicas, chips, out["chips_per_instance"])
+        replicas, instances = whole_instances(peak_per_s, out[rate_column + rate_bound].astype(float), chips,
+                                              out["chips_per_instance"].astype(float))
         out["monthly_usd" + suffix] = instances * out["usd_per_instance_hour"].astype(float) * HOURS_PER_MONTH
         if not suffix:
             out["replicas"] = replicas.astype(int)

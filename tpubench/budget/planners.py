@@ -67,10 +67,12 @@ def _per_day() -> Sizing:
 TOKENS = BudgetPlanner(
     name="tokens", flag="--tokens-per-day", volume_words="Tokens per day", volume_help="Input + output tokens per day.",
     help="A fleet per platform and plan for a token load under latency SLOs, sized on {points}: monthly cost, "
-         "ranking, the saving against --current; with --months, how to buy it.",
+         "ranking, the saving against --current; with --months, how to buy it; with --on, the workload's "
+         "estimates on chips not measured, sized apart.",
     sizing=_tokens, per_kind=True,
     reads=("--output-share", "--peak-factor", "--slo-ttft-ms", "--slo-tpot-ms", "--current", "--split", "--months",
-           "--peak-hours", "--spot-lost-hours", "--spot-preemption-rate", "--tco") + POWER_FLAGS)
+           "--peak-hours", "--spot-lost-hours", "--spot-preemption-rate", "--tco", "--on", "--workload")
+    + POWER_FLAGS)
 
 # A training run is a number of tokens, not a load: no peak, SLO or power option applies.
 TRAINING = BudgetPlanner(

@@ -103,6 +103,13 @@ class BudgetOptions:
                                                  "the price table gives none.")
     tco: Path | None = _option(None, "--tco", "CSV of TCO tiers (hyperscaler, neocloud, owned...) shown beside "
                                "list prices.")
+    on: tuple[str, ...] | None = _option(None, "--on", "A chip to estimate the workload on, beside the chips its "
+                                         "compare_on names: tpu-v6e-8, H100:8, H100:8@fp8, trn2 (repeatable). "
+                                         "Each estimate is sized apart from the measured options, labelled "
+                                         "estimate, at its cheapest load that meets the service level.")
+    workload: tuple[str, ...] | None = _option(None, "--workload", "A workload file to estimate (repeatable; "
+                                               "default: the workload files your results name). Estimates the "
+                                               "chips its compare_on names, and --on's.")
     power_price: float | None = _option(None, "--power-price", "USD per kWh: each option's monthly energy cost.")
     pue: float = _option(1.0, "--pue", "Power usage effectiveness of the data centre (>= 1).")
     owned: bool = _option(False, "--owned", "The prices are of owned capacity: add the energy cost to the "

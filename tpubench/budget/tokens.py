@@ -172,6 +172,8 @@ class BudgetResult:
     months: float | None = None     # the horizon
     # With TCO tiers (money/tco.py): each platform's fleet at each tier's rate beside list on-demand.
     tco: pd.DataFrame | None = None
+    # With --on or --workload: the estimated options, sized apart (budget/estimated.py EstimatedBudget).
+    estimates: object | None = None
 
 
 def point_output_share(df: pd.DataFrame) -> pd.Series:
@@ -268,10 +270,12 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
                          "their search's capacity point is sized on (scenarios/serve/capacity.py)")
             priced = priced[~priced["file"].isin(set(results.loc[probes, "file"]))]
     candidates, unusable = usable_rows(priced)
+    candidates = candidates.copy()
+    candidates["source"] = _sources(results, candidates)
     if unusable:
         notes.append(f"{unusable} invalid run(s) left out of the budget")
 
-    candidates, note = _with_sizing_rate(candidates, traffic, split)
+    candidates, note = with_sizing_rate(candidates, traffic, split)
     notes.append(note)
     candidates["slo_ratio"] = _slo_ratio(candidates, slo)
     candidates = candidates[np.isfinite(candidates["tokens_per_s_per_chip"])]
@@ -285,7 +289,7 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
     best, note = without_huge_fleets(best, "tokens_per_s_per_chip", traffic.peak_tokens_per_s, "--tokens-per-day",
                                      "tokens")
     notes += [note] if note else []
-    options = _size_fleet(best, traffic, power)
+    options = size_token_fleet(best, traffic, power)
     notes += energy_notes(options, power)
     infeasible = _closest_points(candidates, meets, slo)
 
@@ -309,9 +313,19 @@ def plan_budget(results: pd.DataFrame, prices: pd.DataFrame, *, tokens_per_day: 
                         tco=tiers)
 
 
-def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -> tuple[pd.DataFrame, str]:
+def _sources(results: pd.DataFrame, candidates: pd.DataFrame) -> pd.Series:
+    """Each candidate's `source`, measured or published (--include-published), from its result file:
+    pricing names the price row's own source `price_source`, and does not keep the result's."""
+    if "source" not in results or "file" not in results:   # a frame made without load_results
+        return pd.Series("measured", index=candidates.index, dtype=object)
+    by_file = dict(zip(results["file"].astype(str), results["source"].fillna("measured")))
+    return candidates["file"].astype(str).map(by_file).fillna("measured")
+
+
+def with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -> tuple[pd.DataFrame, str]:
     """`tokens_per_s_per_chip` (with CI) on the basis asked for (module docstring), the basis in
-    `sizing_basis`, the point's own mix in `point_output_share`; and the note saying which."""
+    `sizing_basis`, the point's own mix in `point_output_share`; and the note saying which. The
+    estimated options go through it too (budget/estimated.py)."""
     candidates = candidates.assign(point_output_share=point_output_share(candidates),
                                    sizing_basis=SIZING_SPLIT if split else SIZING_BLENDED)
     if not split:
@@ -339,13 +353,15 @@ def _with_sizing_rate(candidates: pd.DataFrame, traffic: Traffic, split: bool) -
     return candidates, note
 
 
-def _size_fleet(best: pd.DataFrame, traffic: Traffic, power: Power) -> pd.DataFrame:
+def size_token_fleet(best: pd.DataFrame, traffic: Traffic, power: Power, columns: list[str] | None = None) -> pd.DataFrame:
+    """`best`'s fleets at the traffic's peak (fleet.size_fleet) with their energy, ranked, as `columns`
+    (OPTION_COLUMNS by default; the estimated options keep their own)."""
     out = size_fleet(best, "tokens_per_s_per_chip", traffic.peak_tokens_per_s)
-    return ranked(_with_energy(out, traffic, power))[OPTION_COLUMNS]
+    return ranked(_with_energy(out, traffic, power))[columns or OPTION_COLUMNS]
 
 
 OPTION_COLUMNS = [
-    "rank_overall", "rank_in_plan", "workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
+    "rank_overall", "rank_in_plan", "source", "workload", "scale", "priced_accelerator", "cloud", "region", "instance_type",
     "chips_per_instance", "plan", "usd_per_instance_hour", "monthly_usd", "monthly_usd_ci95_low",
     "monthly_usd_ci95_high", "instances", "rented_chips", "required_chips", "replicas",
     "fleet_utilisation", "replica_spans_instances", "tokens_per_s_per_chip",

@@ -21,7 +21,20 @@ import pandas as pd
 
 from tpubench.errors import UserError
 from tpubench.estimate.chips import Chip, chip, chip_family
-from tpubench.estimate.features import TERMS, Point, observed_cycle_s, roofline, sequences_that_fit, terms
+from tpubench.estimate.features import (
+    CLOSED_LOOP,
+    INTERACTIVE,
+    OPEN_LOOP,
+    STATIC,
+    TERMS,
+    Point,
+    Roofline,
+    observed_cycle_s,
+    prefill_one_s,
+    roofline,
+    sequences_that_fit,
+    terms,
+)
 from tpubench.estimate.models import published_model, row_precision
 from tpubench.estimate.physics import efficiency_refusal
 from tpubench.hardware.model_shape import ModelShape
@@ -35,14 +48,18 @@ class Observations:
     rows: pd.DataFrame            # one per observation: who, what, where, roofline and observed times
     points: list[Point] = field(default_factory=list)
     specs: list[Chip] = field(default_factory=list)
+    roofs: list[Roofline] = field(default_factory=list)
     left_out: Counter = field(default_factory=Counter)
+    # The newest published row's date: the stack an estimate assumes (features.TERMS: stack_age_years).
+    stack_date: str = ""
 
     def subset(self, keep: np.ndarray) -> "Observations":
         """The observations where `keep` (a boolean mask) is True."""
         pick = [i for i, k in enumerate(keep) if k]
         return Observations(X=self.X[keep], y=self.y[keep], families=[self.families[i] for i in pick],
                             rows=self.rows[keep].reset_index(drop=True), points=[self.points[i] for i in pick],
-                            specs=[self.specs[i] for i in pick])
+                            specs=[self.specs[i] for i in pick], roofs=[self.roofs[i] for i in pick],
+                            stack_date=self.stack_date)
 
     def mine(self, pick: np.ndarray) -> "Observations":
         """The observations at positions `pick`, as if measured by you (`source` measured): what
@@ -57,7 +74,8 @@ class Observations:
         return Observations(X=np.vstack([self.X, other.X]), y=np.concatenate([self.y, other.y]),
                             families=self.families + other.families,
                             rows=pd.concat([self.rows, other.rows], ignore_index=True),
-                            points=self.points + other.points, specs=self.specs + other.specs)
+                            points=self.points + other.points, specs=self.specs + other.specs,
+                            roofs=self.roofs + other.roofs, stack_date=max(self.stack_date, other.stack_date))
 
 
 SWEEP = ("publisher", "model", "accelerator")
@@ -148,9 +166,10 @@ def runs_left_out(records: list[dict]) -> list[str | None]:
 def observations(rows: pd.DataFrame) -> Observations:
     """Observations from rows with the columns of tpubench.output.published.rows (plus `source`,
     `measured` or `published`; published when absent)."""
-    xs, ys, fams, kept, points, specs = [], [], [], [], [], []
+    xs, ys, fams, kept, points, specs, roofs = [], [], [], [], [], [], []
     left: Counter = Counter()
     records = rows.to_dict("records")
+    newest = stack_date(records)
     for row, repeat in zip(records, runs_left_out(records)):
         why = excluded(row) or repeat
         model = _model(row) if why is None else None
@@ -170,7 +189,8 @@ def observations(rows: pd.DataFrame) -> Observations:
         point = Point(shape=model[1], weight_bytes=precision.weight_bytes, kv_bytes=precision.kv_bytes,
                       compute_precision=precision.compute, chips=int(_num(row["chips"])),
                       concurrency=ran_batch(row), input_len=_num(row["input_length"]),
-                      output_len=_num(row["output_length"]), precision=precision.label)
+                      output_len=_num(row["output_length"]), precision=precision.label,
+                      stack_age_years=stack_age_years(row.get("date"), newest))
         point, why = _what_ran(point, spec)
         if why:
             left[why] += 1
@@ -187,6 +207,7 @@ def observations(rows: pd.DataFrame) -> Observations:
         fams.append(family)
         points.append(point)
         specs.append(spec)
+        roofs.append(roof)
         kept.append({
             "source": row.get("source") or "published", "publisher": row.get("publisher"),
             "reference": row.get("reference"), "date": row.get("date"), "model": model[0],
@@ -195,10 +216,51 @@ def observations(rows: pd.DataFrame) -> Observations:
             "precision": precision.label, "framework": row.get("framework"),
             "output_tokens_per_s_per_chip": rate, "roofline_cycle_s": roof.cycle_s, "observed_cycle_s": observed,
             "efficiency": roof.cycle_s / observed, "decode_bound": roof.decode_bound,
+            "clients": _num(row["concurrency"]), "arrival": arrival_of(row),
+            "prefill_one_s": prefill_one_s(point, spec.peak_flops, spec.peak_bytes_per_s),
+            "ttft_s": _latency(row, "ttft"), "tpot_s": _latency(row, "tpot"),
+            "ttft_p99_s": _num(row.get("ttft_p99_s")), "tpot_p99_s": _num(row.get("tpot_p99_s")),
         })
     X = np.array(xs) if xs else np.zeros((0, len(TERMS)))
     return Observations(X=X, y=np.array(ys), families=fams, rows=pd.DataFrame(kept), points=points, specs=specs,
-                        left_out=left)
+                        roofs=roofs, left_out=left, stack_date=newest)
+
+
+def stack_date(records: list[dict]) -> str:
+    """The newest date of the published rows (yours where there are none): the stack the estimate's
+    rows were newest on, which an estimate assumes unless asked for another."""
+    published = [r for r in records if (r.get("source") or "published") != "measured"] or records
+    return max((_cell(r.get("date"))[:10] for r in published), default="")
+
+
+def stack_age_years(date, newest: str) -> float:
+    """Years from a row's date to `newest` (0 for a row without a date, or newer: the newest stack)."""
+    day = pd.to_datetime(_cell(date)[:10], errors="coerce")
+    reference = pd.to_datetime(newest, errors="coerce")
+    if pd.isna(day) or pd.isna(reference):
+        return 0.0
+    return max(0.0, (reference - day).days / 365.25)
+
+
+def arrival_of(row: dict) -> str:
+    """How a row's requests arrived (features.ARRIVALS): a static batch, an open loop at a rate (MLPerf
+    Server, whose concurrency is Little's law's; Interactive at its tighter latency bound), else a
+    closed loop of clients (a benchmark client's max concurrency)."""
+    basis = str(row.get("concurrency_basis") or "").lower()
+    if "static batch" in basis:
+        return STATIC
+    if basis.startswith("little's law"):
+        return INTERACTIVE if str(row.get("scenario") or "").strip().lower() == "interactive" else OPEN_LOOP
+    return CLOSED_LOOP
+
+
+def _latency(row: dict, metric: str) -> float:
+    """A row's median TTFT or TPOT in seconds, else its mean; NaN when the source gives neither."""
+    for stat in ("p50", "mean"):
+        value = _num(row.get(f"{metric}_{stat}_s"))
+        if value > 0 and math.isfinite(value):
+            return value
+    return math.nan
 
 
 def _what_ran(point: Point, spec: Chip) -> tuple[Point, str | None]:
@@ -243,8 +305,13 @@ def measured_rows(paths) -> pd.DataFrame:
             "chips": chips, "concurrency": point.get("batch_size"), "input_length": point.get("input_length"),
             "output_length": point.get("output_length"),
             "output_tokens_per_s_per_chip": _num(result.metrics.get("output_tokens_per_s")) / chips,
+            # A generate point is a static batch; its latencies calibrate the latency fit like a publisher's.
+            "concurrency_basis": "static batch",
+            **{k: result.metrics.get(k) for k in ("ttft_p50_s", "tpot_p50_s")},
         })
     return pd.DataFrame(rows)
 
 
-__all__ = ["CONFIGURATION", "SWEEP", "Observations", "excluded", "measured_rows", "observations", "runs_left_out", "sweeps"]
+__all__ = ["CONFIGURATION", "SWEEP", "Observations", "arrival_of", "excluded", "measured_rows", "observations",
+           "stack_age_years", "stack_date",
+           "runs_left_out", "sweeps"]

@@ -5,15 +5,17 @@ rows, priced per purchase plan."""
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, replace
+from datetime import date
 from pathlib import Path
 
 import pandas as pd
 
 from tpubench.errors import UserError
-from tpubench.estimate.calibration import measured_rows
-from tpubench.estimate.chips import Target, chip, chip_family, parse_target
-from tpubench.estimate.features import Point
+from tpubench.estimate.calibration import measured_rows, stack_age_years
+from tpubench.estimate.chips import Chip, Target, chip, chip_family, parse_target
+from tpubench.estimate.features import CLOSED_LOOP, STATIC, Point, sequences_that_fit
 from tpubench.estimate.kv_offers import fp8_kv_refusal, quantised_cache
 from tpubench.estimate.points import WorkloadPoints, point_precision, with_precision, workload_points
 from tpubench.estimate.predict import Calibration, Estimate, calibrate, estimate
@@ -83,26 +85,71 @@ def targets_of(on: list[str], wl: WorkloadPoints, prices: pd.DataFrame, workload
 
 def run_estimate(workload: str | Path, on: list[str], *, prices: pd.DataFrame, published: pd.DataFrame,
                  results: list[Path] | None = None, plans: list[str] | None = None,
-                 cal: Calibration | None = None, wl: WorkloadPoints | None = None) -> EstimateReport:
+                 cal: Calibration | None = None, wl: WorkloadPoints | None = None,
+                 sweep: bool = False, stack_date: str | None = None) -> EstimateReport:
     """Estimates of `workload` on each chip of its `compare_on` and of `on` (module notes); `cal`
-    reuses a calibration already made, `wl` the workload's points already read from it."""
+    reuses a calibration already made, `wl` the workload's points already read from it. `sweep`
+    estimates every load of `load_sweep` instead of the workload's own: what an answer looks for its
+    operating point at a service level along. `stack_date` (YYYY-MM-DD) estimates a serving stack of
+    that date instead of the calibration's newest (features.TERMS: stack_age_years)."""
     wl = wl or workload_points(workload)
     targets = targets_of(on, wl, prices, workload)
     if not targets:
         raise UserError("name at least one chip: --on tpu-v6e-8 --on H100:8 --on trn2 (or compare_on in the "
                         "workload)", field="--on")
     cal = cal or calibration(published, results)
+    age = _stack_age(stack_date, cal)
     estimates, priced_rows = [], []
     for target in targets:
         table = plan_prices(prices, target, plans)
-        for point in _points_on(wl, target):
+        points = [replace(p, stack_age_years=age) for p in _points_on(wl, target)]
+        if sweep:
+            points = [replace(point, concurrency=load) for point in _distinct_shapes(points)
+                      for load in load_sweep(point, chip(target.accelerator, point.compute_precision))]
+        for point in points:
             why = fp8_kv_refusal(target.accelerator) if quantised_cache(point.kv_bytes) else None
             est = _refused(target, point, why) if why else \
-                estimate(cal, target, chip(target.accelerator, point.compute_precision), point, serving=wl.serving)
+                estimate(cal, target, chip(target.accelerator, point.compute_precision), point,
+                         arrival=CLOSED_LOOP if wl.serving else STATIC)
             estimates.append(est)
             priced_rows.append([] if est.refused else [priced(est, row) for _, row in table.iterrows()])
     return EstimateReport(workload=wl.name, calibration=cal, estimates=estimates, prices=priced_rows,
                           workload_file=str(workload))
+
+
+def _stack_age(stack_date: str | None, cal: Calibration) -> float:
+    """Years a stack of `stack_date` is older than the calibration's newest rows' (0 without one)."""
+    if stack_date is None:
+        return 0.0
+    try:
+        day = date.fromisoformat(str(stack_date))
+    except ValueError:
+        raise UserError(f"'{stack_date}' is not a date: write YYYY-MM-DD", field="--stack-date") from None
+    if cal.obs.stack_date and day.isoformat() > cal.obs.stack_date:
+        raise UserError(f"{day} is newer than the calibration's newest rows ({cal.obs.stack_date}): the estimate "
+                        "knows no newer stack", field="--stack-date")
+    return stack_age_years(day.isoformat(), cal.obs.stack_date)
+
+
+# The largest load a sweep estimates: far beyond any server's batch, and bounded work per chip.
+MAX_SWEEP_LOAD = 1 << 14
+
+
+def load_sweep(point: Point, spec: Chip | None) -> list[float]:
+    """Loads 1, 2, 4, ... up to the most sequences the chips hold beside the weights, and that most
+    itself (DESIGN s25: the estimate is its own sweep); [1] when not even one fits, which the
+    estimate then refuses with why. More clients than fit only wait for a slot: never cheaper."""
+    fits = sequences_that_fit(point, spec.memory_bytes if spec else None)
+    top = min(math.floor(fits) if math.isfinite(fits) else MAX_SWEEP_LOAD, MAX_SWEEP_LOAD)
+    if top < 1:
+        return [1.0]
+    loads = [float(1 << k) for k in range(top.bit_length()) if 1 << k <= top]
+    return loads + ([float(top)] if loads[-1] != top else [])
+
+
+def _distinct_shapes(points: list[Point]) -> list[Point]:
+    """One point per precision and lengths (a sweep replaces the workload's loads)."""
+    return list({(p.precision, p.input_len, p.output_len): p for p in points}.values())
 
 
 def _refused(target: Target, point: Point, why: str) -> Estimate:
@@ -123,4 +170,4 @@ def _points_on(wl: WorkloadPoints, target: Target):
     return list({(p.concurrency, p.input_len, p.output_len): with_precision(p, precision) for p in points}.values())
 
 
-__all__ = ["EstimateReport", "calibration", "run_estimate", "targets_of"]
+__all__ = ["EstimateReport", "MAX_SWEEP_LOAD", "calibration", "load_sweep", "run_estimate", "targets_of"]

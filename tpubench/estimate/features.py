@@ -24,12 +24,36 @@ time. The observed cycle of a published row is
 concurrency x output_len / (output tokens/s per chip x chips): what a closed loop of that many users
 (Little's law) or a static batch takes. Efficiency = roofline / observed (<= 1 on an honest row).
 Interconnect time is not counted: it is part of what the efficiency (its log-chips term) absorbs.
+
+Latency. The cycle fixes the throughput, and with it a request's whole time in the engine (E2E =
+the cycle, by Little's law, for a closed loop or a static batch); how that time splits into TTFT
+and the O - 1 decode steps depends on how the engine schedules prefills, which no roofline says.
+So TTFT is modelled in units of the mean step (cycle / O) as log(TTFT / step) = terms . theta
+(`LATENCY_TERMS`), fitted on the published rows that report a TTFT:
+
+- log(prefill ahead / step): the prefill a request waits for, in steps: every prompt of a static
+  batch (all are prefilled before any decodes), or its own prompt in a server (continuous
+  batching prefills each arrival into the running batch, chunk by chunk, sharing steps with the
+  decodes of the others);
+- log(load): the more sequences in flight, the more prefills queue ahead of a new one;
+- log(input length): a long prompt is split into chunks over several steps (chunked prefill);
+- log(total / active parameters): a mixture of experts' prefill runs its experts as many small
+  matmuls, far below the roofline of its active parameters (0 for a dense model);
+- how requests arrive (`ARRIVALS`): all at once (static), a closed loop of clients (each sends
+  its next request when the last completes: vLLM's and SGLang's benchmark clients, tpubench's
+  serve at a concurrency), or an open loop at a rate near the engine's capacity (MLPerf Server and,
+  at a tighter latency bound, Interactive), where the wait in the queue dominates; the open loop
+  has its own slope for its own prompt's prefill.
+
+TPOT is what the cycle leaves after the TTFT: (cycle - TTFT) / (O - 1), so throughput, TTFT and
+TPOT always add up to one E2E. Requests a server cannot hold at once (more clients than the memory
+fits) wait for a slot first: (clients - running) x cycle / running, by Little's law, added to TTFT.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,8 +67,22 @@ from tpubench.hardware.model_shape import ModelShape
 # sharply from bandwidth- to compute-bound at the ridge (the two overlap imperfectly, and large
 # batched matmuls reach their peak less often than streaming reaches its bandwidth), so a point
 # well past it runs below the max() roofline by more than one at the ridge.
+# How a row's requests arrive (module notes: latency), and the latency model's terms.
+STATIC, CLOSED_LOOP, OPEN_LOOP, INTERACTIVE = "static batch", "closed loop", "open loop", "open loop, interactive"
+ARRIVALS = (STATIC, CLOSED_LOOP, OPEN_LOOP, INTERACTIVE)
+LATENCY_TERMS = ("intercept", "log_prefill_ahead_steps", "log_load", "static_batch", "open_loop", "interactive",
+                 "open_loop_log_prefill_steps", "log_input_length", "log_sparsity")
+# A TTFT the latency fit puts above this share of the cycle is held there: the cycle, which the
+# throughput fit validates, must keep some time for the decode steps.
+MAX_TTFT_SHARE = 0.5
+# log_sparsity: ln(total / active parameters), 0 for a dense model: a mixture of experts runs
+# further below its roofline the sparser it is (routing, uneven expert loads, small expert matmuls),
+# and how much further is a family's kernels' own (Neuron's MoE rows run at 2-9% of it).
+# stack_age_years: how much older the row's serving stack is than the calibration's newest rows
+# (their dates, years): publishers' software gains speed month by month, so a row of 2023 runs below
+# one of 2026 on the same chip; an estimate is for the newest stack (0) unless asked for another.
 TERMS = ("intercept", "log_concurrency", "log_chips", "prefill_share", "log_decode_step_roofline_s",
-         "decode_compute_excess")
+         "decode_compute_excess", "log_sparsity", "stack_age_years")
 # The share of a chip's memory a server gives its weights and KV cache (vLLM's default
 # --gpu-memory-utilization): the sequences that fit in the rest are the most that can run at once.
 MEMORY_UTILIZATION = 0.9
@@ -61,6 +99,7 @@ class Point:
     input_len: float
     output_len: float
     precision: str = ""      # how tables name it: 'bf16', 'w fp8 / a fp8 / kv bf16' (models.PointPrecision)
+    stack_age_years: float = 0.0   # its serving stack's age before the calibration's newest (TERMS)
 
 
 @dataclass(frozen=True)
@@ -122,8 +161,29 @@ def roofline(point: Point, peak_flops: float, peak_bytes_per_s: float) -> Roofli
 
 def terms(point: Point, roof: Roofline) -> np.ndarray:
     """The fit's terms (TERMS) for one point."""
+    shape = point.shape
     return np.array([1.0, math.log(point.concurrency), math.log(point.chips), roof.prefill_share,
-                     math.log(roof.decode_step_s), max(0.0, math.log(roof.decode_compute_s / roof.decode_memory_s))])
+                     math.log(roof.decode_step_s), max(0.0, math.log(roof.decode_compute_s / roof.decode_memory_s)),
+                     math.log(shape.total_params / shape.active_params), point.stack_age_years])
+
+
+def latency_terms(point: Point, roof: Roofline, prefill_one_s: float, step_s: float, arrival: str) -> np.ndarray:
+    """The latency fit's terms (LATENCY_TERMS) for one point whose mean step is `step_s`: its own
+    roofline (`roof`, whose prefill is every prompt of the batch) and one prompt's roofline prefill
+    (`prefill_one_s`)."""
+    if arrival not in ARRIVALS:
+        raise ValueError(f"unknown arrival {arrival!r}: one of {', '.join(ARRIVALS)}")
+    static = arrival == STATIC
+    open_loop = arrival in (OPEN_LOOP, INTERACTIVE)
+    ahead = roof.prefill_s if static else prefill_one_s
+    return np.array([1.0, math.log(ahead / step_s), math.log(point.concurrency), float(static), float(open_loop),
+                     float(arrival == INTERACTIVE), math.log(prefill_one_s / step_s) if open_loop else 0.0,
+                     math.log(point.input_len), math.log(point.shape.total_params / point.shape.active_params)])
+
+
+def prefill_one_s(point: Point, peak_flops: float, peak_bytes_per_s: float) -> float:
+    """Roofline seconds to prefill one of the point's prompts on its chips."""
+    return roofline(replace(point, concurrency=1.0), peak_flops, peak_bytes_per_s).prefill_s
 
 
 def sequences_that_fit(point: Point, memory_bytes: float | None) -> float:
@@ -144,5 +204,6 @@ def observed_cycle_s(point: Point, output_tokens_per_s_per_chip: float) -> float
     return point.concurrency * point.output_len / (output_tokens_per_s_per_chip * point.chips)
 
 
-__all__ = ["MEMORY_UTILIZATION", "Point", "Roofline", "TERMS", "decode_step_bytes_per_chip", "kv_cache_bytes_per_chip",
-           "observed_cycle_s", "roofline", "sequences_that_fit", "terms"]
+__all__ = ["ARRIVALS", "CLOSED_LOOP", "INTERACTIVE", "LATENCY_TERMS", "MAX_TTFT_SHARE", "MEMORY_UTILIZATION", "OPEN_LOOP",
+           "STATIC", "Point", "Roofline", "TERMS", "decode_step_bytes_per_chip", "kv_cache_bytes_per_chip", "latency_terms",
+           "observed_cycle_s", "prefill_one_s", "roofline", "sequences_that_fit", "terms"]

@@ -147,6 +147,15 @@ class PointPrecision:
         return PointPrecision(weight_bytes=weight_bytes, kv_bytes=kv_bytes, compute=compute, label=label)
 
 
+def model_distance(shape: ModelShape, mine: ModelShape) -> float:
+    """How far one model is from another for a comparison: inf across kinds (dense, mixture-of-experts),
+    else |ln active-parameter ratio| + |ln total-parameter ratio| / 2 (what a token touches matters most)."""
+    if (shape.n_experts > 0) != (mine.n_experts > 0):
+        return math.inf
+    return (abs(math.log(shape.active_params / mine.active_params))
+            + abs(math.log(shape.total_params / mine.total_params)) / 2)
+
+
 def row_precision(row: dict) -> PointPrecision | None:
     """A calibration row's precision: its weight/activation/KV dtype columns where the source states
     them, else its `precision` summary."""
@@ -154,5 +163,5 @@ def row_precision(row: dict) -> PointPrecision | None:
                              row.get("precision"))
 
 
-__all__ = ["PUBLISHED_MODELS", "PointPrecision", "cache_bytes", "compute_precision", "precision_bytes",
+__all__ = ["PUBLISHED_MODELS", "PointPrecision", "cache_bytes", "compute_precision", "model_distance", "precision_bytes",
            "published_model", "row_precision", "short_dtype"]

@@ -16,6 +16,7 @@ from tpubench.estimate.models import PointPrecision
 from tpubench.hardware.model_shape import ModelShape
 from tpubench.workload_spec.precision import precision_of
 from tpubench.workload_spec.sections import as_list
+from tpubench.workload_spec.service_level import ServiceLevel, Volume
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class WorkloadPoints:
     dtype: str                 # the model's dtype (a target's quantisation applies to it)
     compare_on: tuple[str, ...] = ()   # the chips the workload is being decided between
     hub_id: str | None = None  # the model's Hugging Face id, where the workload names one
+    slo: ServiceLevel | None = None    # the workload's service level and volume (workload_spec/service_level.py)
+    volume: Volume | None = None
 
 
 def point_precision(dtype: str, quantization: str | None) -> PointPrecision:
@@ -67,7 +70,7 @@ def workload_points(path: str | Path) -> WorkloadPoints:
                                    concurrency=float(c), input_len=float(i), output_len=float(o)), p)
               for p, c, i, o in itertools.product(precisions, loads, inputs, outputs)]
     return WorkloadPoints(name=wl.name, serving=not scenario.builds_model, points=points, dtype=dtype,
-                          compare_on=tuple(wl.compare_on), hub_id=wl.model.hub_id)
+                          compare_on=tuple(wl.compare_on), hub_id=wl.model.hub_id, slo=wl.slo, volume=wl.volume)
 
 
 __all__ = ["WorkloadPoints", "point_precision", "with_precision", "workload_points"]

@@ -37,7 +37,8 @@ def priced(est: Estimate, price: pd.Series) -> dict:
     """The estimate's $/Mtok figures (estimate, low, high) under one price row."""
     per_chip_s = usd_per_chip_second(float(price["usd_per_chip_hour"]), 1)
     out = {"plan": price["plan"], "cloud": price["cloud"], "region": price["region"],
-           "instance_type": price["instance_type"], "usd_per_chip_hour": float(price["usd_per_chip_hour"]),
+           "instance_type": price["instance_type"], "chips_per_instance": price.get("chips_per_instance"),
+           "usd_per_chip_hour": float(price["usd_per_chip_hour"]),
            "price_as_of": price["as_of"]}
     for name, chip_s in (("input", est.input_chip_s_per_token), ("output", est.output_chip_s_per_token),
                          ("blended", est.blended_chip_s_per_token)):

@@ -1,6 +1,6 @@
 """Estimate records: what `tpubench estimate --out DIR` keeps (DIR/estimates/<workload>-<time>.json,
 `source: estimate`), so a report made later, or on another machine, puts those estimates in its
-answer table (output/report/answer.py) beside the measured and published rows, and nowhere else.
+answer (output/answer) beside the measured and published rows, and nowhere else.
 
 A record is the command's JSON output (estimate.render.as_json: every estimate x plan as a flat
 row, its calibration summary, the workload file) plus when it was made and by which tpubench.

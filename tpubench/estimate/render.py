@@ -29,7 +29,9 @@ def flat_rows(report: EstimateReport) -> list[dict]:
                 "interval_coverage": COVERAGE, "interval_nominal": est.interval_nominal,
                 "interval_basis": est.interval_basis, "calibration_rows": est.calibration_rows,
                 "calibration_rows_same_chip": est.calibration_chip_rows, "own_rows": est.own_rows,
-                "calibrated_by": " | ".join(est.calibrated_by), "notes": "; ".join(est.notes)}
+                "calibrated_by": " | ".join(est.calibrated_by), "notes": "; ".join(est.notes),
+                "arrival": est.arrival, "ttft_tail": est.ttft_tail, "tpot_tail": est.tpot_tail,
+                "stack_date": est.stack_date}
         for name in _TRIPLES:
             value, low, high = getattr(est, name)
             base[name], base[f"{name}_low"], base[f"{name}_high"] = value, low, high
@@ -127,7 +129,9 @@ def print_table(console, report: EstimateReport, sources_file: str | None = None
     from rich.table import Table
 
     plans = list(dict.fromkeys(p["plan"] for plans in report.prices for p in plans))
-    table = Table(title=f"{report.workload}: ESTIMATE (not measured; {COVERAGE:.0%} prediction intervals)",
+    stacks = sorted({e.stack_date for e in report.estimates if e.stack_date})
+    stack = f"; serving stacks as of {', '.join(stacks)}" if stacks else ""
+    table = Table(title=f"{report.workload}: ESTIMATE (not measured; {COVERAGE:.0%} prediction intervals{stack})",
                   title_justify="left")
     for name in ("target", "chips", "load", "precision", "tok/s/chip", "TTFT s", "TPOT ms", "bound",
                  *[f"$/Mtok {p}" for p in plans]):

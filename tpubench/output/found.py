@@ -25,16 +25,17 @@ class Holdings:
     estimate_records: int      # estimate records (tpubench estimate --out: estimates/*.json)
 
 
-def holdings(paths: Iterable[str | Path]) -> Holdings:
+def holdings(paths: Iterable[str | Path], *, empty_ok: bool = False) -> Holdings:
     """What `paths` hold; a UserError for a path that does not exist or a folder that cannot be read,
-    and for paths that hold nothing a report could show."""
+    and, unless `empty_ok` (a budget that estimates a workload named to it needs no result), for paths
+    that hold nothing a report could show."""
     paths = [Path(p) for p in paths]
     where = ", ".join(map(str, paths))
     for p in paths:
         if p.is_dir():
             _readable(p)
     found = Holdings(where, len(result_file_names(paths)), len(published_files(paths)), len(record_files(paths)))
-    if not (found.result_files or found.published_files or found.estimate_records):
+    if not (found.result_files or found.published_files or found.estimate_records) and not empty_ok:
         raise UserError("no tpubench result files here: `tpubench run WORKLOAD --out FOLDER` writes them "
                         "(`tpubench run` alone writes to results/)", where=where)
     return found

@@ -33,6 +33,7 @@ from tpubench.workload_spec.sections import (
     bad_number,
     safe_name,
 )
+from tpubench.workload_spec.service_level import ServiceLevel, Volume
 from tpubench.workload_spec.targets import split_target
 
 LAYOUT_FIELDS = ("tensor", "expert", "data")
@@ -65,6 +66,10 @@ class Workload(Strict):
     # The chips this workload is being decided between (`tpu-v6e-8`, `H100:8@fp8`, `trn2`): the
     # report estimates it on each and prices them beside your measured points (docs/answer.md).
     compare_on: list[str] = Field(default_factory=list)
+    # What the answer is decided at (workload_spec/service_level.py): the service level one user
+    # gets, and the tokens a day the fleet serves.
+    slo: ServiceLevel | None = None
+    volume: Volume | None = None
 
     _name_is_safe = field_validator("name")(classmethod(lambda cls, v: safe_name(v)))
 

@@ -3,7 +3,10 @@ and SLOs, the ranked options, how to buy (budget/render/buying.py), and the plat
 
 from __future__ import annotations
 
+import pandas as pd
+
 from tpubench.budget.render.buying import buying_markdown, tco_markdown
+from tpubench.budget.render.estimated import estimates_markdown
 from tpubench.budget.render.footer import budget_footer, budget_notes
 from tpubench.budget.tokens import SIZING_SPLIT
 from tpubench.output.report import format as f
@@ -20,15 +23,19 @@ def _slo_text(slo) -> str:
 
 
 def render_budget_markdown(result, max_rows: int = 50) -> str:
-    """A BudgetResult as markdown: traffic, SLOs, the ranked options, platforms that miss the SLOs."""
+    """A BudgetResult as markdown: traffic, SLOs, the ranked options, platforms that miss the SLOs, and
+    the estimates apart (budget/render/estimated.py) where the budget has them."""
     t, s = result.traffic, result.slo
+    estimated = result.estimates is not None
     split = result.sizing == SIZING_SPLIT
     basis = ("Sized on the input/output split: tokens/s/chip is for this traffic's input/output mix"
              if split else "Sized on blended tokens: tokens/s/chip is each point's at its own measured "
                            "input/output mix (--split sizes on this traffic's mix)")
     out = ["# tpubench budget", "",
            f"Traffic: {t.tokens_per_day:,.0f} tokens/day, {t.output_share:.0%} output, peak ×{t.peak_factor:g} "
-           f"→ {t.peak_tokens_per_s:,.0f} tokens/s at peak. SLOs: {_slo_text(s)}. Month = 730 h. "
+           f"→ {t.peak_tokens_per_s:,.0f} tokens/s at peak. SLOs: {_slo_text(s)}"
+           f"{' (the estimates: at their service level, below)' if estimated and _slo_text(s) == 'none' else ''}. "
+           "Month = 730 h. "
            f"{basis} (see tpubench.budget.tokens).", ""]
     out += budget_notes(result)
     options = result.options
@@ -58,9 +65,10 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
                              f"{f.usd_whole(r['saving_vs_current_usd_per_month'])}/month "
                              f"({f.pct(r['saving_vs_current_pct'])}, {r['vs_current']})")
             rows.append(cells)
-        out += ["## Options, cheapest first", "", table(headers, rows), ""]
+        out += [f"## {'Measured options' if estimated else 'Options'}, cheapest first", "", table(headers, rows), ""]
     else:
-        out += ["No priced platform has a valid point meeting the SLOs.", ""]
+        out += [f"No {'measured option: no ' if estimated else ''}priced platform has a valid point meeting the SLOs.",
+                ""]
     out += buying_markdown(result, table, max_rows) + tco_markdown(result, table, max_rows)
     if len(result.infeasible):
         rows = [[f"{r['priced_accelerator']} · {r['cloud']} {r['instance_type']} ({r['region']})",
@@ -69,4 +77,12 @@ def render_budget_markdown(result, max_rows: int = 50) -> str:
                  r["misses"]] for _, r in result.infeasible.iterrows()]
         out += ["## Platforms with no point meeting the SLOs (closest point)", "",
                 table(["Platform", "Closest point", "Misses"], rows), ""]
-    return "\n".join(out + budget_footer(result.unpriced, options))
+    out += estimates_markdown(result, table, max_rows)
+    return "\n".join(out + budget_footer(result.unpriced, _priced(options, result.estimates)))
+
+
+def _priced(options: pd.DataFrame, estimates) -> pd.DataFrame:
+    """The price rows the budget's options rest on, the estimates' too (the footer's sources)."""
+    frames = [d[["price_source", "price_as_of"]] for d in (options, estimates.options if estimates else options)
+              if len(d)]
+    return pd.concat(frames, ignore_index=True) if frames else options

@@ -52,7 +52,7 @@ def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200, tabl
 
 def _render_answer(data: ReportData, fmt: str) -> str:
     if fmt == "csv":
-        from tpubench.output.report.answer import frame
+        from tpubench.output.answer.assemble import frame
         from tpubench.records.csv_safety import neutralize_frame
 
         return neutralize_frame(frame(data.answer)).to_csv(index=False, float_format="%.6g")

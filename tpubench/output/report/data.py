@@ -13,8 +13,11 @@ import pandas as pd
 
 from tpubench.money import cost, pricing, tco
 from tpubench.money.priced_rows import PricedRows
-from tpubench.output.report import answer, headline
-from tpubench.output.report.answer_published import candidates, published_options
+from tpubench.output.answer.assemble import Answer, assemble
+from tpubench.output.answer.options import estimate_options, measured_options
+from tpubench.output.answer.published import candidates, published_options
+from tpubench.output.answer.service_level import Slo, slo_of
+from tpubench.output.report import headline
 from tpubench.output.report.format import flagged_price_notes
 from tpubench.output.report.kernel_speedups import speedups
 from tpubench.output.report.published import DEFAULT_TOLERANCE, published_beside
@@ -67,9 +70,9 @@ class ReportData:
     # The report's first section (report/headline.py): the summaries' 'cheapest' row per workload and
     # plan, per unit; empty: nothing priced.
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # The answer (report/answer.py): per workload and plan, measured, estimated and published options
+    # The answer (output/answer): per workload, measured, estimated and published options
     # priced side by side, and a verdict; what "At a glance" opens with.
-    answer: answer.Answer = field(default_factory=answer.Answer)
+    answer: Answer = field(default_factory=Answer)
 
     @property
     def priced(self) -> pd.DataFrame:
@@ -271,24 +274,41 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     return data
 
 
+# Published rows per workload: the nearest chips' rows of other models (the workload's own model on every chip).
+MAX_PUBLISHED = 6
+# A workload whose file was not found (so neither its slo nor its model is known): its points are
+# compared as they are, each sweep at its cheapest point.
+NO_SERVICE_LEVEL = Slo(ttft_s=None, tpot_s=None, source="no workload file found: compared without a service level")
+
+
 def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[str], estimator, warn,
-            today: date | None = None) -> answer.Answer:
-    """The answer table (report/answer.py): your measured options of the first unit (inference
-    tokens), and with an `estimator` the estimates for the chips each workload is decided between
-    and the published rows nearest its architecture."""
+            today) -> Answer:
+    """The answer (output/answer): your measured options of the first unit (inference tokens), and
+    with an `estimator` the estimates for the chips each workload is decided between and the
+    published rows of its model and the nearest others, each at the workload's service level."""
     unit = registry.units()[0]
-    estimates, contexts, notes = (estimator(source, data.results, on=on, prices=prices, published=data.published_list,
-                                            plans=plans, warn=warn) if estimator else (pd.DataFrame(), {}, []))
+    made = (estimator(source, data.results, on=on, prices=prices, published=data.published_list, plans=plans,
+                      warn=warn) if estimator else None)
+    estimates, contexts = (made.rows, made.contexts) if made else (pd.DataFrame(), {})
+    cal = made.calibration if made else None
     plans = list(plans or pricing.plan_names(prices))
-    options = answer.measured_options(data.summary, unit.headline, unit.throughput)
-    options += answer.estimate_options(estimates, plans)
+    slos = {workload: slo_of(wl, path) for workload, (path, wl) in contexts.items()}
+    options, sweeps = measured_options(data.priced_rows.take(_positions_of(data.priced_rows, unit)), unit.headline,
+                                       unit.throughput, slos, NO_SERVICE_LEVEL)
+    estimated = estimate_options(estimates, plans, slos, NO_SERVICE_LEVEL)
+    options, sweeps = options + estimated[0], sweeps + estimated[1]
     nearby = candidates(data.published_list) if contexts else None
     for workload, (_, wl) in contexts.items():
-        options += published_options(nearby, wl, workload, prices, plans, answer.MAX_PUBLISHED, warn)
+        found = published_options(nearby, wl, workload, prices, plans, MAX_PUBLISHED, slos[workload], tails=cal,
+                                  warn=warn)
+        options, sweeps = options + found[0], sweeps + found[1]
     results = data.results
     newest = (results.groupby("workload")["started_at"].max().astype(str).to_dict()
               if len(results) and {"workload", "started_at"} <= set(results.columns) else {})
-    return answer.assemble(options, {w: path for w, (path, _) in contexts.items()}, notes, newest, today)
+    volumes = {workload: wl.volume for workload, (_, wl) in contexts.items() if wl.volume is not None}
+    return assemble(options, sweeps, {w: path for w, (path, _) in contexts.items()}, slos,
+                    made.notes if made else [], newest=newest, today=today,
+                    pairs=cal.pairs if cal is not None else None, volumes=volumes)
 
 
 def result_rows(data: ReportData, unit=None) -> pd.DataFrame:

@@ -17,7 +17,6 @@ import pandas as pd
 from tpubench.money.cost import unit_rows
 from tpubench.money.token_costs import interactivity_tokens_per_s
 from tpubench.output.published.match import pareto_mask
-from tpubench.output.report.answer import source_label
 from tpubench.output.report.figure_cache import Drawing
 from tpubench.output.report.format import kind_label, load_label, plan_label, platform_label, stack_label, workload_label
 from tpubench.records.columns import records
@@ -682,62 +681,53 @@ def training_drawings(training: pd.DataFrame) -> list[tuple[str, str, Drawing, s
     return figures
 
 
-_SOURCE_COLOURS = {"measured": "C0", "estimate": "C1", "published": "C2"}
-
-
-def answer_costs(rows: pd.DataFrame, title: str):
-    """The answer table of one workload as bars: blended $/Mtok per option (log scale), one panel
-    per plan, coloured by where the figure comes from, whiskers its interval (95% CI measured, 90%
-    prediction interval estimated, none published); an option left out of the verdict is pale."""
-    rows = rows[np.isfinite(rows["usd_per_mtok"].astype(float))]
-    plans = list(pd.unique(rows["plan"]))
-    labels = [f"{r['option']} · {source_label(r)}" for _, r in rows.iterrows()]
-    left = label_margin(labels, 8, 10)
-    per_plan = [len(rows[rows["plan"] == p]) for p in plans]
-    fig = new_figure(10, max(2.5, 0.28 * sum(per_plan) + 0.9 * len(plans) + 0.6), left=left, top_in=0.6)
-    axes = fig.subplots(len(plans), 1, sharex=True, squeeze=False,
-                        gridspec_kw={"height_ratios": [max(n, 1) for n in per_plan], "hspace": 0.35})[:, 0]
+def answer_tradeoff(sweeps: pd.DataFrame, tpot_bound_s: float | None, title: str):
+    """One workload's options along their sweeps: blended $/Mtok against output tokens/s per user
+    (both log scales), one panel per plan (the first two), a line per option through its loads,
+    its operating point at the SLO ringed; the TPOT bound drawn as the per-user speed the SLO asks
+    for (points left of it miss it)."""
+    plans = list(pd.unique(sweeps["plan"]))[:2]
+    fig = new_figure(10 if len(plans) > 1 else 6.5, 4.2, top_in=0.6)
+    axes = fig.subplots(1, len(plans), squeeze=False, sharey=True)[0]
     for ax, plan in zip(axes, plans):
-        mine = rows[rows["plan"] == plan].iloc[::-1]     # cheapest at the top
-        y = np.arange(len(mine))
-        value = mine["usd_per_mtok"].to_numpy(float)
-        low = np.nan_to_num(value - mine["usd_per_mtok_low"].to_numpy(float), nan=0.0)
-        high = np.nan_to_num(mine["usd_per_mtok_high"].to_numpy(float) - value, nan=0.0, posinf=0.0)
-        ranked = mine["in_verdict"].astype(bool).to_numpy()
-        ax.barh(y, value, xerr=np.vstack([low, high]), capsize=3, ecolor="black",
-                color=[_SOURCE_COLOURS.get(s, "C7") for s in mine["source"]],
-                alpha=None, edgecolor="black", linewidth=0.3)
-        for yi in y[~ranked]:
-            ax.patches[yi].set_alpha(0.35)
-        names = [fit_label(f"{r['option']} · {source_label(r)}", left * 10 - 0.3, 8) for _, r in mine.iterrows()]
-        ax.set_yticks(y, names, fontsize=8)
+        mine = sweeps[sweeps["plan"] == plan]
+        for n, (option, rows) in enumerate(mine.groupby("option", sort=False)):
+            line = rows[~rows["chosen"].astype(bool)].sort_values("load")
+            colour = f"C{n % 10}"
+            ax.plot(line["tokens_per_s_per_user"], line["usd_per_mtok"], marker=".", color=colour, linewidth=1,
+                    label=f"{option} ({line['source'].iloc[0] if len(line) else ''})")
+            chosen = rows[rows["chosen"].astype(bool)]
+            ax.scatter(chosen["tokens_per_s_per_user"], chosen["usd_per_mtok"], s=90, facecolors="none",
+                       edgecolors=colour, linewidths=1.5, zorder=3)
+        if tpot_bound_s:
+            ax.axvline(1 / tpot_bound_s, color="black", linestyle="--", linewidth=0.8)
+            ax.text(1 / tpot_bound_s, 1.0, " SLO", transform=ax.get_xaxis_transform(), fontsize=8, va="top")
+        log_axis(ax, "x")
+        log_axis(ax, "y")
         ax.set_title(plan_label(plan), fontsize=9, loc="left", y=TITLE_Y)
-        ax.grid(axis="x", alpha=0.3)
-    log_axis(axes[-1], "x")
-    axes[-1].set_xlabel("blended $ per million tokens (log scale); pale: listed, not in the verdict")
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color=c, label=s) for s, c in _SOURCE_COLOURS.items() if s in set(rows["source"])]
-    # Above the panels, clear of every bar and whisker.
-    fig.legend(handles=handles, fontsize=8, loc="upper right", ncol=len(handles), frameon=False,
-               bbox_to_anchor=(0.97, 1 - 0.3 / fig.get_figheight()))
+        ax.set_xlabel("output tokens/s per user (1 / TPOT)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("blended $ per million tokens")
+    axes[-1].legend(fontsize=7, loc="upper right", frameon=False)
     set_suptitle(fig, title, fontsize=11)
     return fig
 
 
 def answer_drawings(data) -> list[tuple[str, str, Drawing, str]]:
-    """(id, caption, Drawing, kind) per workload of the answer table with a priced option."""
-    options = data.answer.options
-    if options.empty:
+    """(id, caption, Drawing, kind) per workload of the answer with a sweep to draw."""
+    sweeps = data.answer.sweeps
+    if sweeps.empty:
         return []
     out = []
-    columns = ["plan", "option", "source", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high", "in_verdict",
-               "why_not"]
-    for n, (workload, rows) in enumerate(options.groupby("workload", sort=False)):
-        priced = rows[np.isfinite(rows["usd_per_mtok"].astype(float))]
-        if priced.empty or n >= MAX_WORKLOADS:
+    for n, (workload, rows) in enumerate(sweeps.groupby("workload", sort=False)):
+        rows = rows[np.isfinite(rows["usd_per_mtok"].astype(float)) & np.isfinite(rows["tokens_per_s_per_user"].astype(float))]
+        if rows.empty or n >= MAX_WORKLOADS:
             continue
-        caption = f"{workload}: $/Mtok per option with its interval, by plan"
-        out.append((f"answer-{n}", caption, Drawing(answer_costs, (priced[columns].reset_index(drop=True), caption)),
-                    "svg"))
+        slo = data.answer.slos.get(workload)
+        caption = (f"{workload}: $/Mtok against tokens/s per user along each option's loads, its operating point "
+                   f"at the SLO ringed")
+        out.append((f"answer-{n}", caption,
+                    Drawing(answer_tradeoff, (rows.reset_index(drop=True), slo.tpot_s if slo else None, caption)), "svg"))
     return out
+
+

@@ -7,6 +7,10 @@ import pandas as pd
 
 # Plan labels have one source, the plan vocabulary: every report, the budget and `pricing list` use it.
 from tpubench.money.plans import plan_label  # noqa: F401
+
+# What produced a row's tokens, shared with the answer (output/answer), which sits beside the reports.
+from tpubench.output.labels import present as _present  # noqa: F401
+from tpubench.output.labels import stack_label  # noqa: F401
 from tpubench.records import usable
 from tpubench.scenarios.registry import SCENARIOS, describing
 
@@ -123,15 +127,6 @@ def hardware_label(row) -> str:
     return f"{row['accelerator']} ×{number(row['chips'])}"
 
 
-def stack_label(row) -> str:
-    """The software that produced the tokens: a serving stack ('vllm 0.11.0') where the row names
-    one, else the backend tpubench drove ('torch')."""
-    if _present(row.get("server_name")):
-        version = row.get("server_version")
-        return f"{row['server_name']} {version}" if _present(version) else str(row["server_name"])
-    return str(row.get("backend", ""))
-
-
 def kind_label(row) -> str:
     """How reports name a row's kind of stack: its scenario's report_kind ('offline' for a batch
     tpubench ran itself, 'serve' for a server under load)."""
@@ -163,17 +158,6 @@ def validity_label(row) -> str:
         return f"valid, {noise}" if noise else "valid"
     reasons = row.get("invalid_reasons")
     return "INVALID" + (f": {reasons}" if _present(reasons) else "")
-
-
-def _present(value) -> bool:
-    if value is None:
-        return False
-    try:
-        if pd.isna(value):
-            return False
-    except (TypeError, ValueError):
-        pass
-    return str(value) != ""
 
 
 SUMMARY_HEADERS = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tpubench.output.report.answer import ESTIMATE, PUBLISHED
+from tpubench.output.answer.options import ESTIMATE, PUBLISHED
 from tpubench.output.report.format import ci_cell, plan_label, platform_label, stack_label, validity_label, workload_label
 from tpubench.output.report.point_labels import point_label_of
 from tpubench.scenarios import registry

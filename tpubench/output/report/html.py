@@ -87,25 +87,46 @@ def _with_code(text: str) -> str:
 
 
 def _answer(data: ReportData, figures: bool) -> list[str]:
-    """Per workload and plan the options priced side by side and the verdict (report/answer.py), then
-    the workload's figure."""
+    """Per workload the answer's block (report/answer.py's layout), then the workload's figure."""
     from tpubench.output.report.figures import answer_drawings
 
     result, body = data.answer, []
     drawings = {caption.split(":")[0]: (fig_id, caption, d, kind) for fig_id, caption, d, kind in answer_drawings(data)} \
         if figures else {}
-    for workload in dict.fromkeys(w for w, _ in result.groups()):
-        for plan in dict.fromkeys(p for w, p in result.groups() if w == workload):
-            rows, v = result.of(workload, plan)
-            body.append(f"<h3>{escape_html(answer.title(workload, plan))}</h3>")
-            body.append(html_table(answer.HEADERS, [answer.cells(r) for r in records(rows)], answer.NUMERIC,
-                                   ["" if bool(x) else "listed" for x in rows["in_verdict"]], wrap=answer.WRAP))
-            lines = answer.verdict_lines(v)
-            body += [f'<p class="verdict"><strong>{_with_code(lines[0])}</strong></p>'] if lines else []
-            body += [f"<p>{_with_code(line)}</p>" for line in lines[1:]]
+    for workload in result.workloads():
+        rows, verdicts = result.of(workload)
+        body.append(f"<h3>{escape_html(workload)}: the answer</h3>")
+        body += [f"<p>{_with_code(line)}</p>" for line in answer.service_level_lines(result, workload)]
+        split = result.disagreement(workload)
+        if split:
+            body.append(f'<p class="verdict"><strong>{_with_code(split)}.</strong></p>')
+        items, notes = [], {}
+        for v in verdicts.to_dict("records"):
+            lines = answer.verdict_lines(v, notes)
+            items.append(f"<li><strong>{_with_code(lines[0])}</strong>"
+                         + "".join(f"<br>{_with_code(line)}" for line in lines[1:]) + "</li>")
+        body.append(f'<ul class="verdicts">{"".join(items)}</ul>')
+        body += [f"<p>{_with_code(line)}</p>" for line in answer.refresh_line(verdicts)]
+        refs = answer.sources(rows)
+        ranked = answer.ranked_options(rows)
+        if len(ranked):
+            body.append(html_table(answer.POINT_HEADERS, [answer.point_cells(r, refs.get(r["reference"], 0))
+                                                          for r in records(ranked)], answer.POINT_NUMERIC))
+            fleet = workload in result.volumes
+            priced = rows[rows["option"].isin(set(ranked["option"]))]
+            body.append(html_table(answer.PLAN_HEADERS + (answer.FLEET_HEADERS if fleet else []),
+                                   [answer.plan_cells(r, fleet) for r in records(priced)], {2, 4, 5}))
+        reference = answer.reference_rows(rows)
+        if len(reference):
+            body.append("<p>For reference (not ranked):</p><ul>" + "".join(
+                f"<li>{_with_code(answer.reference_words(r))}</li>" for r in records(reference)) + "</ul>")
+        body.append('<ol class="sources">' + "".join(f"<li>{escape_html(ref)}</li>" for ref in refs) + "</ol>")
+        if notes:
+            body.append("<p>Prices not in the table:</p><ul>" + "".join(
+                f"<li>[n{n}] {escape_html(why)}</li>" for why, n in notes.items()) + "</ul>")
         if workload in drawings:
             body.append(html_figures(data, lambda _data, d=drawings[workload]: [d]))
-    if result.groups():
+    if result.workloads():
         body.append(f'<p class="note">{escape_html(answer.NOTE)}</p>')
         body += [f'<p class="note">{escape_html(n)}</p>' for n in result.notes]
     return body

@@ -55,14 +55,41 @@ def _published_list(data: ReportData, max_rows: int) -> list[str]:
 
 
 def answer_markdown(data: ReportData) -> list[str]:
-    """Per workload and plan the options priced side by side, and the verdict (report/answer.py)."""
+    """Per workload, the answer's block (report/answer.py's layout; numbers from output/answer)."""
     out, result = [], data.answer
-    for workload, plan in result.groups():
-        rows, v = result.of(workload, plan)
-        out += [f"### {answer.title(workload, plan)}", "", table(answer.HEADERS, [answer.cells(r) for r in records(rows)]),
-                ""] + [f"**{line}**" if i == 0 else line for i, line in enumerate(answer.verdict_lines(v))] + [""]
-    if result.groups():
-        out += [f"- {answer.NOTE}"] + [f"- {n}" for n in result.notes] + [""]
+    for workload in result.workloads():
+        rows, verdicts = result.of(workload)
+        out += [f"### {workload}: the answer", ""] + [w for line in answer.service_level_lines(result, workload)
+                                                      for w in answer.wrapped(line)] + [""]
+        split = result.disagreement(workload)
+        if split:
+            out += answer.wrapped(f"**{split}.**") + [""]
+        notes: dict[str, int] = {}
+        for v in verdicts.to_dict("records"):
+            lines = answer.verdict_lines(v, notes)
+            out += answer.wrapped(f"- **{lines[0]}**") + [w for line in lines[1:] for w in answer.wrapped(f"  {line}")]
+        out += [""] + [w for line in answer.refresh_line(verdicts) for w in answer.wrapped(line)]
+        out.append("")
+        refs = answer.sources(rows)
+        ranked = answer.ranked_options(rows)
+        if len(ranked):
+            out += [table(answer.POINT_HEADERS, [answer.point_cells(r, refs.get(r["reference"], 0))
+                                                 for r in records(ranked)]), ""]
+            fleet = workload in result.volumes
+            priced = rows[rows["option"].isin(set(ranked["option"]))]
+            out += [table(answer.PLAN_HEADERS + (answer.FLEET_HEADERS if fleet else []),
+                          [answer.plan_cells(r, fleet) for r in records(priced)]), ""]
+        reference = answer.reference_rows(rows)
+        if len(reference):
+            out += ["For reference (not ranked):", ""] + [w for r in records(reference)
+                                                          for w in answer.wrapped(f"- {answer.reference_words(r)}")]
+            out.append("")
+        out += ["Sources:", ""] + [w for ref, n in refs.items() for w in answer.wrapped(f"[{n}] {ref}")] + [""]
+        if notes:
+            out += ["Prices not in the table:", ""] + [w for why, n in notes.items() for w in answer.wrapped(f"[n{n}] {why}")]
+            out.append("")
+    if result.workloads():
+        out += answer.wrapped(f"- {answer.NOTE}") + [w for n in result.notes for w in answer.wrapped(f"- {n}")] + [""]
     return out
 
 

@@ -1,0 +1,301 @@
+"""The answer's options at the service level (DESIGN s25): each option's cheapest operating point
+that meets the SLO (output/answer/operating_point.py), one row per option and purchase plan.
+
+- measured: your result files, one option per workload, chip, stack, precision and scale; its
+  sweeps (one per pair of lengths) are its points by load (batch size, concurrency or request
+  rate), valid points only; a smaller scale than the full architecture (a CPU smoke test), or an
+  option none of whose points is valid, is listed for reference, never ranked.
+- estimate: the workload's full architecture on a chip of `compare_on` / `--on`, its own sweep of
+  loads (estimate.command.load_sweep), a latency at the SLO's percentile read from its median and
+  the calibration's p99 / median (output/answer/service_level.at_percentile).
+
+The published options are made beside (output/answer/published.py), on the same sweeps.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from tpubench.estimate.models import PointPrecision
+from tpubench.money import price_gaps
+from tpubench.output.answer.operating_point import OperatingPoint, SweepPoint, operating_point
+from tpubench.output.answer.service_level import Slo, at_percentile
+from tpubench.output.labels import stack_label
+from tpubench.records.usable import noise_label, usable_mask
+from tpubench.units import number, sig
+from tpubench.workload_spec.vocabulary import FULL_SCALE
+
+MEASURED, ESTIMATE, PUBLISHED = "measured", "estimate", "published"
+INTERVAL = {MEASURED: "95% CI", ESTIMATE: "90% prediction interval", PUBLISHED: "none (one published figure)"}
+# Why a measured point at a smaller scale is listed, not ranked; source_label reads its scale back.
+SMOKE_TEST = "smoke test at the '{scale}' scale, not the full architecture"
+SMOKE_TEST_PATTERN = re.compile("^" + re.escape(SMOKE_TEST).replace(re.escape("{scale}"), "(.+)") + "$")
+COLUMNS = ["workload", "plan", "source", "option", "accelerator", "chips", "precision", "status", "point", "load",
+           "ttft_s", "tpot_s", "tokens_per_s_per_user", "tokens_per_s_per_chip", "usd_per_mtok", "usd_per_mtok_low",
+           "usd_per_mtok_high", "interval", "usd_per_chip_hour", "chips_per_instance", "price_basis", "price_as_of",
+           "region",
+           "in_verdict", "why_not", "note", "reference", "launch_on", "family"]
+# The columns of an option's sweep (`Answer.sweeps`: what the answer's figure draws).
+SWEEP_COLUMNS = ["workload", "plan", "option", "source", "load", "tokens_per_s_per_user", "usd_per_mtok", "chosen"]
+
+
+def option_row(**fields) -> dict:
+    """An option row with every column (missing ones empty)."""
+    row = {c: math.nan for c in COLUMNS}
+    row.update({"point": "", "status": "", "why_not": "", "note": "", "reference": "", "launch_on": "",
+                "price_basis": "", "price_as_of": "", "region": "", "precision": "", "family": "", "in_verdict": False})
+    row.update(fields)
+    return row
+
+
+def operating_fields(op: OperatingPoint) -> dict:
+    """What an option row shows of its operating point."""
+    p = op.point
+    return {"status": op.status, "point": op.words(), "load": p.load, "ttft_s": p.ttft_s, "tpot_s": p.tpot_s,
+            "tokens_per_s_per_user": op.tokens_per_s_per_user, "tokens_per_s_per_chip": p.tokens_per_s_per_chip,
+            "usd_per_mtok": p.usd_per_mtok, "usd_per_mtok_low": p.usd_per_mtok_low,
+            "usd_per_mtok_high": p.usd_per_mtok_high}
+
+
+def price_words(cloud, instance, region, usd_per_chip_hour, as_of) -> str:
+    return f"list price: {cloud} {instance} ({region}), ${sig(usd_per_chip_hour)}/chip-h, as of {as_of}"
+
+
+def sweep_rows(workload: str, plan: str, option: str, source: str, points: list[SweepPoint],
+               op: OperatingPoint | None) -> list[dict]:
+    """An option's sweep as rows of SWEEP_COLUMNS, its operating point among them (`chosen`)."""
+    out = [{"workload": workload, "plan": plan, "option": option, "source": source, "load": p.load,
+            "tokens_per_s_per_user": 1 / p.tpot_s if p.tpot_s > 0 else math.nan, "usd_per_mtok": p.usd_per_mtok,
+            "chosen": False} for p in points]
+    if op is not None and op.ranked:
+        out.append({"workload": workload, "plan": plan, "option": option, "source": source, "load": op.point.load,
+                    "tokens_per_s_per_user": op.tokens_per_s_per_user, "usd_per_mtok": op.point.usd_per_mtok,
+                    "chosen": True})
+    return out
+
+
+# --- measured ---------------------------------------------------------------------------------------
+
+# One option: a workload's platform, stack and precision at one scale. Its sweeps add the lengths.
+MEASURED_OPTION = ["workload", "plan", "scale", "priced_accelerator", "chips", "quantization", "dtype",
+                   "server_name", "scenario_kind", "backend"]
+_LOADS = ("batch_size", "concurrency", "request_rate")
+
+
+def _load(row) -> float:
+    for column in _LOADS:
+        value = row.get(column)
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value) and value > 0:
+            return value
+    return math.nan
+
+
+def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    return pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype=float) if name in rows else np.full(len(rows), np.nan)
+
+
+def measured_sweep(rows: pd.DataFrame, headline: str, throughput: str, slo: Slo) -> list[SweepPoint]:
+    """A measured sweep's points (one row per result, priced in one plan), latencies at the SLO's
+    percentile (results give p50, p90, p95 and p99)."""
+    q = slo.percentile
+    ttft, tpot = _column(rows, f"ttft_p{q}_s"), _column(rows, f"tpot_p{q}_s")
+    cost, low, high = (_column(rows, c) for c in (headline, f"{headline}_ci95_low", f"{headline}_ci95_high"))
+    rate = _column(rows, f"{throughput}_per_chip")
+    return [SweepPoint(load=_load(r), ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i],
+                       usd_per_mtok_low=low[i] if math.isfinite(low[i]) else cost[i],
+                       usd_per_mtok_high=high[i] if math.isfinite(high[i]) else cost[i],
+                       tokens_per_s_per_chip=rate[i], position=i)
+            for i, r in enumerate(rows.to_dict("records"))]
+
+
+def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos: dict[str, Slo],
+                     default: Slo) -> tuple[list[dict], list[dict]]:
+    """(option rows, sweep rows) of your measured points: every priced result of the unit, one row
+    per price row it was priced at (module notes)."""
+    if points is None or points.empty:
+        return [], []
+    # A result priced on several instances of one plan: its cheapest.
+    rows = points.sort_values(headline, kind="stable").drop_duplicates(["file", "plan"], keep="first")
+    key = [k for k in MEASURED_OPTION if k in rows]
+    options, sweeps = [], []
+    for _, group in rows.groupby(key, sort=False, dropna=False):
+        first = group.iloc[0]
+        slo = slos.get(str(first["workload"]), default)
+        option, best, best_rows, chosen_sweep = _measured_option(group, headline, throughput, slo)
+        r = best_rows.iloc[best.point.position] if best is not None else first
+        full = first.get("scale") in (FULL_SCALE, None) or str(first.get("scale")) == "nan"
+        why = "" if full else SMOKE_TEST.format(scale=first["scale"])
+        valid = group[usable_mask(group)]
+        if not why and valid.empty:
+            why = f"invalid: {first.get('invalid_reasons') or 'see the runs table'}"
+        if not why and best is not None and not best.ranked:
+            why = f"does not meet the SLO: {best.miss}"
+        fields = operating_fields(best) if best is not None else {}
+        options.append(option_row(
+            workload=first["workload"], plan=first["plan"], source=MEASURED, option=option,
+            accelerator=first["priced_accelerator"], chips=first["chips"], precision=_precision_label(first),
+            interval=INTERVAL[MEASURED], usd_per_chip_hour=r["usd_per_chip_hour"],
+            chips_per_instance=r.get("chips_per_instance"),
+            price_basis=price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
+                                    r.get("price_as_of")),
+            price_as_of=str(r.get("price_as_of") or ""), region=str(r.get("region") or ""),
+            in_verdict=not why, why_not=why, reference=_measured_reference(group), note=_noise(best_rows),
+            **fields))
+        sweeps += sweep_rows(first["workload"], first["plan"], option, MEASURED, chosen_sweep, best)
+    return options, sweeps
+
+
+def _measured_option(group: pd.DataFrame, headline: str, throughput: str, slo: Slo):
+    """(option name, its operating point, the rows of the sweep it is on, that sweep's points): of
+    the option's sweeps (one per pair of lengths, valid points only where it has any), the cheapest
+    that meets the SLO, else the nearest miss."""
+    first = group.iloc[0]
+    option = f"{first['priced_accelerator']} ×{number(first['chips'])} · {stack_label(first)}"
+    valid = group[usable_mask(group)]
+    use = valid if len(valid) else group
+    best = best_rows = best_points = None
+    for _, sweep in use.groupby(["input_length", "output_length"], sort=False, dropna=False):
+        sweep = sweep.reset_index(drop=True)
+        points = measured_sweep(sweep, headline, throughput, slo)
+        op = operating_point(points, slo)
+        if op is not None and (best is None or _better(op, best)):
+            best, best_rows, best_points = op, sweep, points
+    return option, best, best_rows, best_points or []
+
+
+def _better(op: OperatingPoint, than: OperatingPoint) -> bool:
+    """A ranked point before a miss; then the cheaper."""
+    if op.ranked != than.ranked:
+        return op.ranked
+    return op.point.usd_per_mtok < than.point.usd_per_mtok
+
+
+def _noise(rows: pd.DataFrame | None) -> str:
+    """'noisy: CV 25.4%' where a point of the sweep the option was taken on is noisy (records/usable.py:
+    used and ranked, with its wider interval), else ''."""
+    if rows is None or rows.empty:
+        return ""
+    labels = [noise_label(r) for r in rows.to_dict("records")]
+    return "; ".join(dict.fromkeys(label for label in labels if label))
+
+
+def _measured_reference(group: pd.DataFrame) -> str:
+    files = sorted({str(f) for f in group.get("file", [])})
+    return f"your results: {files[0]}" + (f" and {len(files) - 1} more" if len(files) > 1 else "") if files else ""
+
+
+def _precision_label(r) -> str:
+    """A measured point's precision as every option names it ('fp32', 'w int8 / a fp32 / kv fp32')."""
+    precision = PointPrecision.of(r.get("weight_dtype"), r.get("activation_dtype"), r.get("kv_cache_dtype"),
+                                  r.get("dtype"))
+    dtype = r.get("dtype")
+    return precision.label if precision else ("" if dtype is None or pd.isna(dtype) else str(dtype))
+
+
+# --- estimates --------------------------------------------------------------------------------------
+
+
+def estimate_sweep(rows: pd.DataFrame, slo: Slo) -> list[SweepPoint]:
+    """An estimate's sweep of loads priced in one plan, latencies at the SLO's percentile."""
+    q = slo.percentile
+    out = []
+    for i, r in enumerate(rows.to_dict("records")):
+        ttft, tpot = float(r["ttft_s"]), float(r["tpot_s"])
+        tails = {m: float(r.get(f"{m}_tail", math.nan)) for m in ("ttft", "tpot")}
+        out.append(SweepPoint(
+            load=float(r["concurrency"]), ttft_s=at_percentile(ttft, ttft * tails["ttft"], q),
+            tpot_s=at_percentile(tpot, tpot * tails["tpot"], q), usd_per_mtok=float(r["blended_usd_per_mtok"]),
+            usd_per_mtok_low=float(r["blended_usd_per_mtok_low"]), usd_per_mtok_high=float(r["blended_usd_per_mtok_high"]),
+            tokens_per_s_per_chip=float(r["output_tokens_per_s_per_chip"]), position=i))
+    return out
+
+
+def estimate_options(estimates: pd.DataFrame, plans: list[str], slos: dict[str, Slo], default: Slo,
+                     unpriced: pd.DataFrame | None = None) -> tuple[list[dict], list[dict]]:
+    """(option rows, sweep rows): one option per workload, chip (as written, with its quantisation),
+    precision and plan, at its operating point along its sweep; a chip refused, or not priced in a
+    plan, is a row that says why (`unpriced`: money.price_gaps)."""
+    if estimates is None or estimates.empty:
+        return [], []
+    options, sweeps = [], []
+    estimates = estimates.assign(precision=estimates["precision"].fillna("").astype(str))
+    refused_targets = set()
+    for (workload, target, precision), rows in estimates.groupby(["workload", "target", "precision"], sort=False):
+        first = rows.iloc[0]
+        refused = str(first.get("refused") or "")
+        if refused:              # a chip refused is one row, whatever precisions were asked of it
+            if (workload, target) in refused_targets:
+                continue
+            refused_targets.add((workload, target))
+        slo = slos.get(str(workload), default)
+        name = (f"{first['accelerator']} ×{number(first['chips'])} ({target})"
+                + ("" if refused or "@" in str(target) else f" · {precision}"))
+        base = dict(workload=workload, source=ESTIMATE, option=name, accelerator=first["accelerator"],
+                    chips=first["chips"], precision=precision, interval=INTERVAL[ESTIMATE],
+                    family=str(first.get("chip_family") or ""), reference=_calibration_words(first),
+                    launch_on=_launch_spec(str(target), str(first["accelerator"]), first["chips"]))
+        priced = rows[rows["plan"].astype(str) != ""] if not refused else rows.iloc[0:0]
+        for plan in plans:
+            mine = priced[priced["plan"] == plan]
+            if refused or mine.empty:
+                why = f"no estimate: {refused}" if refused else price_gaps.missing_price(first["accelerator"], plan, unpriced)
+                options.append(option_row(plan=plan, why_not=why, **base))
+                continue
+            op, mine, points = _best_sweep(mine, slo)
+            r = mine.iloc[op.point.position]
+            options.append(option_row(
+                plan=plan, usd_per_chip_hour=r["usd_per_chip_hour"], chips_per_instance=r.get("chips_per_instance"),
+                price_basis=price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
+                                        r.get("price_as_of")),
+                price_as_of=str(r.get("price_as_of") or ""), region=str(r.get("region") or ""),
+                in_verdict=op.ranked, why_not="" if op.ranked else f"does not meet the SLO: {op.miss}",
+                note=_estimate_notes(r), **operating_fields(op), **base))
+            sweeps += sweep_rows(workload, plan, name, ESTIMATE, points, op)
+    return options, sweeps
+
+
+def _best_sweep(rows: pd.DataFrame, slo: Slo) -> tuple[OperatingPoint, pd.DataFrame, list[SweepPoint]]:
+    """(operating point, its sweep's rows, points) of an estimate's sweeps, one per pair of lengths
+    the workload sweeps: the cheapest that meets the SLO, else the nearest miss."""
+    best = None
+    for _, sweep in rows.groupby(["input_length", "output_length"], sort=False):
+        sweep = sweep.sort_values("concurrency", kind="stable").reset_index(drop=True)
+        points = estimate_sweep(sweep, slo)
+        op = operating_point(points, slo)
+        if best is None or _better(op, best[0]):
+            best = (op, sweep, points)
+    return best
+
+
+def _calibration_words(r) -> str:
+    words = (f"estimate calibrated on {number(r.get('calibration_rows'))} published rows of {r.get('chip_family')} "
+             f"({number(r.get('calibration_rows_same_chip'))} on {r.get('accelerator')})")
+    own = r.get("own_rows")
+    if own and float(own) > 0:
+        words += f", {number(own)} of them yours"
+    return words
+
+
+def _estimate_notes(r) -> str:
+    notes = str(r.get("notes") or "")
+    return notes if notes and notes != "nan" else ""
+
+
+def _launch_spec(target: str, accelerator: str, chips) -> str:
+    """The `tpubench launch --on` value that measures an estimated option: the chip as written
+    (a TPU slice, an instance, NAME:COUNT) without its quantisation, else NAME:CHIPS."""
+    written = target.split("@", 1)[0]
+    return written if (":" in written or accelerator.startswith("TPU") or "." in written) else f"{accelerator}:{number(chips)}"
+
+
+__all__ = ["COLUMNS", "ESTIMATE", "INTERVAL", "MEASURED", "MEASURED_OPTION", "PUBLISHED", "SMOKE_TEST",
+           "SMOKE_TEST_PATTERN", "SWEEP_COLUMNS", "estimate_options", "estimate_sweep", "measured_options",
+           "measured_sweep", "operating_fields", "option_row", "price_words", "sweep_rows"]
