@@ -140,7 +140,7 @@ def pair_scores(obs: Observations, per_row: pd.DataFrame, usd_per_chip_hour: dic
         price = usd_per_chip_hour[b] / usd_per_chip_hour[a]
         true = price * rows.loc[i, "output_tokens_per_s_per_chip"] / rows.loc[j, "output_tokens_per_s_per_chip"]
         estimated = true * math.exp(error[i] - error[j])
-        out.append({"model": models[i], "family_pair": " | ".join(family_pair(obs.families[i], obs.families[j])),
+        out.append({"model": models[i], "family_pair": " and ".join(family_pair(obs.families[i], obs.families[j])),
                     "first": a, "second": b, "true_ratio": true, "estimated_ratio": estimated,
                     "miss": abs(error[i] - error[j]), "quadrature": math.hypot(factor[i], factor[j]),
                     "decisive": abs(math.log(true)) >= math.log(DECISIVE_RATIO),
