@@ -111,15 +111,21 @@ def _section(text: str, title: str) -> str:
 
 def test_the_answer_readme_quotes_is_what_the_command_prints(ran):
     readme = README.read_text(encoding="utf-8")
-    quoted = _rows(_section(readme, "Spot, from `tpubench report examples/results --table answer`"), "| Option |")
-    printed = _rows(_section(ran["tpubench report examples/results --table answer"].stdout,
-                             "### qwen3_moe: the options, spot"), "| Option |")
-    by_option = {(r["Option"], r["Source"]): r for r in printed}
-    for row in quoted:
-        got = by_option[(row["Option"], row["Source"])]
-        assert got["Point"].startswith(row["Point"]) and got["Precision"] == row["Precision"], row
-        if row["Source"] != "estimate":        # measured and published figures are the files' own
-            assert got["Blended $/Mtok"] == row["Blended $/Mtok"].split(" (no ")[0], row
+    section = _section(readme, "From\n`tpubench report examples/results --table answer`")
+    quoted = _rows(section, "| Option | Source | At the SLO |")
+    printed_text = _section(ran["tpubench report examples/results --table answer"].stdout, "### qwen3_moe: the answer")
+    printed = _rows(printed_text, "| Option | Source | At the SLO |")
+
+    def kind(cell: str) -> str:            # 'estimate [1]' -> 'estimate': footnote numbers may move
+        return cell.split(" [")[0]
+
+    by_option = {(r["Option"], kind(r["Source"])): r for r in printed}
+    for row in quoted:      # every option README shows is ranked at the SLO, with the same source
+        got = by_option[(row["Option"], kind(row["Source"]))]
+        assert got["At the SLO"].endswith(row["At the SLO"].split(" ", 1)[-1]), row   # the same bound binds
+    for line in ("Service level: TTFT p99 ≤ 2 s, TPOT p99 ≤ 50 ms (20 tok/s per user)", "- **spot: ", "Break-even: ",
+                 "Fleet: at the volume", "- **1-year commitment: "):
+        assert line in printed_text and line in section, line
 
 
 def test_the_budget_readme_quotes_is_what_the_command_prints(ran):
