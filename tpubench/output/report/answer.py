@@ -25,7 +25,7 @@ import pandas as pd
 from tpubench.money.plans import plan_label
 from tpubench.money.price_age import REFRESH_COMMAND, REFRESH_USE
 from tpubench.output.answer.assemble import Answer
-from tpubench.output.answer.options import ESTIMATE, MEASURED, PUBLISHED, SMOKE_TEST_PATTERN
+from tpubench.output.answer.options import MEASURED, PUBLISHED, SMOKE_TEST_PATTERN
 from tpubench.units import MISSING, duration, number, sig, usd_whole
 
 WIDTH = 120
@@ -182,4 +182,4 @@ def wrapped(text: str, indent: str = "") -> list[str]:
 __all__ = ["FLEET_HEADERS", "NOTE", "PLAN_HEADERS", "POINT_HEADERS", "POINT_NUMERIC", "WIDTH", "cost_cell",
            "plan_cells", "point_cells", "ranked_options", "reference_rows", "reference_words", "refresh_line",
            "service_level_lines",
-           "source_label", "sources", "verdict_lines", "wrapped", "ESTIMATE"]
+           "source_label", "sources", "verdict_lines", "wrapped"]
