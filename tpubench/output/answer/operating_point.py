@@ -101,6 +101,16 @@ def operating_point(points: Sequence[SweepPoint], slo: Slo) -> OperatingPoint | 
     return OperatingPoint(INTERPOLATED, point, binding=binding)
 
 
+def better(op: OperatingPoint, than: OperatingPoint | None) -> bool:
+    """Whether `op` is the better of two sweeps' operating points for one option: one that meets the
+    SLO before one that misses, then the cheaper."""
+    if than is None:
+        return True
+    if op.ranked != than.ranked:
+        return op.ranked
+    return op.point.usd_per_mtok < than.point.usd_per_mtok
+
+
 def _between(low: SweepPoint, high: SweepPoint, slo: Slo) -> tuple[SweepPoint, str] | None:
     """The point between a load that meets and the next, which misses, where the binding bound is
     met exactly: every figure linear in log(load); None where the binding figure is not known at
@@ -146,4 +156,5 @@ def _miss(point: SweepPoint, slo: Slo) -> tuple[str, str]:
                           f"({found[name]:.2f}x)")
 
 
-__all__ = ["AT_LEAST", "INTERPOLATED", "MEETS", "MISSES", "OperatingPoint", "SweepPoint", "operating_point", "ratios"]
+__all__ = ["AT_LEAST", "INTERPOLATED", "MEETS", "MISSES", "OperatingPoint", "SweepPoint", "better", "operating_point",
+           "ratios"]

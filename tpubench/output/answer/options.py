@@ -22,7 +22,7 @@ import pandas as pd
 
 from tpubench.estimate.models import PointPrecision
 from tpubench.money import price_gaps
-from tpubench.output.answer.operating_point import OperatingPoint, SweepPoint, operating_point
+from tpubench.output.answer.operating_point import OperatingPoint, SweepPoint, better, operating_point
 from tpubench.output.answer.service_level import Slo, at_percentile
 from tpubench.output.labels import stack_label
 from tpubench.records.usable import noise_label, usable_mask
@@ -166,16 +166,9 @@ def _measured_option(group: pd.DataFrame, headline: str, throughput: str, slo: S
         sweep = sweep.reset_index(drop=True)
         points = measured_sweep(sweep, headline, throughput, slo)
         op = operating_point(points, slo)
-        if op is not None and (best is None or _better(op, best)):
+        if op is not None and better(op, best):
             best, best_rows, best_points = op, sweep, points
     return option, best, best_rows, best_points or []
-
-
-def _better(op: OperatingPoint, than: OperatingPoint) -> bool:
-    """A ranked point before a miss; then the cheaper."""
-    if op.ranked != than.ranked:
-        return op.ranked
-    return op.point.usd_per_mtok < than.point.usd_per_mtok
 
 
 def _noise(rows: pd.DataFrame | None) -> str:
@@ -270,7 +263,7 @@ def _best_sweep(rows: pd.DataFrame, slo: Slo) -> tuple[OperatingPoint, pd.DataFr
         sweep = sweep.sort_values("concurrency", kind="stable").reset_index(drop=True)
         points = estimate_sweep(sweep, slo)
         op = operating_point(points, slo)
-        if best is None or _better(op, best[0]):
+        if better(op, best[0] if best else None):
             best = (op, sweep, points)
     return best
 

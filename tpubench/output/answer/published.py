@@ -41,7 +41,7 @@ from tpubench.measure.per_token import usd_per_mtok_from_chip_seconds
 from tpubench.money.cost import usd_per_chip_second
 from tpubench.money.price_gaps import missing_price
 from tpubench.money.pricing import load_unpriced_notes
-from tpubench.output.answer.operating_point import OperatingPoint, SweepPoint, operating_point
+from tpubench.output.answer.operating_point import OperatingPoint, SweepPoint, better, operating_point
 from tpubench.output.answer.options import (
     INTERVAL,
     PUBLISHED,
@@ -144,8 +144,7 @@ def _best(sweeps: list[list[dict]], usd_per_chip_hour: float, slo: Slo, tails):
     for rows in sweeps:
         points = sweep_points(rows, usd_per_chip_hour, slo, tails)
         op = operating_point(points, slo)
-        if op is not None and (best is None or (op.ranked, -op.point.usd_per_mtok) > (best[0].ranked,
-                                                                                      -best[0].point.usd_per_mtok)):
+        if op is not None and better(op, best[0] if best else None):
             best = (op, rows, points)
     return best
 
