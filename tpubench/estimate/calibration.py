@@ -12,6 +12,7 @@ exactly as the command would.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -217,7 +218,9 @@ def observations(rows: pd.DataFrame) -> Observations:
             "output_tokens_per_s_per_chip": rate, "roofline_cycle_s": roof.cycle_s, "observed_cycle_s": observed,
             "efficiency": roof.cycle_s / observed, "decode_bound": roof.decode_bound,
             "clients": _num(row["concurrency"]), "arrival": arrival_of(row),
-            "prefill_one_s": prefill_one_s(point, spec.peak_flops, spec.peak_bytes_per_s),
+            # One prompt's prefill: only a row with a latency to fit or score needs it (a roofline is not free).
+            "prefill_one_s": (prefill_one_s(point, spec.peak_flops, spec.peak_bytes_per_s)
+                              if _latency(row, "ttft") > 0 or _latency(row, "tpot") > 0 else math.nan),
             "ttft_s": _latency(row, "ttft"), "tpot_s": _latency(row, "tpot"),
             "ttft_p99_s": _num(row.get("ttft_p99_s")), "tpot_p99_s": _num(row.get("tpot_p99_s")),
         })
@@ -235,11 +238,17 @@ def stack_date(records: list[dict]) -> str:
 
 def stack_age_years(date, newest: str) -> float:
     """Years from a row's date to `newest` (0 for a row without a date, or newer: the newest stack)."""
-    day = pd.to_datetime(_cell(date)[:10], errors="coerce")
-    reference = pd.to_datetime(newest, errors="coerce")
-    if pd.isna(day) or pd.isna(reference):
+    day, reference = _day(date), _day(newest)
+    if day is None or reference is None:
         return 0.0
     return max(0.0, (reference - day).days / 365.25)
+
+
+def _day(value) -> datetime.date | None:
+    try:
+        return datetime.date.fromisoformat(_cell(value)[:10])
+    except ValueError:
+        return None
 
 
 def arrival_of(row: dict) -> str:

@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.estimate.calibration import Observations, excluded, observations
+from tpubench.estimate.calibration import excluded, observations
 from tpubench.estimate.features import roofline
 from tpubench.estimate.physics import (
     EFFICIENCY_LIMIT,
@@ -61,6 +61,11 @@ _MEASURED = ("file", "file_row", "source", "date", "reference", "output_tokens_p
              "total_tokens_per_s_per_chip", "interactivity_tokens_per_s", "ttft_p50_s", "ttft_mean_s", "ttft_p99_s",
              "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "e2e_p50_s", "publisher_usd_per_mtok", "cost_basis")
 _GIVEN: set[str] = set()
+# Each operating point's efficiency at ASKED_RATE (NaN: no roofline), kept for the process: a report
+# asks the gate about the shipped rows for its calibration, then again for its answer, and a roofline
+# per row is the whole cost (about 1 s for the shipped rows). An operating point's roofline never changes.
+_EFFICIENCY: dict[str, float] = {}
+_KEEP = 100_000
 
 
 def claimed_rates(rows: pd.DataFrame) -> np.ndarray:
@@ -90,13 +95,26 @@ def _asked(rows: pd.DataFrame) -> pd.DataFrame:
     return asked
 
 
-def _per_configuration(asked: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+def _per_configuration(asked: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
     """(the first row of each distinct operating point of `asked`, tagged by its number as its own
-    configuration in `source`; each row's number)."""
+    configuration in `source`; each row's number; each operating point's key)."""
     keep = [c for c in asked.columns if c not in _MEASURED and not str(c).startswith("_")]   # `_shape`: the answer's
     codes, uniques = pd.factorize(pd.Series([repr(key) for key in asked[keep].itertuples(index=False)]))
     first = pd.Series(range(len(codes))).groupby(codes).first().to_numpy()
-    return asked.iloc[first].assign(source=[str(i) for i in range(len(uniques))]), codes
+    return asked.iloc[first].assign(source=[str(i) for i in range(len(uniques))]), codes, list(uniques)
+
+
+def _asked_efficiencies(distinct: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Each distinct operating point's efficiency at ASKED_RATE (NaN without a roofline): from the
+    calibration's observations of the points not asked about before in this process."""
+    new = [i for i, key in enumerate(keys) if key not in _EFFICIENCY]
+    if new:
+        obs = observations(distinct.iloc[new].assign(source=[str(i) for i in new]))
+        found = dict(zip(obs.rows["source"].astype(int), obs.rows["efficiency"].astype(float))) if len(obs.rows) else {}
+        if len(_EFFICIENCY) + len(new) > _KEEP:
+            _EFFICIENCY.clear()
+        _EFFICIENCY.update({keys[i]: found.get(i, math.nan) for i in new})
+    return np.array([_EFFICIENCY[key] for key in keys], dtype=float)
 
 
 def _modelled(row: dict) -> bool:
@@ -111,28 +129,22 @@ def efficiencies(rows: pd.DataFrame) -> np.ndarray:
     out = np.full(len(rows), np.nan)
     if rows.empty:
         return out
-    distinct, of_row = _per_configuration(_asked(rows))
-    obs = observations(distinct)
-    if obs.rows.empty:
-        return out
-    at = np.full(len(distinct), -1)
-    at[obs.rows["source"].astype(int).to_numpy()] = np.arange(len(obs.rows))
-    mine = at[of_row]
-    known = np.flatnonzero(mine >= 0)
-    scale = claimed_rates(rows)[known] / ASKED_RATE
+    distinct, of_row, keys = _per_configuration(_asked(rows))
     with np.errstate(over="ignore", invalid="ignore"):
-        out[known] = obs.rows["efficiency"].to_numpy(float)[mine[known]] * scale
-    for k in np.flatnonzero(out[known] > EFFICIENCY_LIMIT):
-        i = known[k]
+        out = _asked_efficiencies(distinct, keys)[of_row] * (claimed_rates(rows) / ASKED_RATE)
+    for i in np.flatnonzero(out > EFFICIENCY_LIMIT):
         if not _modelled(rows.iloc[i].to_dict()):
-            out[i] = _compute_efficiency(obs, mine[i], scale[k])
+            out[i] = _compute_efficiency(distinct.iloc[[of_row[i]]], out[i])
     return out
 
 
-def _compute_efficiency(obs: Observations, j: int, scale: float) -> float:
-    """Observation j's efficiency by the compute roofline alone (FLOPs / peak), scaled to its row's rate."""
+def _compute_efficiency(point: pd.DataFrame, full: float) -> float:
+    """A row's efficiency by the compute roofline alone (FLOPs / peak), from its efficiency by the full
+    roofline (`full`, at its own rate): the two differ by the ratio of their cycles."""
+    obs = observations(point)
+    j = 0
     compute = roofline(obs.points[j], obs.specs[j].peak_flops, math.inf)
-    return compute.cycle_s / float(obs.rows["observed_cycle_s"].iat[j]) * scale
+    return full * compute.cycle_s / obs.roofs[j].cycle_s
 
 
 def refusals(rows: pd.DataFrame, *, roofline_too: bool = True) -> list[str | None]:

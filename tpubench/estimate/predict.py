@@ -82,8 +82,17 @@ class Calibration:
     widening: float = 0.0
     # The ratio of two families' estimates: its held-out pairs' misses (estimate.pairs).
     pairs: PairMisses = field(default_factory=PairMisses)
+    # What the methods below derive, kept: a Calibration is not changed after it is made.
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def tail(self, metric: str, arrival: str) -> tuple[float, int]:
+        """Calibration.tail_of, once per metric and arrival (a sweep of estimates asks again and again)."""
+        key = ("tail", metric, arrival)
+        if key not in self._memo:
+            self._memo[key] = self.tail_of(metric, arrival)
+        return self._memo[key]
+
+    def tail_of(self, metric: str, arrival: str) -> tuple[float, int]:
         """(p99 / median, rows) of TTFT or TPOT for requests arriving as `arrival`: the median ratio
         over the published rows that give both (of that arrival where 9 or more do, else of all);
         (1, 0) where none does. A percentile other than the median is the estimate's median times
@@ -99,7 +108,9 @@ class Calibration:
         return (float(np.median(ratio[use])), int(use.sum())) if use.any() else (1.0, 0)
 
     def box(self) -> "Box":
-        return Box.of(self.obs.X)
+        if "box" not in self._memo:
+            self._memo["box"] = Box.of(self.obs.X)
+        return self._memo["box"]
 
     def family_rows(self, family: str | None) -> pd.DataFrame:
         """Every calibration row of the family, published and yours."""
@@ -116,7 +127,13 @@ class Calibration:
         return (sum(misses) / (len(misses) + OWN_ROW_PRIOR), len(misses)) if misses else (0.0, 0)
 
     def halfwidth(self, family: str | None, metric: str = THROUGHPUT) -> tuple[float, bool, str]:
-        """(q, nominal, basis) for a family's interval of one figure (module notes)."""
+        """(q, nominal, basis) for a family's interval of one figure (module notes), once per family and metric."""
+        key = ("halfwidth", family, metric)
+        if key not in self._memo:
+            self._memo[key] = self._halfwidth(family, metric)
+        return self._memo[key]
+
+    def _halfwidth(self, family: str | None, metric: str) -> tuple[float, bool, str]:
         residuals = self.loo if metric == THROUGHPUT else self.latency_loo.get(metric, np.zeros(0))
         known = np.isfinite(residuals)
         everyone = residuals[known]

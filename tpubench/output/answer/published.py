@@ -19,9 +19,9 @@ SLO is output/answer/operating_point's.
 Priced as $/Mtok = $ per chip-second / (input + output tokens/s per chip) x 1e6: the row's total
 rate, else its output rate x (I + O) / O.
 
-Every row an answer would show passes the physics gate (estimate/gate.py) or is left out, with one
-warning naming its file and row: the gate is asked only about the rows of the models and chips shown,
-not about every candidate, so a report pays for it per chip shown.
+Every row an answer may show passes the physics gate (estimate/gate.py) or is left out, with one
+warning naming its file and row: the gate is asked once per report, about the rows that can take
+part (a few hundred of the shipped ones), only when the report makes an answer with estimates.
 """
 
 from __future__ import annotations
@@ -56,9 +56,10 @@ from tpubench.units import number
 SWEEP = ["publisher", "_model", "accelerator", "chips", "framework", "_precision", "input_length", "output_length"]
 
 
-def candidates(published: pd.DataFrame) -> pd.DataFrame:
+def candidates(published: pd.DataFrame, warn: Callable[[str], None] | None = None) -> pd.DataFrame:
     """The published rows an answer may show (module notes), with `_model` (its id), `_shape` and
-    `_precision` (its label): made once per report, whatever its workloads."""
+    `_precision` (its label): made once per report, whatever its workloads. A row the physics gate
+    refuses is warned about through `warn` (once per process) and left out."""
     if published is None or published.empty:
         return pd.DataFrame()
     records = published.to_dict("records")
@@ -71,7 +72,8 @@ def candidates(published: pd.DataFrame) -> pd.DataFrame:
     labels = [(p.label if p else str(r.get("precision") or "")) for p, r in zip(map(row_precision, records), records)]
     frame = published.assign(_model=[h[0] if h else None for h in hits], _shape=[h[1] if h else None for h in hits],
                              _precision=labels)
-    return frame[keep & frame["_model"].notna().to_numpy()].reset_index(drop=True)
+    frame = frame[keep & frame["_model"].notna().to_numpy()]
+    return frame[~refused(frame, once(warn))].reset_index(drop=True) if len(frame) else frame.reset_index(drop=True)
 
 
 def total_rate(row) -> float:
@@ -150,14 +152,13 @@ def _best(sweeps: list[list[dict]], usd_per_chip_hour: float, slo: Slo, tails):
 
 
 def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.DataFrame, plans: list[str],
-                      limit: int, slo: Slo, unpriced: pd.DataFrame | None = None, tails=None,
-                      warn: Callable[[str], None] | None = None) -> tuple[list[dict], list[dict]]:
+                      limit: int, slo: Slo, unpriced: pd.DataFrame | None = None,
+                      tails=None) -> tuple[list[dict], list[dict]]:
     """(option rows, sweep rows) of the published rows for workload `workload` (module notes): the
     workload's own model per chip, ranked where it meets the SLO; the nearest other model per chip
     (the `limit` nearest chips), for reference. A chip of the workload's own model without a price in
     a plan is listed so (`unpriced`: money.price_gaps), another model's is left out. `tails`
-    (estimate.predict.Calibration) gives a 99th percentile a row does not; a row the physics gate
-    refuses is warned about through `warn` and left out."""
+    (estimate.predict.Calibration) gives a 99th percentile a row does not."""
     if candidates is None or candidates.empty or not wl.points:
         return [], []
     unpriced = load_unpriced_notes() if unpriced is None else unpriced
@@ -170,9 +171,7 @@ def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.Da
     options, sweeps = [], []
     chips_shown = 0
     for accelerator, rows in sorted(frame.groupby("accelerator", sort=False), key=lambda kv: kv[1]["_distance"].min()):
-        nearest = _physical(rows[rows["_distance"] == rows["_distance"].min()], warn)
-        if nearest.empty:
-            continue
+        nearest = rows[rows["_distance"] == rows["_distance"].min()]
         same_model = bool(nearest["_distance"].iloc[0] < 0)
         if not same_model and chips_shown >= limit:
             continue
@@ -181,12 +180,6 @@ def published_options(candidates: pd.DataFrame, wl, workload: str, prices: pd.Da
         options += made[0]
         sweeps += made[1]
     return options, sweeps
-
-
-def _physical(rows: pd.DataFrame, warn) -> pd.DataFrame:
-    """The rows the physics gate passes, a refused one warned about once per process (the report's
-    estimate, or its previous workload, may have met it already)."""
-    return rows[~refused(rows, once(warn))] if len(rows) else rows
 
 
 def _chip_options(rows: pd.DataFrame, wl, workload: str, accelerator: str, prices: pd.DataFrame, plans: list[str],

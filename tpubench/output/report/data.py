@@ -297,10 +297,9 @@ def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[
                                        unit.throughput, slos, NO_SERVICE_LEVEL)
     estimated = estimate_options(estimates, plans, slos, NO_SERVICE_LEVEL)
     options, sweeps = options + estimated[0], sweeps + estimated[1]
-    nearby = candidates(data.published_list) if contexts else None
+    nearby = candidates(data.published_list, warn) if contexts else None
     for workload, (_, wl) in contexts.items():
-        found = published_options(nearby, wl, workload, prices, plans, MAX_PUBLISHED, slos[workload], tails=cal,
-                                  warn=warn)
+        found = published_options(nearby, wl, workload, prices, plans, MAX_PUBLISHED, slos[workload], tails=cal)
         options, sweeps = options + found[0], sweeps + found[1]
     results = data.results
     newest = (results.groupby("workload")["started_at"].max().astype(str).to_dict()
