@@ -185,4 +185,7 @@ def test_sessions_with_nothing_to_read_back_are_not_checked():
     cpu = Cpu("cpu")
     cpu.depends_on(object())
     assert check_fence(cpu) is None            # the CPU computes before a call returns
+    xla = Cpu("xla")
+    xla.depends_on(object())
+    assert check_fence(xla) is None            # torch_xla's fence runs the graph; a reduction would compile one
     assert check_fence(object()) is None       # a session without read_back (the JAX twin, scripted fakes)

@@ -392,8 +392,10 @@ class TorchDevice:
     def read_back(self) -> bool:
         """Read the latest output of the timed work to the host (a scalar reduced from it); False
         where there is nothing to read or nothing to check (the CPU computes before returning).
-        measure/fence.py times this right after a fence: a fence that waited leaves nothing to run."""
-        if self.device == "cpu" or self._fence_value is None:
+        measure/fence.py times this right after a fence: a fence that waited leaves nothing to run.
+        Not on xla either: its fence cuts and runs the lazy graph itself, and a reduction read after
+        it would be a new graph, compiled then (counted as a recompile, timed as a late fence)."""
+        if self.device in ("cpu", "xla") or self._fence_value is None:
             return False
         materialise(self._fence_value)
         return True

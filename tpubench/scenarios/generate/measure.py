@@ -169,6 +169,7 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
     compiled_timed_before = session.compile_count()
     timed_watch = fallback_watch(session)
     stamps, n, measure_s = _timed_loop(session, point, fixed, timed_watch, energy, on_phase)
+    recompiles = session.compile_count() - compiled_timed_before   # before the check: its read is not timed work
     fence = check_fence(session)   # right after the loop's last fence: did it wait for the work?
     if world is not None:
         stamps = world.slowest(stamps)
@@ -178,7 +179,6 @@ def measure_generate(session, point, *, on_phase: Callable[[str, int, int], None
         for k, v in iteration_metrics(iteration, b, i).items():
             per_iter.setdefault(k, []).append(v)
         itl.extend(np.diff(iteration).tolist())
-    recompiles = session.compile_count() - compiled_timed_before
     graphs_warm = compiled_timed_before - compiled_warm_before
 
     compile_info = _compile_info(session, point, per_iter, first, warm, warmup_s, graphs_first=graphs_first,
