@@ -55,7 +55,7 @@ SCRIPT = r"""(function () {
     var f = chosen();
     var done = [].map.call(document.querySelectorAll("figure.chart"), function (fig) { return narrow(fig, f); });
     window.dispatchEvent(new Event("resize"));     // a figure shown again takes its box's width
-    return Promise.all(done);
+    return Promise.all(done).then(function () { return null; });
   }
   window.tpubenchApplyFilters = apply;
   var drawn = [].map.call(document.querySelectorAll("figure.chart"), function (fig) {

@@ -146,7 +146,8 @@ def interval_expr(low: str, high: str, prefix: str = "", suffix: str = "") -> st
 
 
 def log_scale() -> dict:
-    return {"type": "log", "nice": False}
+    """A log scale fitted to the data, with a few pixels to spare at each end (no point on an axis)."""
+    return {"type": "log", "nice": False, "padding": 8}
 
 
 def axis(title: str, fmt: str = ",.3~g") -> dict:

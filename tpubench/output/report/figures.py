@@ -179,11 +179,12 @@ def throughput_vs_interactivity(points: pd.DataFrame, iso: list[dict], price_lab
                 "axis": c.axis("output tokens/s per chip")}}
     mine = {"data": {"name": c.MAIN}, "transform": c.filter_transform(filters)}
     layers = [
-        {"data": {"name": "iso"}, "mark": {"type": "rule", "strokeDash": [5, 4], "opacity": 0.8},
-         "encoding": {"y": {"field": "y", "type": "quantitative"}, "color": {"field": "series", "type": "nominal"}}},
-        {"data": {"name": "iso"}, "mark": {"type": "text", "align": "left", "baseline": "bottom", "x": 4},
-         "encoding": {"y": {"field": "y", "type": "quantitative"}, "text": {"field": "text"},
-                      "color": {"field": "series", "type": "nominal"}}},
+        # Grey, each named: coloured by series, they would merge into the legend and take its toggle.
+        {"data": {"name": "iso"}, "mark": {"type": "rule", "strokeDash": [5, 4], "color": "#777777"},
+         "encoding": {"y": {"field": "y", "type": "quantitative"}}},
+        {"data": {"name": "iso"}, "mark": {"type": "text", "align": "left", "baseline": "bottom", "x": 4,
+                                           "color": "#555555"},
+         "encoding": {"y": {"field": "y", "type": "quantitative"}, "text": {"field": "text"}}},
         {**mine, "mark": {"type": "point", "filled": True, "size": 28, "tooltip": True},
          "params": [c.legend_toggle("series")],
          "transform": mine["transform"] + [{"calculate": c.interval_expr("low", "high"), "as": "interval"}],
