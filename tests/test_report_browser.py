@@ -39,7 +39,8 @@ MEASURE = """() => {
     const box = f.querySelector("div.vis"), drawing = box.querySelector("canvas, svg");
     const r = f.getBoundingClientRect(), d = drawing ? drawing.getBoundingClientRect() : null;
     return {id: f.id, right: r.right, boxRight: box.getBoundingClientRect().right, drawn: !!drawing,
-            width: d ? d.width : 0, height: d ? d.height : 0, boxWidth: box.clientWidth, scrolls: box.scrollWidth > box.clientWidth,
+            width: d ? d.width : 0, height: d ? d.height : 0, boxWidth: box.clientWidth,
+            scrolls: box.scrollWidth > box.clientWidth,
             overflowX: getComputedStyle(box).overflowX};
   });
   const glance = document.querySelector("section.glance");

@@ -231,7 +231,7 @@ def latency_distributions(rows: pd.DataFrame, title: str, fig_id: str, caption: 
             c.tip("p90", "p90 ms", ",.4~g"), c.tip("p99", "p99 ms", ",.4~g"), c.tip("max", "max ms", ",.4~g"),
             c.tip("source", "source")] + ([c.tip("price_as_of", "price as of")] if "price_as_of" in table else [])
     panels = []
-    for n, (metric, name) in enumerate(_LATENCY):
+    for n, (_metric, name) in enumerate(_LATENCY):
         values = [v for m, lo, hi in zip(table["metric"], table["min"], table["max"]) if m == name
                   for v in (lo, hi) if v]
         log = bool(values) and min(values) > 0 and max(values) / min(values) > 20
@@ -267,7 +267,8 @@ def point_group_label(row, accelerator: str) -> str:
 
 
 # What report_figures reads of the results (the rest of 10,000 results' columns is left behind).
-_INPUT_COLUMNS = list(dict.fromkeys(["file", "workload", "scale", "accelerator", "device", "chips", "server_name", "server_version",
+_INPUT_COLUMNS = list(dict.fromkeys([
+                  "file", "workload", "scale", "accelerator", "device", "chips", "server_name", "server_version",
                   "backend", "scenario_kind", "output_tokens_per_s", "output_tokens_per_s_ci95_low",
                   "output_tokens_per_s_ci95_high", "tpot_p50_s", "interactivity_tokens_per_s", "batch_size",
                   "concurrency", "request_rate", "input_length", "output_length", "dtype", "execution_mode",

@@ -36,7 +36,8 @@ tr.invalid td{background:#fff0f0}tr.invalid td.validity{color:#b00020;font-weigh
 .glance td.wrap,.glance th:first-child,.glance td:first-child{min-width:10rem}
 .glance td.num,.glance td:nth-child(2){white-space:nowrap}
 .note{color:#555;font-size:.85rem}figure{margin:1rem 0;max-width:100%}figcaption{font-size:.85rem;color:#444}
-figure.chart{border:1px solid #eee;padding:.5rem}figure.chart .vis{width:100%;overflow-x:auto}figure.chart .vega-embed{width:100%;display:flex}
+figure.chart{border:1px solid #eee;padding:.5rem}figure.chart .vis{width:100%;overflow-x:auto}
+figure.chart .vega-embed{width:100%;display:flex}
 .chart-filters{position:sticky;top:0;z-index:3;background:#fafbfc;border:1px solid #d8dde3;padding:.4rem .6rem;
 margin:.5rem 0;font-size:.85rem}.chart-filters label{margin-right:.8rem;white-space:nowrap}
 .chart-filters select{max-width:16rem}#vg-tooltip-element{font-size:.8rem}
