@@ -122,6 +122,17 @@ def measured_sweep(rows: pd.DataFrame, headline: str, throughput: str, slo: Slo)
             for i, r in enumerate(_records(rows, _LOADS))]
 
 
+def measured_columns(headline: str, throughput: str) -> list[str]:
+    """Every column measured_options reads of the priced rows: a caller may pass these alone (a
+    10,000-result report's rows have ~300 columns, and copying them per group was most of its time)."""
+    latencies = [f"{m}_p{q}_s" for m in ("ttft", "tpot") for q in (50, 90, 95, 99)]
+    return list(dict.fromkeys([
+        headline, f"{headline}_ci95_low", f"{headline}_ci95_high", f"{throughput}_per_chip", *latencies, *_LOADS,
+        "file", *MEASURED_OPTION, "status", "valid", "invalid_reasons", "noisy", "headline_cv", "input_length",
+        "output_length", "usd_per_chip_hour", "chips_per_instance", "cloud", "instance_type", "region",
+        "price_as_of", "weight_dtype", "activation_dtype", "kv_cache_dtype", "server_version"]))
+
+
 def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos: dict[str, Slo],
                      default: Slo) -> tuple[list[dict], list[dict]]:
     """(option rows, sweep rows) of your measured points: every priced result of the unit, one row
@@ -303,5 +314,6 @@ def _launch_spec(target: str, accelerator: str, chips) -> str:
 
 
 __all__ = ["COLUMNS", "ESTIMATE", "INTERVAL", "MEASURED", "MEASURED_OPTION", "PUBLISHED", "SMOKE_TEST",
-           "SMOKE_TEST_PATTERN", "SWEEP_COLUMNS", "estimate_options", "estimate_sweep", "measured_options",
+           "SMOKE_TEST_PATTERN", "SWEEP_COLUMNS", "estimate_options", "estimate_sweep", "measured_columns",
+           "measured_options",
            "measured_sweep", "operating_fields", "option_row", "price_words", "sweep_rows"]
