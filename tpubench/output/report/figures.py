@@ -66,13 +66,32 @@ def precision_labels(frame: pd.DataFrame) -> list[str]:
     return [made[k] for k in keys]
 
 
+# What a point's configuration reads (configuration: stack_label, kind_label, point_label).
+_CONFIG_COLUMNS = ["server_name", "server_version", "backend", "scenario_kind", "chips", "batch_size", "concurrency",
+                   "request_rate", "input_length", "output_length", "dtype", "execution_mode", "quantization",
+                   "weight_dtype", "activation_dtype", "kv_cache_dtype", "experts_implementation", "experts_kernel",
+                   "decode_loop", "routing"]
+
+
+def per_distinct(rows: pd.DataFrame, columns: Sequence[str], make) -> list:
+    """make(row) of every row, called once per distinct combination of `columns` (NaN equal to NaN):
+    thousands of points share a few dozen configurations."""
+    present = [col for col in columns if col in rows]
+    if not len(rows) or not present:
+        return [make(r) for r in records(rows[present])] if present else [make({}) for _ in range(len(rows))]
+    keyed = rows[present]
+    codes = keyed.groupby(present, sort=False, dropna=False).ngroup().to_numpy()
+    made = [make(r) for r in records(keyed.drop_duplicates())]
+    return [made[k] for k in codes]
+
+
 def _facts(rows: pd.DataFrame, chip: str = "priced_accelerator") -> dict[str, list]:
     """The columns every chart's main table carries for the page's filters and tooltips: workload,
     chip, plan, precision, the configuration in words and its source (the result file)."""
-    recs = records(rows)
-    return {"workload": [workload_label(r) for r in recs], "chip": c.texts(_column(rows, chip)),
-            **({"plan": [plan_label(str(p)) for p in rows["plan"]]} if "plan" in rows else {}),
-            "precision": precision_labels(rows), "config": [configuration(r, chip) for r in recs],
+    return {"workload": per_distinct(rows, ["workload", "scale"], workload_label), "chip": c.texts(_column(rows, chip)),
+            **({"plan": per_distinct(rows, ["plan"], lambda r: plan_label(str(r["plan"])))} if "plan" in rows else {}),
+            "precision": precision_labels(rows),
+            "config": per_distinct(rows, [chip, *_CONFIG_COLUMNS], lambda r: configuration(r, chip)),
             "source": c.texts(_column(rows, "file"))}
 
 
