@@ -3,9 +3,7 @@ actually draw."""
 
 from __future__ import annotations
 
-import base64
 import io
-import json
 import os
 import re
 import subprocess

@@ -191,66 +191,65 @@ def _scatter(page) -> str:
     return max(ids, key=lambda i: len({p["row"]["chip"] for p in page.evaluate(POINTS, i)}))
 
 
-def test_a_point_tells_its_configuration_interval_source_and_price_date(browser, page_path, artifacts):
+@pytest.fixture
+def report(browser, page_path):
+    """The report at 1400 px, the network off, its figures drawn."""
     page = open_report(browser, page_path, 1400)
-    try:
-        chart = _scatter(page)
-        page.locator(f"#{chart}").scroll_into_view_if_needed()
-        point = next(p for p in page.evaluate(POINTS, chart) if p["filled"] and not p["row"]["front"])
-        page.mouse.move(point["x"], point["y"])
-        tooltip = page.locator("#vg-tooltip-element")
-        tooltip.wait_for(state="visible", timeout=10_000)
-        text = tooltip.inner_text()
-        page.screenshot(path=str(artifacts / "report-tooltip.png"))
-        row = point["row"]
-        assert "configuration" in text and row["config"] in text
-        assert "95% CI" in text and "source" in text and row["source"] in text
-        assert "price" in text and (row["price"] == "not priced" or "as of" in text)
-        assert page.requested == [page_path.as_uri()]           # nothing but the page itself, network off
-    finally:
-        page.context.close()
+    yield page
+    page.context.close()
 
 
-def test_a_filter_narrows_the_charts_and_all_brings_them_back(browser, page_path):
-    page = open_report(browser, page_path, 1400)
-    try:
-        chart = _scatter(page)
-        before = page.evaluate(POINTS, chart)
-        chips = sorted({p["row"]["chip"] for p in before})
-        assert len(chips) >= 2
-        page.select_option("#chart-filters select[name=chip]", chips[0])
-        page.evaluate("() => window.tpubenchApplyFilters()")
-        after = page.evaluate(POINTS, chart)
-        assert after and {p["row"]["chip"] for p in after} == {chips[0]}
-        assert len(after) == sum(p["row"]["chip"] == chips[0] for p in before)
-        page.select_option("#chart-filters select[name=chip]", "")
-        page.evaluate("() => window.tpubenchApplyFilters()")
-        assert len(page.evaluate(POINTS, chart)) == len(before)
-        # A workload chosen hides the figures of the others.
-        workloads = page.evaluate("() => [...document.querySelectorAll('#chart-filters select[name=workload] option')]"
-                                  ".map(o => o.value).filter(Boolean)")
-        page.select_option("#chart-filters select[name=workload]", workloads[0])
-        page.evaluate("() => window.tpubenchApplyFilters()")
-        hidden = page.evaluate("() => [...document.querySelectorAll('figure.chart')].filter(f => f.hidden)"
-                               ".map(f => JSON.parse(f.dataset.facets).workload)")
-        assert hidden and workloads[0] not in hidden
-    finally:
-        page.context.close()
+def test_a_point_tells_its_configuration_interval_source_and_price_date(report, page_path, artifacts):
+    page = report
+    chart = _scatter(page)
+    page.locator(f"#{chart}").scroll_into_view_if_needed()
+    point = next(p for p in page.evaluate(POINTS, chart) if p["filled"] and not p["row"]["front"])
+    page.mouse.move(point["x"], point["y"])
+    tooltip = page.locator("#vg-tooltip-element")
+    tooltip.wait_for(state="visible", timeout=10_000)
+    text = tooltip.inner_text()
+    page.screenshot(path=str(artifacts / "report-tooltip.png"))
+    row = point["row"]
+    assert "configuration" in text and row["config"] in text
+    assert "95% CI" in text and "source" in text and row["source"] in text
+    assert "price" in text and (row["price"] == "not priced" or "as of" in text)
+    assert page.requested == [page_path.as_uri()]           # nothing but the page itself, network off
 
 
-def test_a_legend_entry_picks_its_series(browser, page_path):
-    page = open_report(browser, page_path, 1400)
-    try:
-        chart = _scatter(page)
-        page.locator(f"#{chart}").scroll_into_view_if_needed()
-        entries = page.evaluate(LEGEND, chart)
-        series = {p["row"]["series"] for p in page.evaluate(POINTS, chart)}
-        entry = next(e for e in entries if e["label"] in series)
-        page.mouse.click(entry["x"], entry["y"])
-        page.wait_for_timeout(300)
-        points = [p for p in page.evaluate(POINTS, chart) if p["filled"]]
-        picked = {p["opacity"] for p in points if p["row"]["series"] == entry["label"]}
-        others = {p["opacity"] for p in points if p["row"]["series"] != entry["label"]}
-        assert picked and others and min(picked) > max(others)
-    finally:
-        page.context.close()
+def test_a_filter_narrows_the_charts_and_all_brings_them_back(report):
+    page = report
+    chart = _scatter(page)
+    before = page.evaluate(POINTS, chart)
+    chips = sorted({p["row"]["chip"] for p in before})
+    assert len(chips) >= 2
+    page.select_option("#chart-filters select[name=chip]", chips[0])
+    page.evaluate("() => window.tpubenchApplyFilters()")
+    after = page.evaluate(POINTS, chart)
+    assert after and {p["row"]["chip"] for p in after} == {chips[0]}
+    assert len(after) == sum(p["row"]["chip"] == chips[0] for p in before)
+    page.select_option("#chart-filters select[name=chip]", "")
+    page.evaluate("() => window.tpubenchApplyFilters()")
+    assert len(page.evaluate(POINTS, chart)) == len(before)
+    # A workload chosen hides the figures of the others.
+    workloads = page.evaluate("() => [...document.querySelectorAll('#chart-filters select[name=workload] option')]"
+                              ".map(o => o.value).filter(Boolean)")
+    page.select_option("#chart-filters select[name=workload]", workloads[0])
+    page.evaluate("() => window.tpubenchApplyFilters()")
+    hidden = page.evaluate("() => [...document.querySelectorAll('figure.chart')].filter(f => f.hidden)"
+                           ".map(f => JSON.parse(f.dataset.facets).workload)")
+    assert hidden and workloads[0] not in hidden
+
+
+def test_a_legend_entry_picks_its_series(report):
+    page = report
+    chart = _scatter(page)
+    page.locator(f"#{chart}").scroll_into_view_if_needed()
+    entries = page.evaluate(LEGEND, chart)
+    series = {p["row"]["series"] for p in page.evaluate(POINTS, chart)}
+    entry = next(e for e in entries if e["label"] in series)
+    page.mouse.click(entry["x"], entry["y"])
+    page.wait_for_timeout(300)
+    points = [p for p in page.evaluate(POINTS, chart) if p["filled"]]
+    picked = {p["opacity"] for p in points if p["row"]["series"] == entry["label"]}
+    others = {p["opacity"] for p in points if p["row"]["series"] != entry["label"]}
+    assert picked and others and min(picked) > max(others)

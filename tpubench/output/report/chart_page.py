@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import json
 import re
+from html import escape as _escape
 from importlib import resources
 
 from tpubench.output.report.charts import FILTERS, MAIN, Chart, page_json
-from tpubench.output.report.html_parts import escape_html
 
 # In the order a page loads them: vega-lite needs vega, vega-embed both.
 VENDORED = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
@@ -87,6 +87,11 @@ def library() -> str:
         text = (folder / name).read_text(encoding="utf-8")
         parts.append(re.sub(r"\n?//# sourceMappingURL=\S*\s*$", "", text))
     return "\n;\n".join(parts)
+
+
+def escape_html(text) -> str:
+    """Text safe in HTML, quotes included (html_parts.escape_html, which imports this module's caller)."""
+    return _escape(str(text), quote=True)
 
 
 def figure_html(chart: Chart) -> str:
