@@ -86,18 +86,6 @@ MEASURED_OPTION = ["workload", "plan", "scale", "priced_accelerator", "chips", "
 _LOADS = ("batch_size", "concurrency", "request_rate")
 
 
-def _load(row) -> float:
-    for column in _LOADS:
-        value = row.get(column)
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(value) and value > 0:
-            return value
-    return math.nan
-
-
 def _records(rows: pd.DataFrame, names) -> list[dict]:
     """Rows as dicts of only the columns `names` that `rows` has: what a loop over the rows reads.
     Boxing every column of a priced row (hundreds) was most of a 10,000-result report's time."""
@@ -108,6 +96,16 @@ def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype=float) if name in rows else np.full(len(rows), np.nan)
 
 
+def _loads(rows: pd.DataFrame) -> np.ndarray:
+    """_load of every row at once: per row the first of _LOADS that is a finite number above 0."""
+    out = np.full(len(rows), np.nan)
+    for column in _LOADS:
+        value = _column(rows, column)
+        take = np.isnan(out) & np.isfinite(value) & (value > 0)
+        out[take] = value[take]
+    return out
+
+
 def measured_sweep(rows: pd.DataFrame, headline: str, throughput: str, slo: Slo) -> list[SweepPoint]:
     """A measured sweep's points (one row per result, priced in one plan), latencies at the SLO's
     percentile (results give p50, p90, p95 and p99)."""
@@ -115,11 +113,11 @@ def measured_sweep(rows: pd.DataFrame, headline: str, throughput: str, slo: Slo)
     ttft, tpot = _column(rows, f"ttft_p{q}_s"), _column(rows, f"tpot_p{q}_s")
     cost, low, high = (_column(rows, c) for c in (headline, f"{headline}_ci95_low", f"{headline}_ci95_high"))
     rate = _column(rows, f"{throughput}_per_chip")
-    return [SweepPoint(load=_load(r), ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i],
+    return [SweepPoint(load=float(load), ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i],
                        usd_per_mtok_low=low[i] if math.isfinite(low[i]) else cost[i],
                        usd_per_mtok_high=high[i] if math.isfinite(high[i]) else cost[i],
                        tokens_per_s_per_chip=rate[i], position=i)
-            for i, r in enumerate(_records(rows, _LOADS))]
+            for i, load in enumerate(_loads(rows).tolist())]
 
 
 def measured_columns(headline: str, throughput: str) -> list[str]:
@@ -141,6 +139,9 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
         return [], []
     # A result priced on several instances of one plan: its cheapest.
     rows = points.sort_values(headline, kind="stable").drop_duplicates(["file", "plan"], keep="first")
+    # Text columns as Python objects (the same str values, NaN where missing): the groups below are
+    # sliced hundreds of times, and slicing Arrow-backed text a column at a time was most of it.
+    rows = rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)})
     key = [k for k in MEASURED_OPTION if k in rows]
     options, sweeps = [], []
     for _, group in rows.groupby(key, sort=False, dropna=False):
