@@ -78,17 +78,23 @@ def test_a_chart_with_a_typo_in_a_field_is_caught():
 
 def test_the_page_rebuilds_every_row_and_its_text_cannot_close_the_script():
     table = {"label": ["a", "</script><script>alert(1)</script>", "a", None], "x": [1.5, None, 3.0, 4.0],
-             "flag": [True, False, True, False]}
+             "flag": [True, False, True, False], "file": ["/r/a.json", "/r/b.json", None, "/s/c.json"]}
     chart = charts.Chart("c-0", "caption", {"mark": "point"}, {"table": table})
     text = charts.page_json(chart)
     assert "<" not in text
     payload = json.loads(text)
     packed = payload["tables"]["table"]
     assert packed["columns"]["label"] == {"text": ["a", "</script><script>alert(1)</script>"], "codes": [0, 1, 0, -1]}
-    # What the page's script does (chart_page.SCRIPT's inflate), in Python.
-    rebuilt = [{name: (col[i] if isinstance(col, list) else (col["text"][col["codes"][i]] if col["codes"][i] >= 0
-                                                             else None))
-                for name, col in packed["columns"].items()} for i in range(packed["n"])]
+    assert packed["columns"]["file"] == {"folders": ["/r/", "/s/"], "names": ["a.json", "b.json", None, "c.json"],
+                                         "codes": [0, 0, -1, 1]}
+
+    def cell(col, i):     # what the page's script does (chart_page.SCRIPT's inflate), in Python
+        if isinstance(col, list):
+            return col[i]
+        if col["codes"][i] < 0:
+            return None
+        return col["folders"][col["codes"][i]] + col["names"][i] if "folders" in col else col["text"][col["codes"][i]]
+    rebuilt = [{name: cell(col, i) for name, col in packed["columns"].items()} for i in range(packed["n"])]
     assert rebuilt == charts.rows(table)
     html = chart_page.figure_html(chart)
     assert html.count("<script") == 1 and "alert(1)</script>" not in html

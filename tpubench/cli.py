@@ -363,7 +363,7 @@ def _check_figures(fmt: str, out: Optional[Path], figure_format: str) -> None:
 
 
 def _report_images(data, fmt: str, out: Path, figure_format: str):
-    """`report --figures`: the report's figures drawn to OUT-figures/ beside --out (report/chart_images.py)."""
+    """`report --figures`: the report's figures drawn to OUT-figures/ beside --out (output/report/chart_images.py)."""
     from tpubench.output.report.chart_images import report_charts, write_images
 
     folder = out.parent / f"{out.stem}-figures"

@@ -34,6 +34,9 @@ SCRIPT = r"""(function () {
     Object.keys(t.columns).forEach(function (name) {
       var col = t.columns[name], j;
       if (Array.isArray(col)) { for (j = 0; j < t.n; j++) rows[j][name] = col[j]; }
+      else if (col.folders) {
+        for (j = 0; j < t.n; j++) rows[j][name] = col.codes[j] < 0 ? null : col.folders[col.codes[j]] + col.names[j];
+      }
       else { for (j = 0; j < t.n; j++) rows[j][name] = col.codes[j] < 0 ? null : col.text[col.codes[j]]; }
     });
     return rows;

@@ -130,9 +130,9 @@ def cost_by_platform(summary: pd.DataFrame, title: str, fig_id: str, caption: st
                 {"mark": {"type": "rule", "color": "black"},
                  "encoding": {"x": {"field": "low", "type": "quantitative"}, "x2": {"field": "high"},
                               "opacity": c.toggled()}},
-                {"transform": [{"filter": "datum.invalid"}],
-                 "mark": {"type": "text", "align": "left", "dx": 4, "color": "crimson", "text": "invalid run"},
-                 "encoding": {"x": {"field": "usd", "type": "quantitative"}}}]}
+                {"mark": {"type": "text", "align": "left", "dx": 4, "color": "crimson"},
+                 "encoding": {"x": {"field": "usd", "type": "quantitative"},
+                              "text": {"condition": {"test": "datum.invalid", "value": "invalid run"}, "value": ""}}}]}
     return Chart(fig_id, caption, c.spec(title, filters, body, height=None) | {"height": {"step": 22}},
                  {c.MAIN: table})
 
