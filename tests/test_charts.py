@@ -186,3 +186,14 @@ def test_figures_flag_needs_an_output_file(tmp_path, monkeypatch, capsys):
     code, _, err = run_cli(monkeypatch, capsys, "report", str(tmp_path / "r"), "--figures", "-f", "csv",
                            "-o", str(tmp_path / "r.csv"))
     assert code == 2 and "md or html" in err
+
+
+def test_figures_without_vl_convert_say_how_to_get_it(data, monkeypatch):
+    import sys
+
+    from tpubench.errors import UserError
+    from tpubench.output.report.chart_images import draw
+
+    monkeypatch.setitem(sys.modules, "vl_convert", None)       # as if not installed: import raises
+    with pytest.raises(UserError, match=r"pip install 'tpubench\[figures\]'"):
+        draw(report_charts(data)[0], "svg")
