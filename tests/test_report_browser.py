@@ -103,12 +103,17 @@ def open_report(browser, page_path: Path, width: int):
 
 
 @pytest.fixture(scope="module")
-def page_path(tmp_path_factory) -> Path:
+def report_data(tmp_path_factory):
     folder = wide_results(tmp_path_factory.mktemp("browser-results"))
     data = build_report(folder, today=date(2026, 12, 2), warn=lambda _: None)
     assert data.published_rows >= 100        # the shipped published rows are on by default
+    return data
+
+
+@pytest.fixture(scope="module")
+def page_path(tmp_path_factory, report_data) -> Path:
     out = tmp_path_factory.mktemp("browser-report") / "report.html"
-    out.write_text(render(data, "html"), encoding="utf-8")
+    out.write_text(render(report_data, "html"), encoding="utf-8")
     return out
 
 
@@ -162,13 +167,14 @@ def test_report_fits_the_window(browser, page_path, artifacts, width):
 POINTS = """(id) => {
   const chart = window.tpubenchCharts[id], view = chart.view;
   const drawing = document.querySelector("#" + id + " div.vis canvas, #" + id + " div.vis svg");
-  const box = drawing.getBoundingClientRect(), origin = view.origin(), out = [];
+  const box = drawing.getBoundingClientRect(), pad = view.padding(), out = [];
+  const origin = [view.origin()[0] + pad.left, view.origin()[1] + pad.top];     // where the scene's (0, 0) is drawn
   (function walk(mark, x, y) {
     for (const item of mark.items || []) {
       if (mark.marktype === "group") {
         for (const child of item.items || []) walk(child, x + (item.x || 0), y + (item.y || 0));
       } else if (mark.marktype === "symbol" && item.datum && item.datum.config !== undefined && mark.role === "mark") {
-        const drawn = item._svg ? item._svg.getBoundingClientRect() : null;     // SVG: the element drawn
+        const drawn = item._svg ? item._svg.getBoundingClientRect() : null;     // SVG: the element drawn; canvas: computed
         out.push({x: drawn ? drawn.x + drawn.width / 2 : box.left + origin[0] + x + item.x,
                   y: drawn ? drawn.y + drawn.height / 2 : box.top + origin[1] + y + item.y, row: item.datum,
                   opacity: item.opacity === undefined ? 1 : item.opacity, filled: item.fill !== "transparent"});
@@ -200,7 +206,32 @@ def report(browser, page_path):
 
 
 def test_a_point_tells_its_configuration_interval_source_and_price_date(report, page_path, artifacts):
-    page = report
+    _hover_a_point(report, page_path, artifacts / "report-tooltip.png")
+
+
+@pytest.fixture(scope="module")
+def canvas_page_path(tmp_path_factory, report_data) -> Path:
+    """The same report with every chart drawn on a canvas, as a large chart (thousands of points) is."""
+    from tpubench.output.report import chart_page
+
+    out = tmp_path_factory.mktemp("browser-canvas") / "report.html"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chart_page, "CANVAS_ROWS", 0)
+        out.write_text(render(report_data, "html"), encoding="utf-8")
+    return out
+
+
+def test_a_point_on_a_canvas_tells_the_same(browser, canvas_page_path, artifacts):
+    page = open_report(browser, canvas_page_path, 1400)
+    try:
+        assert page.evaluate("() => document.querySelectorAll('figure.chart canvas').length") > 0
+        _hover_a_point(page, canvas_page_path, artifacts / "report-tooltip-canvas.png")
+    finally:
+        page.context.close()
+
+
+def _hover_a_point(page, page_path: Path, screenshot: Path) -> None:
+    """Hover a point of the scatter and read its tooltip: configuration, interval, source, price date."""
     chart = _scatter(page)
     page.locator(f"#{chart}").scroll_into_view_if_needed()
     point = next(p for p in page.evaluate(POINTS, chart) if p["filled"] and not p["row"]["front"])
@@ -208,7 +239,7 @@ def test_a_point_tells_its_configuration_interval_source_and_price_date(report, 
     tooltip = page.locator("#vg-tooltip-element")
     tooltip.wait_for(state="visible", timeout=10_000)
     text = tooltip.inner_text()
-    page.screenshot(path=str(artifacts / "report-tooltip.png"))
+    page.screenshot(path=str(screenshot))
     row = point["row"]
     assert "configuration" in text and row["config"] in text
     assert "95% CI" in text and "source" in text and row["source"] in text
