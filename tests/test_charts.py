@@ -142,6 +142,10 @@ def test_equal_expert_loads_share_one_map_and_no_two_captions_read_alike():
     assert "2 results with this same load" in maps[0].caption
     assert len({m.caption for m in maps}) == 3  # c and d differ in load only: their captions name their files
     assert "d.json" in maps[2].caption
+    # A load that is no matrix of counts (empty, ragged, not JSON) is left out, not drawn wrong.
+    odd = pd.DataFrame([{**base, "backend": "torch", "expert_load_json": bad, "file": f"{n}.json"}
+                        for n, bad in enumerate(["[]", "[[1, 2], [3]]", "{", "[1, 2]"])])
+    assert moe_figures(type("D", (), {"results": odd})()) == []
 
 
 def test_latency_rows_name_what_tells_the_runs_apart():

@@ -197,13 +197,14 @@ def throughput_vs_interactivity(points: pd.DataFrame, iso: list[dict], price_lab
           "y": {"field": "y", "type": "quantitative", "scale": c.log_scale(),
                 "axis": c.axis("output tokens/s per chip")}}
     mine = {"data": {"name": c.MAIN}, "transform": c.filter_transform(filters)}
-    layers = [
+    iso_layers = [
         # Grey, each named: coloured by series, they would merge into the legend and take its toggle.
         {"data": {"name": "iso"}, "mark": {"type": "rule", "strokeDash": [5, 4], "color": "#777777"},
          "encoding": {"y": {"field": "y", "type": "quantitative"}}},
         {"data": {"name": "iso"}, "mark": {"type": "text", "align": "left", "baseline": "bottom", "x": 4,
                                            "color": "#555555"},
-         "encoding": {"y": {"field": "y", "type": "quantitative"}, "text": {"field": "text"}}},
+         "encoding": {"y": {"field": "y", "type": "quantitative"}, "text": {"field": "text"}}}]
+    layers = (iso_layers if iso else []) + [
         {**mine, "mark": {"type": "point", "filled": True, "size": 28, "tooltip": True},
          "params": [c.legend_toggle("series")],
          "transform": mine["transform"] + [{"calculate": c.interval_expr("low", "high"), "as": "interval"}],
@@ -391,6 +392,15 @@ def expert_load_heatmap(load: Sequence[Sequence[float]], title: str, fig_id: str
     return Chart(fig_id, caption, c.spec(title, [], body, height=min(520, 40 + 12 * layers)), {c.MAIN: table})
 
 
+def _is_load(text) -> bool:
+    """Whether a result's expert_load_json is a load to draw: layers of expert counts, at least one of each."""
+    try:
+        load = np.asarray(json.loads(text), dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return load.ndim == 2 and load.size > 0
+
+
 def moe_figures(data) -> list[Chart]:
     """The expert-load heat map of each distinct load an MoE result recorded (at most MAX_BOXES):
     results that recorded the very same load (two arms of one kernel A/B route alike) share one map,
@@ -401,7 +411,8 @@ def moe_figures(data) -> list[Chart]:
     rows = results[results["expert_load_json"].notna() & (results["status"] == "ok")]
     shared: dict[str, list[dict]] = {}
     for r in records(rows):
-        shared.setdefault(str(r["expert_load_json"]), []).append(r)
+        if _is_load(r["expert_load_json"]):
+            shared.setdefault(str(r["expert_load_json"]), []).append(r)
     figures = []
     for n, (load, group) in enumerate(list(shared.items())[:MAX_BOXES]):
         first = group[0]
