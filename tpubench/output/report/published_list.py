@@ -162,15 +162,19 @@ def bars(recs: list[dict], model: str, fig_id: str, caption: str):
     """One model class's chart: a bar per published row (its output tokens/s per chip on a log
     axis, coloured by chip family; the legend toggles families), each labelled and with a tooltip
     naming its configuration, publisher, reference and date."""
+    from tpubench.estimate.models import row_precision
     from tpubench.output.report import charts as c
 
     cells_of = [cells(r) for r in recs]
+    # Precision as the answer and the other charts name it ('fp8', 'w fp4 / a fp4 / kv bf16'), so one
+    # filter value picks a precision everywhere; the publisher's own word where it says too little.
+    precision = [(p.label if p else x[5]) for p, x in zip(map(row_precision, recs), cells_of)]
     labels = [f"{x[2]}  {str(r['model']).split('/')[-1]}  {x[6]}  {x[7]}  ({str(r['publisher']).split(' (')[0]})"
               for x, r in zip(cells_of, recs)]
     table = {"label": c.unique_labels(labels, [x[3] for x in cells_of], [x[13] for x in cells_of]),
              "speed": c.numbers([r["output_tokens_per_s_per_chip"] for r in recs]),
              "family": [str(r["family"]) for r in recs], "chip": [str(_value(r, "accelerator") or MISSING) for r in recs],
-             "precision": [x[5] for x in cells_of], "config": [f"{x[2]} {x[4]} {x[5]}, {x[6]} in/out, {x[7]}"
+             "precision": precision, "config": [f"{x[2]} {x[4]} {x[5]}, {x[6]} in/out, {x[7]}"
                                                                for x in cells_of],
              "publisher": [x[3] for x in cells_of], "source": [x[14] for x in cells_of], "date": [x[13] for x in cells_of]}
     low = 10 ** math.floor(math.log10(min(v for v in table["speed"] if v)))
