@@ -6,11 +6,11 @@ Setup (not timed) compiles tpubench's bytecode, as pip does at install, and writ
 the same JSON RunResult writes, including raw samples (20 iterations, 256 pooled inter-token
 latencies each), but without write_result's per-file fsync, which only slows the setup. Each pass
 runs in a fresh Python process, as `tpubench report` does, its imports timed with it. The first pass
-finds the results and figure caches empty (a folder of their own, output/results_cache.py); later
-passes find them filled, as a report run again over the same folder does, and draw no figure (the
-figure cache is keyed on the figures' inputs, report/figure_cache.py). Exit status 1 when the last
-pass takes longer than --target-s. `--format csv` renders `tpubench report -f csv` instead (every
-priced row, ~79 MB over 10k results: records/csv_writer.py).
+finds the results cache empty (a folder of its own, output/results_cache.py); later passes find it
+filled, as a report run again over the same folder does. The HTML's figures are chart specs with
+their data (report/figures.py), drawn by the browser that opens the file, so no pass draws one.
+Exit status 1 when the first (cold) pass takes longer than --target-s. `--format csv` renders
+`tpubench report -f csv` instead (every priced row, ~79 MB over 10k results).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def one_pass(folder: Path, report_out: Path | None, fmt: str = "html") -> dict:
     timings["cpu"] = time.process_time() - cpu_start
     if report_out:
         report_out.write_text(text, encoding="utf-8")
-    # A warm pass finds every figure in the figure cache and never imports matplotlib.
+    # No pass imports matplotlib: the browser draws the figures.
     return {"timings": timings, "results": len(df), "priced": len(data.priced), "output_mib": len(text) / 2**20,
             "matplotlib": "matplotlib" in sys.modules}
 
@@ -143,10 +143,10 @@ def main(argv=None) -> int:
               f"{args.target_s:g} s target")
         # Wall time suffers when other work shares the cores; CPU time shows the pipeline's own cost.
         print(f"  {'total CPU time (that process)':32s} {timings['cpu']:6.2f} s")
-        print(f"  {'figures drawn (matplotlib used)':32s} {'yes' if done.get('matplotlib') else 'no'}")
-    total = passes[-1]["timings"]["total"]
+        print(f"  {'matplotlib imported':32s} {'yes' if done.get('matplotlib') else 'no'}")
+    total = passes[0]["timings"]["total"]
     verdict = "within" if total <= args.target_s else "OVER"
-    print(f"last pass {verdict} the {args.target_s:g} s target")
+    print(f"cold pass {verdict} the {args.target_s:g} s target")
     return 0 if total <= args.target_s else 1
 
 

@@ -304,7 +304,7 @@ def test_the_report_opens_with_the_answer_in_every_format(folder, monkeypatch, c
     assert "measured (small scale: smoke test)" in block and "estimated (for the chips each workload is decided between" in md
     assert max(len(line) for line in block.splitlines()) <= 120           # a terminal's width
     code, html, _ = run_cli(monkeypatch, capsys, "report", str(folder), "--format", "html")
-    assert '<figure id="answer-0">' in html and "qwen3_moe: the answer" in html
+    assert '<figure class="chart" id="answer-0"' in html and "qwen3_moe: the answer" in html
     code, csv, _ = run_cli(monkeypatch, capsys, "report", str(folder), "--format", "csv", "--table", "answer")
     table = pd.read_csv(io.StringIO(csv))
     assert {"source", "usd_per_mtok", "load", "ttft_s", "tpot_s", "status", "verdict_text", "verdict_decided",

@@ -1,20 +1,14 @@
-"""Work shared by forked workers (output/forked.py) and the figures of a page drawn together
-(report/html_parts.figures_drawn_together, report/figure_cache.cached_drawings): the same results,
-in the same order, as doing it in this process."""
+"""Work shared by forked workers (output/forked.py): the same results, in the same order, as doing
+it in this process."""
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import pytest
 
 from tpubench.output import forked
-from tpubench.output.report import figure_cache
-from tpubench.output.report.figure_cache import Drawing
-from tpubench.output.report.figures import encode_drawings, new_figure
-from tpubench.output.report.html_parts import figures_drawn_together, html_figures
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
 THREADS_AS_THEY_ARE = forked.other_threads_running
@@ -78,38 +72,3 @@ def test_a_worker_error_reaches_the_caller_and_the_pool_is_gone():
     with pytest.raises(ValueError, match="five"):
         forked.forked_map(fails, list(range(8)), workers=2)
     assert forked._job is None
-
-
-def _bars(heights: tuple, title: str):
-    fig = new_figure(3, 2)
-    ax = fig.add_subplot()
-    ax.bar(range(len(heights)), heights)
-    ax.set_title(title)
-    return fig
-
-
-def _drawings():
-    return [(Drawing(_bars, ((1, 2, 3), "first")), "svg"), (Drawing(_bars, ((3, 1), "second")), "svg"),
-            (Drawing(_bars, ((2, 2, 5, 1), "third")), "png")]
-
-
-@linux_only
-def test_figures_drawn_in_workers_are_the_bytes_drawn_here(monkeypatch):
-    monkeypatch.setenv("TPUBENCH_CACHE_DIR", "off")
-    monkeypatch.setattr(forked, "usable_cpus", lambda: 1)
-    here = encode_drawings(_drawings())
-    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
-    assert forked.workers_for(3, figure_cache.PARALLEL_MIN_FIGURES) == 2
-    assert encode_drawings(_drawings()) == here
-    assert [mime for mime, _ in here] == ["image/svg+xml", "image/svg+xml", "image/png"]
-
-
-def test_a_page_built_with_placeholders_is_filled_with_its_figures_in_place(monkeypatch, tmp_path):
-    monkeypatch.setenv("TPUBENCH_CACHE_DIR", str(tmp_path))
-    items = _drawings()
-    one_by_one = [html_figures(None, lambda _d, it=it: [("f", "cap", it[0], it[1])]) for it in items]
-    with figures_drawn_together() as batch:
-        page = "<p>a</p>".join(html_figures(None, lambda _d, it=it: [("f", "cap", it[0], it[1])]) for it in items)
-        assert "data:" not in page and len(re.findall("\x00", page)) == 6
-    assert batch.fill(page) == "<p>a</p>".join(one_by_one)
-    assert html_figures(None, lambda _d: [("f", "cap", items[0][0], "svg")]) == one_by_one[0]   # no batch: drawn now

@@ -311,8 +311,8 @@ def test_report_draws_a_heat_map_and_names_the_generate_difference():
          "routing": "natural", "expert_load_imbalance": float("nan"), "expert_load_json": None, "warnings": ""},
     ])
     figures = moe_figures(type("D", (), {"results": results})())
-    assert [f[0] for f in figures] == ["expert-load-0"]
-    assert "routing uniform" in figures[0][1]
+    assert [f.id for f in figures] == ["expert-load-0"]
+    assert "routing uniform" in figures[0].caption
     notes = generate_decode_notes(results)
     assert len(notes) == 1 and "on cuda" in notes[0] and "batched_mm" in notes[0]
 

@@ -119,9 +119,12 @@ def test_notebook_ran_in_this_interpreter_without_torch_or_jax(executed):
 
 def test_notebook_draws_figures(executed):
     nb, _ = executed
-    pngs = [o for c in nb.cells for o in _outputs(c) if "image/png" in o.get("data", {})]
-    # 3 workloads x (cost bars + Pareto) + latency + batch-size plot.
-    assert len(pngs) >= 8, len(pngs)
+    svgs = [o["data"]["image/svg+xml"] for c in nb.cells for o in _outputs(c) if "image/svg+xml" in o.get("data", {})]
+    # 3 workloads x (cost bars + Pareto) + latency + batch-size plot: the report's charts, drawn by vl-convert.
+    assert len(svgs) >= 8, len(svgs)
+    for svg in svgs:
+        svg = "".join(svg) if isinstance(svg, list) else svg
+        assert svg.lstrip().startswith("<svg") and svg.count("<path") > 3
 
 
 def test_notebook_budget_section_has_output(executed):

@@ -261,7 +261,7 @@ def test_report_shows_published_beside_yours_and_never_prices_them(results):
     assert "| -2.5% | agrees within 10% |" in markdown
     html = render(data, "html")
     assert "<h2>Published results beside yours</h2>" in html and "differs by -15%: check your stack" in html
-    assert '<figure id="published-0">' in html      # your points drawn over the published front
+    assert '<figure class="chart" id="published-0"' in html      # your points drawn over the published front
     # A DataFrame loaded with the published rows gives the same comparison, and prices only yours.
     framed = build_report(load_results(results, include_published=True), include_shipped=False)
     assert len(framed.results) == 3 and len(framed.published) == 3

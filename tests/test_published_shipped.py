@@ -114,7 +114,7 @@ def test_report_lists_tpu_and_gpu_published_rows_apart_and_unpriced(results):
     assert "| NVIDIA GPU | H100 ×16 | MLPerf Inference v5.1 (Cisco) |" in section
     assert "AI-Hypercomputer/tpu-recipes inference/ironwood/vLLM/Qwen3-Coder-480B-A35B/README.md@" in section
     html = render(data, "html")
-    assert "Published results (not measured here)" in html and '<figure id="published-ref-0">' in html
+    assert "Published results (not measured here)" in html and '<figure class="chart" id="published-ref-0"' in html
     left_out = build_report(results, include_shipped=False)
     assert left_out.published_list.empty and "not measured here" not in render(left_out, "markdown")
 

@@ -18,6 +18,7 @@ from tpubench.measure import per_token
 from tpubench.money import cost, pricing
 from tpubench.output.frames import load_results
 from tpubench.output.report import build_report, render
+from tpubench.output.report.charts import rows
 from tpubench.output.report.figures import report_figures
 from tpubench.scenarios.generate import cost as generate_cost
 
@@ -256,21 +257,22 @@ def test_html_report_renders_both_kinds(report_data):
     html = render(report_data, "html")
     assert html.startswith("<!DOCTYPE html>") and "vllm 0.11.0 (serve)" in html
     # Two workloads, each with cost, Pareto and latency figures.
-    assert html.count('<figure id="pareto-') == 2
+    assert html.count('<figure class="chart" id="pareto-') == 2
 
 
 def test_pareto_figure_plots_servers_beside_offline_runs(report_data):
-    figures = {caption: fig for _, caption, fig, _ in report_figures(report_data)}
-    ax = figures["Throughput per chip vs interactivity, synthetic (full)"].axes[0]
-    handles, labels = ax.get_legend_handles_labels()
-    assert {"torch on H100 (offline)", "vllm 0.11.0 on H100 (serve)", "sglang 0.5.2 on H100 (serve)"} <= set(labels)
+    charts = {chart.caption: chart for chart in report_figures(report_data)}
+    chart = charts["Throughput per chip vs interactivity, synthetic (full)"]
+    points = rows(chart.tables["table"])
+    assert {"torch on H100 (offline)", "vllm 0.11.0 on H100 (serve)", "sglang 0.5.2 on H100 (serve)"} <= {
+        p["series"] for p in points}
     # The server's interactivity is its own column (100 and 50 tokens/s per user), its throughput
     # per chip the window's: 3000/10/4 = 75 and 3000/6/4 = 125 output tokens/s per chip.
-    vllm = handles[labels.index("vllm 0.11.0 on H100 (serve)")].get_offsets()
-    assert sorted(map(tuple, vllm.tolist())) == [pytest.approx((50, 125)), pytest.approx((100, 75))]
+    vllm = sorted((p["x"], p["y"]) for p in points if p["series"] == "vllm 0.11.0 on H100 (serve)")
+    assert vllm == [pytest.approx((50, 125)), pytest.approx((100, 75))]
     # One iso-cost line for the one accelerator, however many stacks ran on it.
-    iso = [t.get_text() for t in ax.texts if "/Mtok on" in t.get_text()]
-    assert len(iso) == 1 and iso[0].strip().endswith("on H100")
+    iso = chart.tables["iso"]["text"]
+    assert len(iso) == 1 and " on H100 (" in iso[0]
 
 
 # ----------------------------------------------------------------------------- probe-fitted split (issue 17 item 5)

@@ -318,11 +318,17 @@ def report(
                                                   "labelled so, in the answer table."),
     table: str = typer.Option("report", "--table", help="report (everything) or answer (only the answer table: "
                                                         "with --format csv, its options and verdicts)."),
+    figures: bool = typer.Option(False, "--figures", help="Also draw the figures to image files in OUT-figures/ "
+                                                          "beside --out (markdown links them); needs vl-convert: "
+                                                          "pip install 'tpubench[figures]'."),
+    figure_format: str = typer.Option("svg", "--figure-format", help="svg or png, for --figures."),
 ):
     """$/Mtok per platform and plan (with CIs), throughput per chip, latency; markdown, HTML or CSV.
     Opens with the answer: per workload and plan, measured, estimated and published options priced
     side by side, with a verdict."""
     _check_on(on, prices)
+    if figures:
+        _check_figures(fmt, out, figure_format)
     from tpubench.estimate.for_reports import estimates_for_report
     from tpubench.money.tco import load_tco
     from tpubench.output.found import holdings, require_readable
@@ -341,8 +347,29 @@ def report(
     if out is not None or fmt != "md":  # markdown on the terminal already lists them
         for w in data.warnings:
             _warn_stderr(w)
-    text = render(data, fmt, table=table)
-    _emit(text, out)
+    images = _report_images(data, fmt, out, figure_format) if figures else None
+    html_name = out.with_suffix(".html").name if out is not None else None
+    _emit(render(data, fmt, table=table, images=images, html_name=html_name), out)
+
+
+def _check_figures(fmt: str, out: Optional[Path], figure_format: str) -> None:
+    """`report --figures`'s flags, checked before any file is read."""
+    if out is None:
+        raise UserError("--figures writes image files beside the report: give --out FILE", field="--figures")
+    if fmt.lower() == "csv":
+        raise UserError("--figures goes with --format md or html", field="--figures")
+    if figure_format.lower() not in ("svg", "png"):
+        raise UserError(f"unknown figure format '{figure_format}'; choose svg or png", field="--figure-format")
+
+
+def _report_images(data, fmt: str, out: Path, figure_format: str):
+    """`report --figures`: the report's figures drawn to OUT-figures/ beside --out (output/report/chart_images.py)."""
+    from tpubench.output.report.chart_images import report_charts, write_images
+
+    folder = out.parent / f"{out.stem}-figures"
+    images = write_images(report_charts(data), folder, figure_format.lower(), relative_to=out.parent)
+    _console().print(f"wrote {len(images)} figure(s) to {folder}")
+    return images
 
 
 def _sized_budget(command, amount: float, options, inputs) -> None:

@@ -1,9 +1,8 @@
-"""A function mapped over items in forked worker processes, for the report's two CPU-bound steps
-over many inputs: parsing thousands of new result files (output/parse_pool.py) and drawing its
-figures (report/figure_cache.py).
+"""A function mapped over items in forked worker processes, for the report's CPU-bound step over
+many inputs: parsing thousands of new result files (output/parse_pool.py).
 
 Fork, not spawn: a forked worker starts in milliseconds with what this process has already
-imported and built (pydantic's models, matplotlib and its font list), where a spawned one would
+imported and built (pydantic's models), where a spawned one would
 import them again (about 0.3 s each). The function and its items are inherited, not pickled: only
 positions go to a worker and only results come back. Fork is used on Linux only (macOS' system
 libraries are not fork-safe; elsewhere there is no fork), so other platforms work in this process.

@@ -70,7 +70,10 @@ def usable_mask(frame):
     import pandas as pd
 
     ran = frame["status"].eq("ok") | frame["status"].isna() if "status" in frame else True
-    valid = frame["valid"].map(lambda v: is_usable(None, v)).astype(bool) if "valid" in frame else True
+    valid = True
+    if "valid" in frame:     # a column of booleans is its own answer; anything else value by value
+        column = frame["valid"]
+        valid = column if column.dtype == bool else column.map(lambda v: is_usable(None, v)).astype(bool)
     mask = pd.Series(True, index=frame.index) & ran & valid
     return mask.astype(bool)
 

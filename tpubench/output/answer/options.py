@@ -86,20 +86,24 @@ MEASURED_OPTION = ["workload", "plan", "scale", "priced_accelerator", "chips", "
 _LOADS = ("batch_size", "concurrency", "request_rate")
 
 
-def _load(row) -> float:
-    for column in _LOADS:
-        value = row.get(column)
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(value) and value > 0:
-            return value
-    return math.nan
+def _records(rows: pd.DataFrame, names) -> list[dict]:
+    """Rows as dicts of only the columns `names` that `rows` has: what a loop over the rows reads.
+    Boxing every column of a priced row (hundreds) was most of a 10,000-result report's time."""
+    return rows[[c for c in names if c in rows]].to_dict("records")
 
 
 def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype=float) if name in rows else np.full(len(rows), np.nan)
+
+
+def _loads(rows: pd.DataFrame) -> np.ndarray:
+    """_load of every row at once: per row the first of _LOADS that is a finite number above 0."""
+    out = np.full(len(rows), np.nan)
+    for column in _LOADS:
+        value = _column(rows, column)
+        take = np.isnan(out) & np.isfinite(value) & (value > 0)
+        out[take] = value[take]
+    return out
 
 
 def measured_sweep(rows: pd.DataFrame, headline: str, throughput: str, slo: Slo) -> list[SweepPoint]:
@@ -109,11 +113,22 @@ def measured_sweep(rows: pd.DataFrame, headline: str, throughput: str, slo: Slo)
     ttft, tpot = _column(rows, f"ttft_p{q}_s"), _column(rows, f"tpot_p{q}_s")
     cost, low, high = (_column(rows, c) for c in (headline, f"{headline}_ci95_low", f"{headline}_ci95_high"))
     rate = _column(rows, f"{throughput}_per_chip")
-    return [SweepPoint(load=_load(r), ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i],
+    return [SweepPoint(load=float(load), ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i],
                        usd_per_mtok_low=low[i] if math.isfinite(low[i]) else cost[i],
                        usd_per_mtok_high=high[i] if math.isfinite(high[i]) else cost[i],
                        tokens_per_s_per_chip=rate[i], position=i)
-            for i, r in enumerate(rows.to_dict("records"))]
+            for i, load in enumerate(_loads(rows).tolist())]
+
+
+def measured_columns(headline: str, throughput: str) -> list[str]:
+    """Every column measured_options reads of the priced rows: a caller may pass these alone (a
+    10,000-result report's rows have ~300 columns, and copying them per group was most of its time)."""
+    latencies = [f"{m}_p{q}_s" for m in ("ttft", "tpot") for q in (50, 90, 95, 99)]
+    return list(dict.fromkeys([
+        headline, f"{headline}_ci95_low", f"{headline}_ci95_high", f"{throughput}_per_chip", *latencies, *_LOADS,
+        "file", *MEASURED_OPTION, "status", "valid", "invalid_reasons", "noisy", "headline_cv", "input_length",
+        "output_length", "usd_per_chip_hour", "chips_per_instance", "cloud", "instance_type", "region",
+        "price_as_of", "weight_dtype", "activation_dtype", "kv_cache_dtype", "server_version"]))
 
 
 def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos: dict[str, Slo],
@@ -124,6 +139,9 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
         return [], []
     # A result priced on several instances of one plan: its cheapest.
     rows = points.sort_values(headline, kind="stable").drop_duplicates(["file", "plan"], keep="first")
+    # Text columns as Python objects (the same str values, NaN where missing): the groups below are
+    # sliced hundreds of times, and slicing Arrow-backed text a column at a time was most of it.
+    rows = rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)})
     key = [k for k in MEASURED_OPTION if k in rows]
     options, sweeps = [], []
     for _, group in rows.groupby(key, sort=False, dropna=False):
@@ -176,7 +194,7 @@ def _noise(rows: pd.DataFrame | None) -> str:
     used and ranked, with its wider interval), else ''."""
     if rows is None or rows.empty:
         return ""
-    labels = [noise_label(r) for r in rows.to_dict("records")]
+    labels = [noise_label(r) for r in _records(rows, ("noisy", "headline_cv"))]
     return "; ".join(dict.fromkeys(label for label in labels if label))
 
 
@@ -290,5 +308,6 @@ def _launch_spec(target: str, accelerator: str, chips) -> str:
 
 
 __all__ = ["COLUMNS", "ESTIMATE", "INTERVAL", "MEASURED", "MEASURED_OPTION", "PUBLISHED", "SMOKE_TEST",
-           "SMOKE_TEST_PATTERN", "SWEEP_COLUMNS", "estimate_options", "estimate_sweep", "measured_options",
+           "SMOKE_TEST_PATTERN", "SWEEP_COLUMNS", "estimate_options", "estimate_sweep", "measured_columns",
+           "measured_options",
            "measured_sweep", "operating_fields", "option_row", "price_words", "sweep_rows"]

@@ -28,9 +28,11 @@ def _format(fmt: str) -> str:
 TABLES = ("report", "answer")
 
 
-def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200, table: str = "report") -> str:
+def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200, table: str = "report",
+           images=None, html_name: str | None = None) -> str:
     """Format an already built ReportData: the whole report, or (`table="answer"`) only its answer
-    table (report/answer.py; as CSV, its options with their verdicts)."""
+    table (report/answer.py; as CSV, its options with their verdicts). Markdown shows `images`
+    (report/chart_images.write_images) as its figures, else names the HTML report (`html_name`)."""
     fmt = _format(fmt)
     if table not in TABLES:
         raise UserError(f"unknown table '{table}'; choose one of {', '.join(TABLES)}", field="--table")
@@ -47,7 +49,8 @@ def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200, tabl
     from tpubench.output.report.markdown import render_markdown
     from tpubench.output.safe_text import markdown_text
 
-    return markdown_text(render_markdown(data, max_rows=max_rows))   # a result's text never becomes HTML
+    # A result's text never becomes HTML.
+    return markdown_text(render_markdown(data, max_rows=max_rows, images=images, html_name=html_name))
 
 
 def _render_answer(data: ReportData, fmt: str) -> str:

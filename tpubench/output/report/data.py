@@ -14,7 +14,7 @@ import pandas as pd
 from tpubench.money import cost, pricing, tco
 from tpubench.money.priced_rows import PricedRows
 from tpubench.output.answer.assemble import Answer, assemble
-from tpubench.output.answer.options import estimate_options, measured_options
+from tpubench.output.answer.options import estimate_options, measured_columns, measured_options
 from tpubench.output.answer.published import candidates, published_options
 from tpubench.output.answer.service_level import Slo, slo_of
 from tpubench.output.report import headline
@@ -293,7 +293,10 @@ def _answer(data: ReportData, source, prices: pd.DataFrame, plans, on: Sequence[
     cal = made.calibration if made else None
     plans = list(plans or pricing.plan_names(prices))
     slos = {workload: slo_of(wl, path) for workload, (path, wl) in contexts.items()}
-    options, sweeps = measured_options(data.priced_rows.take(_positions_of(data.priced_rows, unit)), unit.headline,
+    # Only the columns the options read, not every priced column copied per group.
+    rows = data.priced_rows
+    read = [c for c in measured_columns(unit.headline, unit.throughput) if c in rows.columns]
+    options, sweeps = measured_options(rows.select(read, _positions_of(rows, unit)), unit.headline,
                                        unit.throughput, slos, NO_SERVICE_LEVEL)
     estimated = estimate_options(estimates, plans, slos, NO_SERVICE_LEVEL)
     options, sweeps = options + estimated[0], sweeps + estimated[1]

@@ -1,32 +1,39 @@
-"""Figures a budget owner wants (docs/commands.md#reports), drawn with matplotlib's Agg canvas.
+"""The figures a budget owner wants (docs/commands.md#figures), each a `charts.Chart`: a Vega-Lite
+spec and its tables, drawn by the browser in the HTML report and to images with `--figures`.
 
-matplotlib is imported inside the functions (it is slow to import and only reports need it), and
-through `matplotlib.figure.Figure` + the Agg canvas rather than pyplot, so drawing never changes
-the backend of a notebook that imported us.
+Per workload of the token unit: cost by platform and plan, throughput per chip against
+interactivity, latency per run; the expert-load heat maps of MoE results, the profiled points'
+time by category, training's cost against throughput, your points beside published fronts, and
+the answer's options along their load sweeps. Every point's tooltip names its configuration, its
+interval, its source (the result file, or the publisher) and its price's date where it was priced.
 """
 
 from __future__ import annotations
 
-import io
+import json
 import math
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from tpubench.estimate.models import PointPrecision
 from tpubench.money.cost import unit_rows
 from tpubench.money.token_costs import interactivity_tokens_per_s
 from tpubench.output.published.match import pareto_mask
-from tpubench.output.report.figure_cache import Drawing
-from tpubench.output.report.format import kind_label, load_label, plan_label, platform_label, stack_label, workload_label
+from tpubench.output.report import charts as c
+from tpubench.output.report.charts import Chart
+from tpubench.output.report.format import kind_label, plan_label, platform_label, point_label, stack_label, workload_label
 from tpubench.records.columns import records
 from tpubench.records.usable import usable_mask
 from tpubench.scenarios import registry
 from tpubench.units import number, share
+from tpubench.workload_spec.vocabulary import FULL_SCALE
 
 MAX_BARS = 40
 MAX_BOXES = 16
 MAX_ISO_LINES = 4
+MAX_WORKLOADS = 4
 _ISO_COST_STEPS = (1, 2, 5)
 
 
@@ -36,395 +43,235 @@ def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
     return pareto_mask(x, y)
 
 
-def new_figure(width: float, height: float, left: float = 0.1, bottom_in: float = 0.6, top_in: float = 0.45):
-    """A figure with fixed margins (inches at top and bottom): constrained layout draws every
-    figure twice, which doubled report time for no visible gain here."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    fig.subplots_adjust(left=left, right=0.97, bottom=bottom_in / height, top=1 - top_in / height)
-    return fig
+def _same(frame: pd.DataFrame, column: str, value) -> pd.Series:
+    """frame[column] == value, where a missing value (a result without a scale) matches missing."""
+    if pd.isna(value):
+        return frame[column].isna()
+    return frame[column] == value
 
 
-# Titles are wrapped and margins sized from the text's estimated width before drawing, since
-# measuring it needs a draw (constrained layout or bbox_inches="tight" would draw every figure twice).
-# Advances of DejaVu Sans (matplotlib's default font) in ems, rounded up per class of character;
-# texts_outside() checks the result against the drawn figure in the tests.
-_NARROW = frozenset(" .,:;'|!()[]/-ilIjftr")
-_WIDE = frozenset("ABCDEFGHJKLNOPQRSTUVXYZ")
-_WIDEST = frozenset("MWmw×%@")
-_EM_NARROW, _EM_WIDE, _EM_WIDEST, _EM = 0.4, 0.8, 1.0, 0.64
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    return frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
 
 
-def _ems(text: str) -> float:
-    return sum(_EM_NARROW if c in _NARROW else _EM_WIDE if c in _WIDE else _EM_WIDEST if c in _WIDEST else _EM
-               for c in text)
+def precision_labels(frame: pd.DataFrame) -> list[str]:
+    """Each row's precision as the answer names it ('bf16', 'w int8 / a fp32 / kv fp32'), computed
+    once per distinct set of dtypes."""
+    names = ["weight_dtype", "activation_dtype", "kv_cache_dtype", "dtype"]
+    keys = list(zip(*(c.texts(_column(frame, n)) for n in names))) if len(frame) else []
+    made: dict[tuple, str] = {}
+    for key in dict.fromkeys(keys):
+        found = PointPrecision.of(*key)
+        made[key] = found.label if found else (key[3] or "")
+    return [made[k] for k in keys]
 
 
-def text_width_in(text: str, fontsize: float) -> float:
-    """Estimated width in inches of one line of `text` at `fontsize` points."""
-    return _ems(text) * fontsize / 72
+# What a point's configuration reads (configuration: stack_label, kind_label, point_label).
+_CONFIG_COLUMNS = ["server_name", "server_version", "backend", "scenario_kind", "chips", "batch_size", "concurrency",
+                   "request_rate", "input_length", "output_length", "dtype", "execution_mode", "quantization",
+                   "weight_dtype", "activation_dtype", "kv_cache_dtype", "experts_implementation", "experts_kernel",
+                   "decode_loop", "routing"]
 
 
-def wrap_text(text: str, width_in: float, fontsize: float) -> str:
-    """`text` broken at spaces into lines no wider than `width_in` inches (text_width_in)."""
-    lines: list[str] = []
-    for word in text.split():
-        if lines and text_width_in(f"{lines[-1]} {word}", fontsize) <= width_in:
-            lines[-1] = f"{lines[-1]} {word}"
-        else:
-            lines.append(word)
-    return "\n".join(lines) or text
+def per_distinct(rows: pd.DataFrame, columns: Sequence[str], make) -> list:
+    """make(row) of every row, called once per distinct combination of `columns` (NaN equal to NaN):
+    thousands of points share a few dozen configurations."""
+    present = [col for col in columns if col in rows]
+    if not len(rows) or not present:
+        return [make(r) for r in records(rows[present])] if present else [make({}) for _ in range(len(rows))]
+    keyed = rows[present]
+    codes = keyed.groupby(present, sort=False, dropna=False).ngroup().to_numpy()
+    made = [make(r) for r in records(keyed.drop_duplicates())]
+    return [made[k] for k in codes]
 
 
-def fit_label(text: str, width_in: float, fontsize: float) -> str:
-    """`text` cut short with '…' where it would be wider than `width_in` inches (a tick label)."""
-    width_in += 1e-6       # a margin from label_margin is this width up to rounding
-    if text_width_in(text, fontsize) <= width_in:
-        return text
-    while text and text_width_in(text + "…", fontsize) > width_in:
-        text = text[:-1]
-    return text.rstrip() + "…"
+def _facts(rows: pd.DataFrame, chip: str = "priced_accelerator") -> dict[str, list]:
+    """The columns every chart's main table carries for the page's filters and tooltips: workload,
+    chip, plan, precision, the configuration in words and its source (the result file)."""
+    return {"workload": per_distinct(rows, ["workload", "scale"], workload_label), "chip": c.texts(_column(rows, chip)),
+            **({"plan": per_distinct(rows, ["plan"], lambda r: plan_label(str(r["plan"])))} if "plan" in rows else {}),
+            "precision": precision_labels(rows),
+            "config": per_distinct(rows, [chip, *_CONFIG_COLUMNS], lambda r: configuration(r, chip)),
+            "source": c.texts(_column(rows, "file"))}
 
 
-def label_margin(labels: Sequence[str], fontsize: float, width_in: float, cap: float = 0.55) -> float:
-    """The left margin (figure fraction) that holds the longest of `labels` (y tick labels at
-    `fontsize`), at most `cap`; fit_label shortens any label still too long for it."""
-    longest = max((text_width_in(t, fontsize) for t in labels), default=0.0)
-    return min(cap, max(0.08, (longest + 0.3) / width_in))
+def configuration(row, chip: str = "priced_accelerator") -> str:
+    """A point in words: 'torch on H100 ×8 (offline) B=8 I=1024 O=128 bfloat16'."""
+    return f"{stack_label(row)} on {row.get(chip)} ×{number(row.get('chips'))} ({kind_label(row)}) {point_label(row)}"
 
 
-# A title's height in axes coordinates, given, not left to matplotlib: left to it, every draw
-# measures all the y tick labels to see whether an offset text ('1e6') reaches the title, which
-# none of these axes have (fixed or function-formatted ticks), and the title stays at 1.0 anyway
-# (no tick labels at the top). A third of a bar chart's layout time, for the same picture.
-TITLE_Y = 1.0
+# --- cost by platform ---------------------------------------------------------------------------------
 
 
-def set_title(fig, ax, text: str, fontsize: float = 10) -> None:
-    """`ax`'s title, centred over the axes where it fits on one line there (twice the distance from
-    the axes' centre to the nearer edge of the figure), else centred on the figure and wrapped to
-    its width; the top margin grows to hold its lines."""
-    width, height = fig.get_size_inches()
-    box = ax.get_position()
-    centre = (box.x0 + box.x1) / 2
-    x = 0.5
-    if text_width_in(text, fontsize) > 2 * min(centre, 1 - centre) * width - 0.3:
-        x = (0.5 - box.x0) / (box.x1 - box.x0)        # the figure's centre, in axes coordinates
-    wrapped = wrap_text(text, width - 0.4, fontsize)
-    need_in = 0.25 + (wrapped.count("\n") + 1) * fontsize * 1.25 / 72
-    if 1 - box.y1 < need_in / height:
-        fig.subplots_adjust(top=1 - need_in / height)
-    ax.set_title(wrapped, fontsize=fontsize, x=x, y=TITLE_Y)
-
-
-def set_suptitle(fig, text: str, fontsize: float = 12) -> None:
-    """A figure title across the whole width, wrapped to it, with room made for its lines."""
-    width, height = fig.get_size_inches()
-    wrapped = wrap_text(text, width - 0.4, fontsize)
-    need_in = 0.45 + (wrapped.count("\n") + 1) * fontsize * 1.25 / 72
-    if 1 - fig.subplotpars.top < need_in / height:
-        fig.subplots_adjust(top=1 - need_in / height)
-    fig.suptitle(wrapped, fontsize=fontsize)
-
-
-def _drawn_tick_labels(axis) -> list:
-    """The tick labels matplotlib draws: those of ticks inside the view (an axis keeps others)."""
-    low, high = sorted(axis.get_view_interval())
-    slack = 1e-9 * (high - low)
-    labels = []
-    for ticks, locs in ((axis.get_major_ticks(), axis.get_majorticklocs()),
-                        (axis.get_minor_ticks(), axis.get_minorticklocs())):
-        for tick, loc in zip(ticks, locs):
-            if low - slack <= loc <= high + slack:
-                labels += [tick.label1, tick.label2]
-    return labels
-
-
-def texts_outside(fig) -> list[str]:
-    """The texts of `fig` (titles, axis and tick labels, legends, annotations) that reach outside
-    its canvas once drawn: what a reader would see cut off. Lays the figure out as Agg draws it, without
-    painting a pixel (a third of the time of a draw, the same boxes); for tests."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = FigureCanvasAgg(fig)
-    fig.draw_without_rendering()
-    renderer = canvas.get_renderer()
-    texts = list(fig.texts) + [t for legend in fig.legends for t in legend.get_texts()]
-    for ax in fig.axes:
-        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts,
-                  *_drawn_tick_labels(ax.xaxis), *_drawn_tick_labels(ax.yaxis)]
-        if ax.get_legend() is not None:
-            texts += ax.get_legend().get_texts()
-    frame = fig.bbox
-    outside = []
-    for text in texts:
-        if not text.get_visible() or not text.get_text().strip():
-            continue
-        box = text.get_window_extent(renderer)
-        if box.x0 < frame.x0 - 0.5 or box.y0 < frame.y0 - 0.5 or box.x1 > frame.x1 + 0.5 or box.y1 > frame.y1 + 0.5:
-            outside.append(text.get_text())
-    return outside
-
-
-def log_axis(ax, which: str, subs: Sequence[float] = (1.0, 2.0, 5.0)) -> None:
-    """Log scale with ticks at 1-2-5 (or `subs`) and plain labels. The default labels minor ticks
-    too: dozens of text layouts per axis, which was the slowest part of drawing a report."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
-    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_major_locator(LogLocator(base=10, subs=tuple(subs)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.6g}"))
-    axis.set_minor_locator(NullLocator())
-
-
-def figure_to_png(fig) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
-def figure_to_svg(fig) -> bytes:
-    """SVG with text left as text: for text-heavy charts it is a third of the PNG's drawing time
-    (no glyph rasterising) and stays sharp when zoomed."""
-    import matplotlib
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-
-    FigureCanvasSVG(fig)
-    buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tpubench"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
-
-
-def encode_figure(fig, kind: str) -> tuple[str, bytes]:
-    """(MIME type, bytes) of a figure as 'png' or 'svg'."""
-    if kind == "svg":
-        return "image/svg+xml", figure_to_svg(fig)
-    return "image/png", figure_to_png(fig)
-
-
-def encode_drawing(drawing: Drawing, kind: str) -> tuple[str, bytes]:
-    """encode_figure of the drawing's figure; one drawn before from equal inputs is neither built
-    nor drawn again (report/figure_cache.py)."""
-    return encode_drawings([(drawing, kind)])[0]
-
-
-def _import_matplotlib() -> None:
-    """What drawing needs, imported once before workers are forked to draw (they inherit it, its
-    font list included) rather than once in each worker."""
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.backends.backend_svg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-    from matplotlib import font_manager
-
-    font_manager.findfont("DejaVu Sans")
-
-
-def encode_drawings(items: list[tuple[Drawing, str]]) -> list[tuple[str, bytes]]:
-    """encode_drawing of each (drawing, kind), those not cached drawn side by side on a report's CPUs."""
-    from tpubench.output.report.figure_cache import cached_drawings
-
-    return cached_drawings(items, encode_figure, before_workers=_import_matplotlib)
-
-
-def built(drawings: list[tuple[str, str, Drawing, str]]) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, kind) of each (id, caption, Drawing, kind): the figures themselves."""
-    return [(fig_id, caption, drawing.figure(), kind) for fig_id, caption, drawing, kind in drawings]
-
-
-def cost_by_platform(summary: pd.DataFrame, title: str = ""):
-    """Horizontal bars: blended $/Mtok per platform (one colour per plan) with 95% CI whiskers."""
+def cost_by_platform(summary: pd.DataFrame, title: str, fig_id: str, caption: str) -> Chart:
+    """Horizontal bars: blended $/Mtok per platform and plan (cheapest at the top), one colour per
+    plan (the legend toggles them), 95% CI whiskers, invalid runs marked."""
     rows = summary.sort_values("blended_usd_per_mtok", ascending=False).tail(MAX_BARS)
-    # Name the stack when a platform's bars come from several (offline and a server, say).
-    stacks = {(stack_label(r), kind_label(r)) for _, r in rows.iterrows()}
-    labels = [f"{platform_label(r)} · {plan_label(r['plan'])}"
-              + (f" · {stack_label(r)} ({kind_label(r)})" if len(stacks) > 1 else "") for _, r in rows.iterrows()]
-    left = label_margin(labels, 8, 10)
-    labels = [fit_label(t, left * 10 - 0.3, 8) for t in labels]
-    fig = new_figure(10, max(2.5, 0.3 * len(rows) + 1.2), left=left)
-    ax = fig.add_subplot()
-    plans = list(pd.unique(rows["plan"]))
-    colours = {plan: f"C{i}" for i, plan in enumerate(plans)}
-    y = np.arange(len(rows))
-    value = rows["blended_usd_per_mtok"].to_numpy(float)
-    low = np.nan_to_num(value - rows["blended_usd_per_mtok_ci95_low"].to_numpy(float), nan=0.0)
-    high = np.nan_to_num(rows["blended_usd_per_mtok_ci95_high"].to_numpy(float) - value, nan=0.0)
-    invalid = ~usable_mask(rows).to_numpy()
-    ax.barh(y, value, xerr=np.vstack([low, high]), color=[colours[p] for p in rows["plan"]],
-            capsize=3, ecolor="black")
-    for yi in y[invalid]:
-        ax.text(value[yi], yi, "  invalid run", va="center", fontsize=8, color="crimson")
-    ax.set_yticks(y, labels, fontsize=8)
-    ax.set_xlabel("blended $ per million tokens (time-attributed), 95% CI")
-    set_title(fig, ax, title or "Cost per million tokens by platform")
-    from matplotlib.patches import Patch
+    recs = records(rows)
+    stacks = [f"{stack_label(r)} ({kind_label(r)})" for r in recs]
+    labels = c.unique_labels([f"{platform_label(r)} · {plan_label(r['plan'])}" for r in recs], stacks,
+                             [point_label(r) for r in recs], c.texts(rows["file"]))
+    table = {**_facts(rows), "label": labels, "usd": c.numbers(rows["blended_usd_per_mtok"]),
+             "low": c.numbers(rows["blended_usd_per_mtok_ci95_low"]),
+             "high": c.numbers(rows["blended_usd_per_mtok_ci95_high"]),
+             "price_as_of": c.texts(_column(rows, "price_as_of")), "invalid": c.flags(~usable_mask(rows))}
+    filters = [f for f in c.FILTERS if f in table]
+    y = {"field": "label", "type": "nominal", "title": None, "sort": {"field": "usd", "op": "min", "order": "ascending"}}
+    tips = [c.tip("config", "configuration"), c.tip("usd", "blended $/Mtok", "$,.4~g"),
+            c.tip("interval", "95% CI, $/Mtok"), c.tip("source", "source"), c.tip("price_as_of", "price as of")]
+    body = {"data": {"name": c.MAIN}, "transform": c.filter_transform(filters) + [
+                {"calculate": c.interval_expr("low", "high", "$"), "as": "interval"}],
+            "encoding": {"y": y}, "layer": [
+                {"mark": {"type": "bar", "tooltip": True}, "params": [c.legend_toggle("plan")],
+                 "encoding": {"x": {"field": "usd", "type": "quantitative",
+                                    "axis": c.axis("blended $ per million tokens (time-attributed), 95% CI")},
+                              "color": {"field": "plan", "type": "nominal", "title": "plan"},
+                              "opacity": c.toggled(), "tooltip": tips}},
+                {"mark": {"type": "rule", "color": "black"},
+                 "encoding": {"x": {"field": "low", "type": "quantitative"}, "x2": {"field": "high"},
+                              "opacity": c.toggled()}},
+                {"mark": {"type": "text", "align": "left", "dx": 4, "color": "crimson"},
+                 "encoding": {"x": {"field": "usd", "type": "quantitative"},
+                              "text": {"condition": {"test": "datum.invalid", "value": "invalid run"}, "value": ""}}}]}
+    return Chart(fig_id, caption, c.spec(title, filters, body, height=None) | {"height": {"step": 22}},
+                 {c.MAIN: table})
 
-    handles = [Patch(color=colours[p], label=plan_label(p)) for p in plans]
-    # Bars run dearest (bottom) to cheapest (top): the upper right corner stays clear of whiskers.
-    ax.legend(handles=handles, fontsize=8, loc="upper right")
-    finite = (value + high)[np.isfinite(value + high)]
-    if finite.size:
-        ax.set_xlim(0, finite.max() * 1.3)
-    ax.grid(axis="x", alpha=0.3)
-    return fig
+
+# --- throughput against interactivity ---------------------------------------------------------------
 
 
 def _nearest_nice(value: float) -> float:
     """The 1-2-5 number nearest `value` on a log scale (value > 0)."""
     exp = math.floor(math.log10(value))
     candidates = [step * 10.0 ** e for e in (exp - 1, exp, exp + 1) for step in _ISO_COST_STEPS]
-    return min(candidates, key=lambda c: abs(math.log(c / value)))
+    return min(candidates, key=lambda v: abs(math.log(v / value)))
 
 
-def throughput_vs_interactivity(points: pd.DataFrame, chip_prices: dict[str, float] | None = None,
-                                price_label: str = "on-demand", price_names: dict[str, str] | None = None):
-    """Output tokens/s per chip against interactivity (tokens/s per user: 1 / median TPOT; a
-    server's own `interactivity_tokens_per_s` where it has one, see cost.cost_figures), one
-    colour per `label` (e.g. 'torch on H100 (offline)', 'vllm 0.11 on H100 (serve)').
-
-    Points on the Pareto front (not beaten in both) are ringed and joined. Dashed lines are
-    iso-cost lines: at a chip-hour price p the InferenceX cost is p*1e6/(3600*y) $/Mtok, the same
-    all along a horizontal line, so each accelerator's lines sit at its own price. `chip_prices`
-    maps a label to its chip-hour price; `price_names` to the accelerator its line is for (default:
-    the label up to ' ('): labels of one accelerator and price (two stacks on it) share one line.
-    """
-    fig = new_figure(10, 5.5, left=0.08)
-    ax = fig.add_subplot()
+def iso_cost_lines(points: pd.DataFrame, prices: dict[str, tuple[float, str]],
+                   price_names: dict[str, str]) -> list[dict]:
+    """One InferenceX-style iso-cost line per accelerator and price (at most MAX_ISO_LINES, those
+    with the fastest points first): at a chip-hour price p the cost is p*1e6/(3600*y) $/Mtok, the
+    same all along y, drawn at the 1-2-5 cost nearest the accelerator's median point.
+    `prices`: series label -> (price, as of); `price_names`: label -> the accelerator it is for."""
+    y = points["output_tokens_per_s_per_chip"].to_numpy(float)
     x = points["interactivity_tokens_per_s_per_user"].to_numpy(float)
-    y = points["output_tokens_per_s_per_chip"].to_numpy(float)
-    labels = points["label"].astype(str).to_numpy(dtype=object)
-    groups = list(pd.unique(labels))
-    colours = {g: f"C{i % 10}" for i, g in enumerate(groups)}
-    for g in groups:
-        m = labels == g
-        ax.scatter(x[m], y[m], s=22, color=colours[g], label=g, alpha=0.8, zorder=3)
-    front = pareto_front(x, y)
-    if front.any():
-        order = np.argsort(x[front])
-        ax.plot(x[front][order], y[front][order], color="black", lw=1, zorder=4, label="Pareto front")
-        ax.scatter(x[front], y[front], s=70, facecolors="none", edgecolors="black", zorder=5)
+    labels = points["label"].to_numpy(dtype=object)
     finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    if finite.any():
-        log_axis(ax, "x")
-        log_axis(ax, "y")
-        ylo, yhi = y[finite].min() / 1.5, y[finite].max() * 1.5
-        ax.set_ylim(ylo, yhi)
-        xlo, xhi = x[finite].min() / 1.3, x[finite].max() * 1.3
-        ax.set_xlim(xlo, xhi)
-        # One iso-cost line per accelerator and price (at most MAX_ISO_LINES, those with the
-        # fastest points first), at the 1-2-5 cost nearest its median point, so the lines stay
-        # readable; the stacks that ran on it share the line.
-        lines: dict[tuple[str, float], np.ndarray] = {}
-        for g in groups:
-            if g in (chip_prices or {}):
-                key = ((price_names or {}).get(g) or g.split(" (")[0], chip_prices[g])
-                lines[key] = lines.get(key, np.zeros(labels.size, dtype=bool)) | ((labels == g) & finite)
-        fastest = sorted(((np.max(y[m]), key) for key, m in lines.items() if m.any()), reverse=True)
-        for n, (_, (name, price)) in enumerate(fastest[:MAX_ISO_LINES]):
-            median_y = float(np.median(y[lines[(name, price)]]))
-            if not (price > 0 and median_y > 0):
-                continue
-            colour = colours[next(g for g in groups if lines[(name, price)][labels == g].any())]
-            level = _nearest_nice(price * 1e6 / (3600 * median_y))
-            yy = price * 1e6 / (3600 * level)
-            ax.axhline(yy, color=colour, ls="--", lw=0.9, alpha=0.8, zorder=1)
-            at_right = n % 2 == 1
-            ax.text(xhi if at_right else xlo, yy, f" ${level:g}/Mtok on {name} ",
-                    color=colour, fontsize=7, va="bottom", ha="right" if at_right else "left")
-    ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
-    ax.set_ylabel("output tokens/s per chip")
-    # Say which price the iso-cost lines use: InferenceX's own tables use TCO tiers, not list prices.
-    set_title(fig, ax, f"Throughput per chip vs interactivity; dashed: InferenceX-style iso-cost at the cheapest "
-                       f"{price_label} chip-hour price in the price table (list unless --prices / --discount)", 9)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="best")
-    return fig
-
-
-def published_beside_yours(rows: pd.DataFrame, title: str):
-    """Your points over the published Pareto fronts they were compared with (report/published.py):
-    one dashed line per publisher, accelerator and precision, your points ringed, each labelled
-    with its deviation from the front."""
-    fig = new_figure(10, 5.0, left=0.08)
-    ax = fig.add_subplot()
-    fronts = rows.drop_duplicates(["publisher", "published_accelerator", "published_precision"])
-    for i, (_, r) in enumerate(fronts.iterrows()):
-        fx, fy = zip(*r["front"])
-        ax.plot(fx, fy, ls="--", marker="s", ms=4, lw=1, color=f"C{i % 10}",
-                label=f"{r['publisher']} {r['published_accelerator']} {r['published_precision']} "
-                      f"({r['published_frameworks']})")
-    points = rows.drop_duplicates("file")
-    x = points["interactivity_tokens_per_s"].to_numpy(float)
-    y = points["output_tokens_per_s_per_chip"].to_numpy(float)
-    ax.scatter(x, y, s=60, color="black", zorder=5, label="yours")
-    for _, r in rows.iterrows():
-        if math.isfinite(r["deviation"]):
-            ax.annotate(f"{r['deviation']:+.0%}", (r["interactivity_tokens_per_s"], r["output_tokens_per_s_per_chip"]),
-                        textcoords="offset points", xytext=(6, 6), fontsize=8)
-    log_axis(ax, "x")
-    log_axis(ax, "y")
-    ax.set_xlabel("interactivity: 1 / median TPOT (tokens/s per user)")
-    ax.set_ylabel("output tokens/s per chip")
-    set_title(fig, ax, title, 9)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="best")
-    return fig
-
-
-def published_drawings(data) -> list[tuple[str, str, Drawing, str]]:
-    """(id, caption, Drawing, kind) per workload with a published comparison (ReportData.published),
-    not drawn yet (figure_cache.Drawing)."""
-    rows = data.published
-    if rows is None or rows.empty:
-        return []
+    lines: dict[tuple[str, float, str], np.ndarray] = {}
+    first_series: dict[tuple[str, float, str], str] = {}
+    for label in pd.unique(labels):
+        if label in prices:
+            key = (price_names.get(label) or str(label).split(" (")[0], *prices[label])
+            lines[key] = lines.get(key, np.zeros(labels.size, dtype=bool)) | ((labels == label) & finite)
+            first_series.setdefault(key, str(label))
+    fastest = sorted(((float(np.max(y[m])), key) for key, m in lines.items() if m.any()), reverse=True)
     out = []
-    for n, ((workload, scale), group) in enumerate(rows.groupby(["workload", "scale"], sort=False, dropna=False)):
-        if n >= MAX_WORKLOADS:
-            break
-        tag = workload_label({"workload": workload, "scale": scale})
-        caption = f"Yours beside published results, {tag}"
-        out.append((f"published-{n}", caption, Drawing(published_beside_yours, (group, caption)), "svg"))
+    for _, key in fastest[:MAX_ISO_LINES]:
+        name, price, as_of = key
+        median_y = float(np.median(y[lines[key]]))
+        if price > 0 and median_y > 0:
+            level = _nearest_nice(price * 1e6 / (3600 * median_y))
+            out.append({"series": first_series[key], "y": price * 1e6 / (3600 * level),
+                        "text": f"${level:g}/Mtok on {name} (${price:,.4g}/chip-h, as of {as_of})"})
     return out
 
 
-def _ms(row, column: str) -> float:
-    value = row.get(column, math.nan)
-    return float(value) * 1e3 if value is not None else math.nan
+def throughput_vs_interactivity(points: pd.DataFrame, iso: list[dict], price_label: str, title: str,
+                                fig_id: str, caption: str) -> Chart:
+    """Output tokens/s per chip against interactivity (tokens/s per user), one colour per `label`
+    (the legend toggles them), the Pareto front (not beaten in both) ringed and joined, and dashed
+    InferenceX-style iso-cost lines (`iso_cost_lines`) at the cheapest `price_label` price."""
+    x = points["interactivity_tokens_per_s_per_user"].to_numpy(float)
+    y = points["output_tokens_per_s_per_chip"].to_numpy(float)
+    chips = pd.to_numeric(points["chips"], errors="coerce").to_numpy(float)
+    table = {**_facts(points, "canonical"), "series": c.texts(points["label"]), "x": c.numbers(x), "y": c.numbers(y),
+             "low": c.numbers(pd.to_numeric(_column(points, "output_tokens_per_s_ci95_low"), errors="coerce") / chips),
+             "high": c.numbers(pd.to_numeric(_column(points, "output_tokens_per_s_ci95_high"), errors="coerce") / chips),
+             "price": c.texts(points["price"]), "front": c.flags(pareto_front(x, y))}
+    filters = [f for f in c.FILTERS if f in table]
+    tips = [c.tip("config", "configuration"), c.tip("y", "output tokens/s per chip", ",.4~g"),
+            c.tip("interval", "95% CI, tokens/s per chip"), c.tip("x", "tokens/s per user", ",.4~g"),
+            c.tip("source", "source"), c.tip("price", "price (iso-cost lines)")]
+    xy = {"x": {"field": "x", "type": "quantitative", "scale": c.log_scale(),
+                "axis": c.axis("interactivity: 1 / median TPOT (tokens/s per user)")},
+          "y": {"field": "y", "type": "quantitative", "scale": c.log_scale(),
+                "axis": c.axis("output tokens/s per chip")}}
+    mine = {"data": {"name": c.MAIN}, "transform": c.filter_transform(filters)}
+    iso_layers = [
+        # Grey, each named: coloured by series, they would merge into the legend and take its toggle.
+        {"data": {"name": "iso"}, "mark": {"type": "rule", "strokeDash": [5, 4], "color": "#777777"},
+         "encoding": {"y": {"field": "y", "type": "quantitative"}}},
+        {"data": {"name": "iso"}, "mark": {"type": "text", "align": "left", "baseline": "bottom", "x": 4,
+                                           "color": "#555555"},
+         "encoding": {"y": {"field": "y", "type": "quantitative"}, "text": {"field": "text"}}}]
+    layers = (iso_layers if iso else []) + [
+        {**mine, "mark": {"type": "point", "filled": True, "size": 28, "tooltip": True},
+         "params": [c.legend_toggle("series")],
+         "transform": mine["transform"] + [{"calculate": c.interval_expr("low", "high"), "as": "interval"}],
+         "encoding": {**xy, "color": {"field": "series", "type": "nominal", "title": None},
+                      "opacity": c.toggled(0.85), "tooltip": tips}},
+        {**mine, "transform": mine["transform"] + [{"filter": "datum.front"}],
+         "mark": {"type": "line", "color": "black", "strokeWidth": 1}, "encoding": {**xy, "order": {"field": "x"}}},
+        {**mine, "transform": mine["transform"] + [{"filter": "datum.front"}],
+         "mark": {"type": "point", "filled": False, "size": 110, "color": "black"}, "encoding": xy},
+    ]
+    full_title = [title, f"black: the Pareto front; dashed: InferenceX-style iso-cost at the cheapest {price_label} "
+                         "chip-hour price in the price table (list unless --prices / --discount)"]
+    return Chart(fig_id, caption, c.spec(full_title, filters, {"layer": layers}, height=380),
+                 {c.MAIN: table, "iso": {k: [line[k] for line in iso] for k in ("series", "y", "text")}})
 
 
-def latency_distributions(rows: pd.DataFrame):
-    """Per run, TTFT and TPOT as boxes from summary percentiles: box p50–p90, whiskers min–p99,
-    a dot at the max (the result files' summaries, so no raw samples are needed)."""
+# --- latency per run ----------------------------------------------------------------------------------
+
+_LATENCY = (("ttft", "TTFT (ms)"), ("tpot", "TPOT (ms)"))
+
+
+def _ms(rows: pd.DataFrame, column: str) -> list:
+    return c.numbers(pd.to_numeric(_column(rows, column), errors="coerce") * 1e3)
+
+
+def latency_distributions(rows: pd.DataFrame, title: str, fig_id: str, caption: str) -> Chart:
+    """Per run, TTFT and TPOT as boxes from the summary percentiles: box p50–p90, whiskers min–p99,
+    a dot at the max (no raw samples needed). A row per run, each named apart."""
     rows = rows.head(MAX_BOXES)
-    left = label_margin(rows["label"].astype(str), 8, 10, cap=0.45)
-    labels = [fit_label(t, left * 10 - 0.3, 8) for t in rows["label"].astype(str)]
-    fig = new_figure(10, max(3.0, 0.35 * len(rows) + 1.4), left=left, top_in=0.6)
-    axes = fig.subplots(1, 2, sharey=True)
-    for ax, metric, title in ((axes[0], "ttft", "TTFT (ms)"), (axes[1], "tpot", "TPOT (ms)")):
-        stats = []
-        for (_, r), label in zip(rows.iterrows(), labels):
-            p50, p90, p99, lo, hi = (_ms(r, f"{metric}_{k}_s") for k in ("p50", "p90", "p99", "min", "max"))
-            stats.append({"label": label, "med": p50, "q1": p50, "q3": p90,
-                          "whislo": lo if math.isfinite(lo) else p50, "whishi": p99 if math.isfinite(p99) else p90,
-                          "fliers": [hi] if math.isfinite(hi) else []})
-        if stats:
-            ax.bxp(stats, orientation="horizontal", showfliers=True, widths=0.6)
-        ax.set_xlabel(title)
-        values = [v for st in stats for v in (st["whislo"], st["whishi"], *st["fliers"]) if v > 0]
-        if values and max(values) / min(values) > 20:
-            log_axis(ax, "x")
-        ax.grid(axis="x", alpha=0.3, which="both")
-    axes[0].tick_params(axis="y", labelsize=8)
-    set_suptitle(fig, "Latency per run: box p50–p90, whiskers min–p99, dot = max")
-    return fig
+    facts = _facts(rows, "priced_accelerator" if "priced_accelerator" in rows else "canonical")
+    labels = c.unique_labels(facts["config"], c.texts(rows["file"]))
+    table: dict[str, list] = {k: [] for k in (*facts, "label", "metric", "p50", "p90", "p99", "min", "max")}
+    for metric, name in _LATENCY:
+        for k, v in facts.items():
+            table[k] += v
+        table["label"] += labels
+        table["metric"] += [name] * len(rows)
+        for stat in ("p50", "p90", "p99", "min", "max"):
+            table[stat] += _ms(rows, f"{metric}_{stat}_s")
+    if "price_as_of" in rows:
+        table["price_as_of"] = c.texts(rows["price_as_of"]) * len(_LATENCY)
+    filters = [f for f in c.FILTERS if f in table]
+    tips = [c.tip("config", "configuration"), c.tip("metric", "latency"), c.tip("p50", "p50 ms", ",.4~g"),
+            c.tip("p90", "p90 ms", ",.4~g"), c.tip("p99", "p99 ms", ",.4~g"), c.tip("max", "max ms", ",.4~g"),
+            c.tip("source", "source")] + ([c.tip("price_as_of", "price as of")] if "price_as_of" in table else [])
+    panels = []
+    for n, (_metric, name) in enumerate(_LATENCY):
+        values = [v for m, lo, hi in zip(table["metric"], table["min"], table["max"]) if m == name
+                  for v in (lo, hi) if v]
+        log = bool(values) and min(values) > 0 and max(values) / min(values) > 20
+        x = {"type": "quantitative", "axis": c.axis(name), **({"scale": c.log_scale()} if log else {})}
+        y = {"field": "label", "type": "nominal", "sort": None, "title": None,
+             **({"axis": None} if n else {"axis": {"labelLimit": 420}})}
+        panels.append({"width": 300, "height": {"step": 24}, "data": {"name": c.MAIN},
+                       "transform": c.filter_transform(filters) + [{"filter": f"datum.metric === '{name}'"}],
+                       "encoding": {"y": y}, "layer": [
+                           {"mark": "rule", "encoding": {"x": {**x, "field": "min"}, "x2": {"field": "p99"}}},
+                           {"mark": {"type": "bar", "size": 14, "tooltip": True},
+                            "encoding": {"x": {**x, "field": "p50"}, "x2": {"field": "p90"}, "tooltip": tips}},
+                           {"mark": {"type": "tick", "color": "black", "thickness": 2},
+                            "encoding": {"x": {**x, "field": "p50"}}},
+                           {"mark": {"type": "point", "filled": True, "color": "black", "size": 18},
+                            "encoding": {"x": {**x, "field": "max"}, "tooltip": tips}}]})
+    return Chart(fig_id, caption, c.spec(title, filters, {"hconcat": panels}), {c.MAIN: table})
 
 
-MAX_WORKLOADS = 4
+# --- the token unit's figures -------------------------------------------------------------------------
 
 
 def _canonical_accelerators(results: pd.DataFrame, known: Sequence[str]) -> pd.Series:
@@ -439,235 +286,235 @@ def point_group_label(row, accelerator: str) -> str:
     return f"{stack_label(row)} on {accelerator} ({kind_label(row)})"
 
 
-def _same(frame: pd.DataFrame, column: str, value) -> pd.Series:
-    """frame[column] == value, where a missing value (a result without a scale) matches missing."""
-    if pd.isna(value):
-        return frame[column].isna()
-    return frame[column] == value
+# What report_figures reads of the results (the rest of 10,000 results' columns is left behind).
+_INPUT_COLUMNS = list(dict.fromkeys([
+                  "file", "workload", "scale", "accelerator", "device", "chips", "server_name", "server_version",
+                  "backend", "scenario_kind", "output_tokens_per_s", "output_tokens_per_s_ci95_low",
+                  "output_tokens_per_s_ci95_high", "tpot_p50_s", "interactivity_tokens_per_s", "batch_size",
+                  "concurrency", "request_rate", "input_length", "output_length", "dtype", "execution_mode",
+                  "quantization", "weight_dtype", "activation_dtype", "kv_cache_dtype", "experts_implementation",
+                  "experts_kernel", "decode_loop", "routing", "status", "valid",
+                  *(f"{m}_{s}_s" for m in ("ttft", "tpot") for s in ("p50", "p90", "p99", "min", "max"))]))
 
 
-def report_figures(data, unit=None) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, 'svg' | 'png') for a ReportData: per workload, cost by platform,
-    throughput vs interactivity and latency distributions. Charts of text and bars are SVG; the
-    scatter, which may hold thousands of points, is PNG. Every scenario kind is drawn alike from its
-    columns: a server's points sit beside the offline runs, labelled with their serving stack."""
-    return built(report_drawings(data, unit))
+def _points(data, results: pd.DataFrame, use: pd.Series) -> tuple[pd.DataFrame, dict, dict]:
+    """(the usable points of the token unit with their series label, interactivity, throughput per
+    chip and iso-cost price; {label: (price, as of)}; {label: accelerator})."""
+    ok = results.loc[use, [col for col in _INPUT_COLUMNS if col in results]]
+    prices = data.priced_rows.used_prices()        # the price rows used, each once
+    known = list(prices["priced_accelerator"].dropna().unique()) if len(prices) else []
+    ok["canonical"] = _canonical_accelerators(ok, known)
+    # Thousands of points share a few labels: each distinct one is made once.
+    label_columns = [col for col in ("server_name", "server_version", "backend", "scenario_kind") if col in ok]
+    keyed = ok[label_columns].assign(_canonical=ok["canonical"])
+    group_of = keyed.groupby(list(keyed.columns), sort=False, dropna=False).ngroup().to_numpy()
+    first = keyed.drop_duplicates()
+    names = [point_group_label(r, a) for r, a in zip(records(first[label_columns]),
+                                                     first["_canonical"].to_numpy(dtype=object))]
+    ok["label"] = np.array(names, dtype=object)[group_of].tolist()
+    chips = pd.to_numeric(ok["chips"], errors="coerce")
+    ok["output_tokens_per_s_per_chip"] = pd.to_numeric(ok.get("output_tokens_per_s"), errors="coerce") / chips
+    ok["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(ok)
+    label_prices: dict[str, tuple[float, str]] = {}
+    names_of = dict(zip(ok["label"].to_numpy(dtype=object), ok["canonical"].to_numpy(dtype=object)))
+    primary = data.primary_plan
+    if len(prices) and primary and not data.what_if_instance:
+        priced = prices.loc[prices["plan"] == primary, ["priced_accelerator", "usd_per_chip_hour", "price_as_of"]]
+        cheapest = priced.sort_values("usd_per_chip_hour", kind="stable").drop_duplicates("priced_accelerator")
+        by_chip = {a: (float(p), str(d)) for a, p, d in cheapest.itertuples(index=False, name=None)}
+        label_prices = {label: by_chip[chip] for label, chip in names_of.items() if chip in by_chip}
+    words = {label: f"${p:,.4g}/chip-h {plan_label(primary or '')}, as of {d}" for label, (p, d) in label_prices.items()}
+    ok["price"] = [words.get(label, "not priced") for label in ok["label"]]
+    return ok, label_prices, names_of
 
 
-# What throughput_vs_interactivity reads of its points: the drawing (and its cache key) holds no more.
-_PARETO_COLUMNS = ["interactivity_tokens_per_s_per_user", "output_tokens_per_s_per_chip", "label"]
-# What report_drawings reads of the results, and the columns it makes of them.
-_INPUT_COLUMNS = ["workload", "scale", "accelerator", "device", "chips", "server_name", "server_version",
-                  "backend", "scenario_kind", "output_tokens_per_s", "tpot_p50_s", "interactivity_tokens_per_s"]
-_MADE_COLUMNS = ["canonical", "label", "output_tokens_per_s_per_chip", "interactivity_tokens_per_s_per_user"]
-
-
-def report_drawings(data, unit=None) -> list[tuple[str, str, Drawing, str]]:
-    """report_figures, not drawn yet (figure_cache.Drawing): what the HTML report encodes."""
+def report_figures(data, unit=None) -> list[Chart]:
+    """Per workload (at most MAX_WORKLOADS) of the token unit (the first registered one: other
+    units have their own sections): cost by platform, throughput against interactivity and latency
+    per run; then the expert-load heat maps and the profiled points. Every scenario kind is drawn
+    alike from its columns: a server's points sit beside the offline runs, labelled with its stack."""
     results = data.results
     if results.empty or "status" not in results:
         return []
-    # The rows of the token unit (the first registered one, report/tokens.py draws these) only:
-    # other units (training, images) have their own sections, and no TTFT, TPOT or output tokens.
     measured = unit_rows(results, unit or registry.units()[0]) & (results["status"] == "ok")
     use = measured & usable_mask(results)
     if not use.any():
         use = measured
     if not use.any():
         return []
-    # The columns the inputs are made of, not a copy of every column of 10,000 results.
-    ok = results.loc[use, [c for c in _INPUT_COLUMNS if c in results]]
-    prices = data.priced_rows.used_prices()        # the price rows used, each once
-    known = list(prices["priced_accelerator"].dropna().unique()) if len(prices) else []
-    ok["canonical"] = _canonical_accelerators(ok, known)
-    # The label reads four columns: records of those, not iterrows over every column (10,000 results: 1 s).
-    label_columns = [c for c in ("server_name", "server_version", "backend", "scenario_kind") if c in ok]
-    # Thousands of points share a few labels: each distinct one is made once, from the first row
-    # of its group (groups numbered in order of first appearance, as drop_duplicates keeps them).
-    keyed = ok[label_columns].assign(_canonical=ok["canonical"])
-    group_of = keyed.groupby(list(keyed.columns), sort=False, dropna=False).ngroup().to_numpy()
-    first = keyed.drop_duplicates()
-    names = [point_group_label(r, c) for r, c in zip(records(first[label_columns]),
-                                                      first["_canonical"].to_numpy(dtype=object))]
-    ok["label"] = np.array(names, dtype=object)[group_of].tolist()
-    chips = pd.to_numeric(ok["chips"], errors="coerce")
-    ok["output_tokens_per_s_per_chip"] = pd.to_numeric(ok.get("output_tokens_per_s"), errors="coerce") / chips
-    ok["interactivity_tokens_per_s_per_user"] = interactivity_tokens_per_s(ok)
-
-    chip_prices: dict[str, float] = {}
-    label_pairs = list(zip(ok["label"].to_numpy(dtype=object), ok["canonical"].to_numpy(dtype=object)))
-    price_names = dict(label_pairs)
+    ok, prices, names_of = _points(data, results, use)
     primary = data.primary_plan
-    if len(prices) and primary:
-        priced = prices.loc[prices["plan"] == primary, ["priced_accelerator", "usd_per_chip_hour"]]
-        cheapest_of = priced.groupby("priced_accelerator")["usd_per_chip_hour"].min().to_dict()
-        for label, canonical in dict.fromkeys(label_pairs):
-            if canonical in cheapest_of and not data.what_if_instance:
-                chip_prices[label] = float(cheapest_of[canonical])
-
+    price_words = plan_label(primary or "on_demand")
     figures = []
     pairs = list(ok[["workload", "scale"]].drop_duplicates().itertuples(index=False, name=None))[:MAX_WORKLOADS]
     for n, (workload, scale) in enumerate(pairs):
         tag = workload_label({"workload": workload, "scale": scale})
         summary = data.summary
+        summary = summary[_same(summary, "workload", workload) & _same(summary, "scale", scale)] if len(summary) else summary
         if len(summary):
-            summary = summary[_same(summary, "workload", workload) & _same(summary, "scale", scale)]
-            if len(summary):
-                figures.append((f"cost-{n}", f"Blended $/Mtok by platform and plan, {tag}",
-                                Drawing(cost_by_platform, (summary, f"Cost per million tokens, {tag}")), "svg"))
+            figures.append(cost_by_platform(summary, f"Cost per million tokens, {tag}", f"cost-{n}",
+                                            f"Blended $/Mtok by platform and plan, {tag}"))
         points = ok[_same(ok, "workload", workload) & _same(ok, "scale", scale)]
-        figures.append((f"pareto-{n}", f"Throughput per chip vs interactivity, {tag}",
-                        Drawing(throughput_vs_interactivity, (points[_PARETO_COLUMNS], chip_prices,
-                                                              plan_label(primary or "on_demand"), price_names)),
-                        "png"))
+        figures.append(throughput_vs_interactivity(points, iso_cost_lines(points, prices, names_of), price_words,
+                                                   f"Throughput per chip vs interactivity, {tag}", f"pareto-{n}",
+                                                   f"Throughput per chip vs interactivity, {tag}"))
         if len(summary):
             rows = (summary.assign(_other=summary["plan"] != primary)
-                    .sort_values(["_other", "blended_usd_per_mtok"], kind="stable").drop_duplicates("file")
-                    .head(MAX_BOXES))      # what latency_distributions draws: only these need a label
-            rows = rows.assign(label=[f"{stack_label(r)} on {r['priced_accelerator']} ×{number(r['chips'])} "
-                                      f"{load_label(r)}" for _, r in rows.iterrows()])
+                    .sort_values(["_other", "blended_usd_per_mtok"], kind="stable").drop_duplicates("file"))
         else:
-            top = points.sort_values("output_tokens_per_s_per_chip", ascending=False).head(MAX_BOXES)
-            rows = results.loc[top.index].assign(**{c: top[c] for c in _MADE_COLUMNS})   # whole rows
-            rows = rows.assign(label=[f"{r['label']} ×{number(r['chips'])} {load_label(r)}"
-                                      for _, r in rows.iterrows()])
-        figures.append((f"latency-{n}", f"Latency distributions, {tag}",
-                        Drawing(latency_distributions, (rows,)), "svg"))
-    return figures + moe_drawings(data) + profile_drawings(data)
+            rows = points.sort_values("output_tokens_per_s_per_chip", ascending=False)
+        figures.append(latency_distributions(rows.head(MAX_BOXES), "Latency per run: box p50–p90, whiskers "
+                                             "min–p99, dot = max", f"latency-{n}", f"Latency distributions, {tag}"))
+    for chart in figures:
+        chart.facets = {"workload": chart.tables[c.MAIN]["workload"][0]} if chart.tables[c.MAIN]["workload"] else {}
+    return figures + moe_figures(data) + profile_figures(data)
 
 
-def expert_load_heatmap(load: Sequence[Sequence[float]], title: str = ""):
-    """Per-layer heat map of expert load (models/routing.py expert_load): one row per MoE layer,
-    one column per expert, colour = the expert's share of its layer's load over the mean share
-    (1 = balanced), so layers and runs of any length read on one scale."""
+# --- expert load ----------------------------------------------------------------------------------------
+
+
+def expert_load_heatmap(load: Sequence[Sequence[float]], title: str, fig_id: str, caption: str) -> Chart:
+    """Per-layer heat map of expert load (models/routing.py expert_load): a row per MoE layer, a
+    column per expert, colour = the expert's share of its layer's load over the mean (1 = balanced)."""
     counts = np.asarray(load, dtype=float)
     mean = counts.mean(axis=1, keepdims=True)
     ratio = np.divide(counts, mean, out=np.zeros_like(counts), where=mean > 0)
     layers, experts = ratio.shape
-    fig = new_figure(min(12.0, 3 + experts * 0.08), min(9.0, 1.8 + layers * 0.18), left=0.1)
-    ax = fig.add_subplot()
-    image = ax.imshow(ratio, aspect="auto", cmap="magma", vmin=0, vmax=max(2.0, float(ratio.max())),
-                      interpolation="nearest")
-    fig.colorbar(image, ax=ax, label="load / mean load")
-    ax.set_xlabel("expert")
-    ax.set_ylabel("MoE layer")
-    set_title(fig, ax, title, 9)
-    return fig
+    table = {"layer": np.repeat(np.arange(layers), experts).tolist(), "expert": np.tile(np.arange(experts), layers).tolist(),
+             "ratio": c.numbers(ratio.ravel(), 3)}
+    tips = [c.tip("layer", "MoE layer"), c.tip("expert", "expert"), c.tip("ratio", "load / mean load", ".3~g")]
+    body = {"data": {"name": c.MAIN}, "mark": {"type": "rect", "tooltip": True},
+            "encoding": {"x": {"field": "expert", "type": "ordinal", "axis": {"title": "expert", "labelOverlap": True}},
+                         "y": {"field": "layer", "type": "ordinal", "axis": {"title": "MoE layer"}},
+                         "color": {"field": "ratio", "type": "quantitative", "title": "load / mean load",
+                                   "scale": {"scheme": "magma", "domain": [0, max(2.0, float(ratio.max(initial=0)))]}},
+                         "tooltip": tips}}
+    return Chart(fig_id, caption, c.spec(title, [], body, height=min(520, 40 + 12 * layers)), {c.MAIN: table})
 
 
-def moe_figures(data) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, 'png') of the expert-load heat map of each MoE result that recorded one
-    (at most MAX_BOXES: one per point, labelled with its routing and shape)."""
-    return built(moe_drawings(data))
+def _is_load(text) -> bool:
+    """Whether a result's expert_load_json is a load to draw: layers of expert counts, at least one of each."""
+    try:
+        load = np.asarray(json.loads(text), dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return load.ndim == 2 and load.size > 0
 
 
-def moe_drawings(data) -> list[tuple[str, str, Drawing, str]]:
-    """moe_figures, not drawn yet (figure_cache.Drawing)."""
+def moe_figures(data) -> list[Chart]:
+    """The expert-load heat map of each distinct load an MoE result recorded (at most MAX_BOXES):
+    results that recorded the very same load (two arms of one kernel A/B route alike) share one map,
+    whose caption names them all, so no two maps or captions are the same."""
     results = data.results
     if results.empty or "expert_load_json" not in results:
         return []
-    import json
-
-    rows = results[results["expert_load_json"].notna() & (results["status"] == "ok")].head(MAX_BOXES)
+    rows = results[results["expert_load_json"].notna() & (results["status"] == "ok")]
+    shared: dict[str, list[dict]] = {}
+    for r in records(rows):
+        if _is_load(r["expert_load_json"]):
+            shared.setdefault(str(r["expert_load_json"]), []).append(r)
     figures = []
-    for n, (_, row) in enumerate(rows.iterrows()):
-        routing = row.get("routing") if isinstance(row.get("routing"), str) else "natural"
-        imbalance = row.get("expert_load_imbalance")
-        tag = (f"{workload_label(row)} {row['backend']}:{row['device']} b{number(row['batch_size'])} "
-               f"routing {routing}" + (f", max/mean {imbalance:.2f}" if isinstance(imbalance, float)
-                                       and math.isfinite(imbalance) else ""))
-        figures.append((f"expert-load-{n}", f"Expert load per layer, {tag}",
-                        Drawing(expert_load_heatmap, (json.loads(row["expert_load_json"]), tag)), "png"))
+    for n, (load, group) in enumerate(list(shared.items())[:MAX_BOXES]):
+        first = group[0]
+        routing = first.get("routing") if isinstance(first.get("routing"), str) else "natural"
+        imbalance = first.get("expert_load_imbalance")
+        words = [f"{r['backend']}:{r['device']} ×{number(r.get('chips'))} {point_label(r)}" for r in group]
+        tag = (f"{workload_label(first)} routing {routing}"
+               + (f", max/mean {imbalance:.2f}" if isinstance(imbalance, float) and math.isfinite(imbalance) else ""))
+        caption = f"Expert load per layer, {tag}: " + "; ".join(dict.fromkeys(words))
+        if len(group) > 1:
+            caption += f" ({len(group)} results with this same load)"
+        figures.append(expert_load_heatmap(json.loads(load), tag, f"expert-load-{n}", caption))
+    captions = c.unique_labels([f.caption for f in figures], [str(g[0].get("file")) for g in shared.values()])
+    for figure, caption in zip(figures, captions):
+        figure.caption = caption
     return figures
 
 
-def profile_breakdown(labels: Sequence[str], profiles: Sequence[dict], title: str = ""):
+# --- profiles -----------------------------------------------------------------------------------------
+
+
+def profile_breakdown(labels: Sequence[str], profiles: Sequence[dict], files: Sequence[str], title: str,
+                      fig_id: str, caption: str) -> Chart:
     """One horizontal stacked bar per profiled point (run --profile, measure/profile.py): the
     milliseconds of its profiled pass by category, in report/profile.py's order and names."""
     from tpubench.output.report.profile import LABELS
 
-    fig = new_figure(10.0, 1.9 + 0.35 * len(labels), left=0.3, bottom_in=1.25)
-    ax = fig.add_subplot()
-    y = np.arange(len(labels))
-    left = np.zeros(len(labels))
-    colours = ["#b2182b", "#ef8a62", "#fddbc7", "#67a9cf", "#2166ac", "#a6dba0", "#762a83", "#bababa", "#f7f7f7"]
-    for colour, (category, label) in zip(colours, LABELS.items()):
-        widths = np.array([(p.get("categories") or {}).get(category, 0.0) * 1e3 for p in profiles])
-        ax.barh(y, widths, left=left, color=colour, edgecolor="#555555", linewidth=0.4, label=label)
-        left += widths
-    ax.set_yticks(y, [fit_label(str(x), 0.3 * 10 - 0.3, 8) for x in labels], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("ms in the profiled pass (one iteration)")
-    set_title(fig, ax, title, 9)
-    fig.legend(loc="lower center", ncol=5, fontsize=7, frameon=False)
-    return fig
+    labels = c.unique_labels(list(labels), list(files))
+    table: dict[str, list] = {"label": [], "category": [], "order": [], "ms": [], "source": []}
+    for label, profile, file in zip(labels, profiles, files):
+        for n, (category, name) in enumerate(LABELS.items()):
+            table["label"].append(label)
+            table["category"].append(name)
+            table["order"].append(n)
+            table["ms"].append(c.numbers([(profile.get("categories") or {}).get(category, 0.0) * 1e3])[0])
+            table["source"].append(file)
+    tips = [c.tip("label", "point"), c.tip("category", "category"), c.tip("ms", "ms", ",.4~g"), c.tip("source", "source")]
+    body = {"data": {"name": c.MAIN}, "mark": {"type": "bar", "tooltip": True}, "params": [c.legend_toggle("category")],
+            "encoding": {"y": {"field": "label", "type": "nominal", "sort": None, "title": None},
+                         "x": {"field": "ms", "type": "quantitative", "stack": True,
+                               "axis": c.axis("ms in the profiled pass (one iteration)")},
+                         "color": {"field": "category", "type": "nominal", "sort": list(LABELS.values()),
+                                   "title": None},
+                         "order": {"field": "order"}, "opacity": c.toggled(), "tooltip": tips}}
+    return Chart(fig_id, caption, c.spec(title, [], body, height=None) | {"height": {"step": 26}}, {c.MAIN: table})
 
 
-def profile_figures(data) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, 'svg') of the stacked bars of the profiled points, if any."""
-    return built(profile_drawings(data))
-
-
-def profile_drawings(data) -> list[tuple[str, str, Drawing, str]]:
-    """profile_figures, not drawn yet (figure_cache.Drawing)."""
+def profile_figures(data) -> list[Chart]:
+    """The stacked bars of the profiled points, if any."""
     from tpubench.output.report.profile import profiled
 
     rows = profiled(data.results)
     if rows.empty:
         return []
     caption = "Where the time goes: the profiled pass of each point by category (run --profile)"
-    labels = [f"{r['profile_label']} {r['backend']}:{r['device']}" for _, r in rows.iterrows()]
-    return [("profile", caption, Drawing(profile_breakdown, (labels, list(rows["profile"]), caption)), "svg")]
+    labels = [f"{r['profile_label']} {r['backend']}:{r['device']}" for r in records(rows)]
+    return [profile_breakdown(labels, list(rows["profile"]), c.texts(_column(rows, "file")), caption, "profile", caption)]
 
 
-def training_cost_vs_throughput(rows: pd.DataFrame, title: str = ""):
-    """Training tokens/s per chip (x) against $ per million training tokens (y), one point per
-    platform and plan with 95% CI whiskers on both, one colour per platform and one marker per plan,
-    MFU written beside each point. On one price the points of a platform lie on y = p*1e6/(3600*x):
-    faster per chip is cheaper, and a dearer chip must be that much faster to match."""
+# --- training -----------------------------------------------------------------------------------------
+
+
+def training_cost_vs_throughput(rows: pd.DataFrame, title: str, fig_id: str, caption: str) -> Chart:
+    """Training tokens/s per chip (x) against $ per million training tokens (y), a point per
+    platform and plan with 95% CI whiskers on both, a colour per platform (the legend toggles
+    them), a shape per plan, MFU beside each point. On one price a platform's points lie on
+    y = p*1e6/(3600*x): faster per chip is cheaper."""
     rows = rows.head(MAX_BARS)
-    fig = new_figure(10, 5.5, left=0.08)
-    ax = fig.add_subplot()
-    x = rows["train_tokens_per_s_per_chip"].to_numpy(float)
-    y = rows["train_usd_per_mtok"].to_numpy(float)
-    platforms = [platform_label(r) for _, r in rows.iterrows()]
-    colours = {p: f"C{i % 10}" for i, p in enumerate(dict.fromkeys(platforms))}
-    markers = {plan: m for plan, m in zip(pd.unique(rows["plan"]), "osD^v<>PX*")}
-    x_err = np.vstack([np.nan_to_num(x - rows["train_tokens_per_s_per_chip_ci95_low"].to_numpy(float), nan=0.0),
-                       np.nan_to_num(rows["train_tokens_per_s_per_chip_ci95_high"].to_numpy(float) - x, nan=0.0)])
-    y_err = np.vstack([np.nan_to_num(y - rows["train_usd_per_mtok_ci95_low"].to_numpy(float), nan=0.0),
-                       np.nan_to_num(rows["train_usd_per_mtok_ci95_high"].to_numpy(float) - y, nan=0.0)])
-    labelled: set[str] = set()
-    for i, (_, r) in enumerate(rows.iterrows()):
-        if not (math.isfinite(x[i]) and math.isfinite(y[i])):
-            continue
-        name = f"{platforms[i]} · {plan_label(r['plan'])}"
-        ax.errorbar(x[i], y[i], xerr=np.clip(x_err[:, i:i + 1], 0, None), yerr=np.clip(y_err[:, i:i + 1], 0, None),
-                    fmt=markers.get(r["plan"], "o"), color=colours[platforms[i]], capsize=3, ms=6,
-                    label=name if name not in labelled else None, zorder=3)
-        labelled.add(name)
-        mfu = r.get("mfu")
-        if mfu is not None and math.isfinite(float(mfu)):
-            ax.annotate(f"MFU {share(mfu)}", (x[i], y[i]), xytext=(5, 4), textcoords="offset points",
-                        fontsize=7, color=colours[platforms[i]])
-    finite = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    if finite.any():
-        log_axis(ax, "x")
-        log_axis(ax, "y")
-        ax.set_xlim(x[finite].min() / 1.5, x[finite].max() * 1.5)
-        ax.set_ylim(y[finite].min() / 1.5, y[finite].max() * 1.5)
-    ax.set_xlabel("training tokens/s per chip, 95% CI")
-    ax.set_ylabel("$ per million training tokens, 95% CI")
-    set_title(fig, ax, title or "Training: throughput per chip vs cost per million training tokens")
-    ax.grid(alpha=0.3, which="both")
-    if labelled:
-        ax.legend(fontsize=7, loc="best")
-    return fig
+    recs = records(rows)
+    table = {**_facts(rows), "series": [platform_label(r) for r in recs],
+             "x": c.numbers(rows["train_tokens_per_s_per_chip"]), "y": c.numbers(rows["train_usd_per_mtok"]),
+             "x_low": c.numbers(rows["train_tokens_per_s_per_chip_ci95_low"]),
+             "x_high": c.numbers(rows["train_tokens_per_s_per_chip_ci95_high"]),
+             "low": c.numbers(rows["train_usd_per_mtok_ci95_low"]), "high": c.numbers(rows["train_usd_per_mtok_ci95_high"]),
+             "mfu": [f"MFU {share(v)}" if v is not None and math.isfinite(float(v)) else ""
+                     for v in pd.to_numeric(_column(rows, "mfu"), errors="coerce")],
+             "price_as_of": c.texts(_column(rows, "price_as_of"))}
+    filters = [f for f in c.FILTERS if f in table]
+    x = {"field": "x", "type": "quantitative", "scale": c.log_scale(), "axis": c.axis("training tokens/s per chip, 95% CI")}
+    y = {"field": "y", "type": "quantitative", "scale": c.log_scale(), "axis": c.axis("$ per million training tokens, 95% CI")}
+    colour = {"field": "series", "type": "nominal", "title": None}
+    tips = [c.tip("config", "configuration"), c.tip("plan", "plan"), c.tip("y", "$/M training tokens", "$,.4~g"),
+            c.tip("interval", "95% CI, $/M training tokens"), c.tip("x", "tokens/s per chip", ",.4~g"),
+            c.tip("source", "source"), c.tip("price_as_of", "price as of")]
+    layers = [
+        {"mark": "rule", "encoding": {"x": {**x, "field": "x_low"}, "x2": {"field": "x_high"}, "y": y, "color": colour,
+                                      "opacity": c.toggled()}},
+        {"mark": "rule", "encoding": {"x": x, "y": {**y, "field": "low"}, "y2": {"field": "high"}, "color": colour,
+                                      "opacity": c.toggled()}},
+        {"mark": {"type": "point", "filled": True, "size": 70, "tooltip": True}, "params": [c.legend_toggle("series")],
+         "encoding": {"x": x, "y": y, "color": colour, "shape": {"field": "plan", "type": "nominal"},
+                      "opacity": c.toggled(), "tooltip": tips}},
+        {"mark": {"type": "text", "align": "left", "dx": 6, "dy": -6, "fontSize": 10},
+         "encoding": {"x": x, "y": y, "text": {"field": "mfu"}, "color": colour}},
+    ]
+    body = {"data": {"name": c.MAIN}, "transform": c.filter_transform(filters) + [
+        {"calculate": c.interval_expr("low", "high", "$"), "as": "interval"}], "layer": layers}
+    return Chart(fig_id, caption, c.spec(title, filters, body, height=380), {c.MAIN: table})
 
 
-def training_drawings(training: pd.DataFrame) -> list[tuple[str, str, Drawing, str]]:
-    """(id, caption, Drawing, 'svg') per workload of a training summary (report/training.py), not
-    drawn yet (figure_cache.Drawing)."""
+def training_figures(training: pd.DataFrame) -> list[Chart]:
+    """One per workload of a training summary (report/training.py)."""
     if training is None or training.empty:
         return []
     figures = []
@@ -675,50 +522,133 @@ def training_drawings(training: pd.DataFrame) -> list[tuple[str, str, Drawing, s
     for n, (workload, scale) in enumerate(pairs[:MAX_WORKLOADS]):
         tag = workload_label({"workload": workload, "scale": scale})
         rows = training[_same(training, "workload", workload) & _same(training, "scale", scale)]
-        figures.append((f"train-{n}", f"Training tokens/s per chip vs $ per million training tokens, {tag}",
-                        Drawing(training_cost_vs_throughput, (rows, f"Training: throughput per chip vs cost, {tag}")),
-                        "svg"))
+        figures.append(training_cost_vs_throughput(
+            rows, f"Training: throughput per chip vs cost, {tag}", f"train-{n}",
+            f"Training tokens/s per chip vs $ per million training tokens, {tag}"))
     return figures
 
 
-def answer_tradeoff(sweeps: pd.DataFrame, tpot_bound_s: float | None, title: str):
-    """One workload's options along their sweeps: blended $/Mtok against output tokens/s per user
-    (both log scales), one panel per plan (the first two), a line per option through its loads,
-    its operating point at the SLO ringed; the TPOT bound drawn as the per-user speed the SLO asks
-    for (points left of it miss it)."""
-    plans = list(pd.unique(sweeps["plan"]))[:2]
-    fig = new_figure(10 if len(plans) > 1 else 6.5, 4.2, top_in=0.6)
-    axes = fig.subplots(1, len(plans), squeeze=False, sharey=True)[0]
-    for ax, plan in zip(axes, plans):
-        mine = sweeps[sweeps["plan"] == plan]
-        for n, (option, rows) in enumerate(mine.groupby("option", sort=False)):
-            line = rows[~rows["chosen"].astype(bool)].sort_values("load")
-            colour = f"C{n % 10}"
-            ax.plot(line["tokens_per_s_per_user"], line["usd_per_mtok"], marker=".", color=colour, linewidth=1,
-                    label=f"{option} ({line['source'].iloc[0] if len(line) else ''})")
-            chosen = rows[rows["chosen"].astype(bool)]
-            ax.scatter(chosen["tokens_per_s_per_user"], chosen["usd_per_mtok"], s=90, facecolors="none",
-                       edgecolors=colour, linewidths=1.5, zorder=3)
-        if tpot_bound_s:
-            ax.axvline(1 / tpot_bound_s, color="black", linestyle="--", linewidth=0.8)
-            ax.text(1 / tpot_bound_s, 1.0, " SLO", transform=ax.get_xaxis_transform(), fontsize=8, va="top")
-        log_axis(ax, "x")
-        log_axis(ax, "y")
-        ax.set_title(plan_label(plan), fontsize=9, loc="left", y=TITLE_Y)
-        ax.set_xlabel("output tokens/s per user (1 / TPOT)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("blended $ per million tokens")
-    axes[-1].legend(fontsize=7, loc="upper right", frameon=False)
-    set_suptitle(fig, title, fontsize=11)
-    return fig
+# --- published ----------------------------------------------------------------------------------------
 
 
-def answer_drawings(data) -> list[tuple[str, str, Drawing, str]]:
-    """(id, caption, Drawing, kind) per workload of the answer with a sweep to draw."""
-    sweeps = data.answer.sweeps
-    if sweeps.empty:
+def published_beside_yours(rows: pd.DataFrame, title: str, fig_id: str, caption: str) -> Chart:
+    """Your points (black, each labelled with its deviation from the front) over the published
+    Pareto fronts they were compared with: a dashed line per publisher, accelerator and precision."""
+    fronts = rows.drop_duplicates(["publisher", "published_accelerator", "published_precision"])
+    front: dict[str, list] = {"series": [], "x": [], "y": [], "chip": [], "precision": []}
+    for r in records(fronts):
+        name = (f"{r['publisher']} {r['published_accelerator']} {r['published_precision']} "
+                f"({r['published_frameworks']})")
+        for fx, fy in r["front"]:
+            front["series"].append(name)
+            front["x"] += c.numbers([fx])
+            front["y"] += c.numbers([fy])
+            front["chip"].append(str(r["published_accelerator"]))
+            front["precision"].append(str(r["published_precision"]))
+    points = rows.drop_duplicates("file")
+    deviation = pd.to_numeric(points["deviation"], errors="coerce")
+    mine = {"x": c.numbers(points["interactivity_tokens_per_s"]), "y": c.numbers(points["output_tokens_per_s_per_chip"]),
+            "deviation": [f"{d:+.0%}" if math.isfinite(d) else "" for d in deviation],
+            "config": [configuration(r, "accelerator") for r in records(points)], "source": c.texts(points["file"])}
+    x = {"field": "x", "type": "quantitative", "scale": c.log_scale(),
+         "axis": c.axis("interactivity: 1 / median TPOT (tokens/s per user)")}
+    y = {"field": "y", "type": "quantitative", "scale": c.log_scale(), "axis": c.axis("output tokens/s per chip")}
+    filters = ["chip", "precision"]
+    layers = [
+        {"data": {"name": c.MAIN}, "transform": c.filter_transform(filters),
+         "mark": {"type": "line", "strokeDash": [5, 3], "point": {"shape": "square", "size": 30}, "tooltip": True},
+         "params": [c.legend_toggle("series")],
+         "encoding": {"x": x, "y": y, "color": {"field": "series", "type": "nominal", "title": None},
+                      "opacity": c.toggled(), "tooltip": [c.tip("series", "published front"), c.tip("x", "tokens/s per user",
+                                                                                                  ",.4~g"),
+                                                          c.tip("y", "tokens/s per chip", ",.4~g")]}},
+        {"data": {"name": "yours"}, "mark": {"type": "point", "filled": True, "color": "black", "size": 60,
+                                             "tooltip": True},
+         "encoding": {"x": x, "y": y, "tooltip": [c.tip("config", "configuration"), c.tip("deviation", "vs the front"),
+                                                  c.tip("source", "source")]}},
+        {"data": {"name": "yours"}, "mark": {"type": "text", "dx": 8, "dy": -8, "align": "left"},
+         "encoding": {"x": x, "y": y, "text": {"field": "deviation"}}},
+    ]
+    return Chart(fig_id, caption, c.spec(title, filters, {"layer": layers}, height=360), {c.MAIN: front, "yours": mine})
+
+
+def published_figures(data) -> list[Chart]:
+    """Per workload with a published comparison (ReportData.published)."""
+    rows = data.published
+    if rows is None or rows.empty:
         return []
     out = []
+    for n, ((workload, scale), group) in enumerate(rows.groupby(["workload", "scale"], sort=False, dropna=False)):
+        if n >= MAX_WORKLOADS:
+            break
+        tag = workload_label({"workload": workload, "scale": scale})
+        caption = f"Yours beside published results, {tag}"
+        out.append(published_beside_yours(group, caption, f"published-{n}", caption))
+    return out
+
+
+# --- the answer ---------------------------------------------------------------------------------------
+
+ANSWER_PLANS = 2       # panels: the first two plans (the table has them all)
+
+
+def answer_tradeoff(sweeps: pd.DataFrame, options: pd.DataFrame, tpot_bound_s: float | None, title: str,
+                    fig_id: str, caption: str) -> Chart:
+    """One workload's options along their sweeps: blended $/Mtok against output tokens/s per user
+    (both log scales), a panel per plan (the first two), a line per option through its loads (the
+    legend toggles them), its operating point at the SLO ringed; the TPOT bound drawn as the
+    per-user speed the SLO asks for (points left of it miss it)."""
+    plans = list(pd.unique(sweeps["plan"]))[:ANSWER_PLANS]
+    sweeps = sweeps[sweeps["plan"].isin(plans)]
+    keys = ["workload", "plan", "option"]
+    facts = options.drop_duplicates(keys).set_index(keys)
+    at = pd.MultiIndex.from_frame(sweeps[keys])
+    fact = facts.reindex(at)
+    sources = sweeps["source"].astype(str).to_numpy()
+    table = {"plan": [plan_label(str(p)) for p in sweeps["plan"]], "option": c.texts(sweeps["option"]),
+             "series": [f"{o} ({s})" for o, s in zip(sweeps["option"], sources)], "source": c.texts(sources),
+             "chip": c.texts(fact["accelerator"]), "precision": c.texts(fact["precision"]),
+             "x": c.numbers(sweeps["tokens_per_s_per_user"]), "y": c.numbers(sweeps["usd_per_mtok"]),
+             "load": c.numbers(sweeps["load"]), "chosen": c.flags(sweeps["chosen"].astype(bool)),
+             "low": c.numbers(fact["usd_per_mtok_low"]), "high": c.numbers(fact["usd_per_mtok_high"]),
+             "interval_kind": c.texts(fact["interval"]), "price_as_of": c.texts(fact["price_as_of"]),
+             "reference": c.texts(fact["reference"])}
+    filters = ["plan", "chip", "precision"]
+    x = {"field": "x", "type": "quantitative", "scale": c.log_scale(), "axis": c.axis("output tokens/s per user (1 / TPOT)")}
+    y = {"field": "y", "type": "quantitative", "scale": c.log_scale(), "axis": c.axis("blended $ per million tokens")}
+    colour = {"field": "series", "type": "nominal", "title": None}
+    tips = [c.tip("series", "option"), c.tip("load", "load", ",~g"), c.tip("y", "$/Mtok", "$,.4~g"),
+            c.tip("x", "tokens/s per user", ",.4~g"), c.tip("interval", "interval at its operating point"),
+            c.tip("reference", "source"), c.tip("price_as_of", "price as of")]
+    layers = [
+        {"transform": [{"filter": "!datum.chosen"}], "mark": {"type": "line", "point": True, "tooltip": True},
+         "params": [c.legend_toggle("series")],
+         "encoding": {"x": x, "y": y, "color": colour, "order": {"field": "load"}, "opacity": c.toggled(),
+                      "tooltip": tips}},
+        {"transform": [{"filter": "datum.chosen"}],
+         "mark": {"type": "point", "filled": False, "size": 160, "strokeWidth": 2, "tooltip": True},
+         "encoding": {"x": x, "y": y, "color": colour, "opacity": c.toggled(), "tooltip": tips}},
+    ]
+    if tpot_bound_s:
+        layers.append({"mark": {"type": "rule", "strokeDash": [4, 3], "color": "black"},
+                       "encoding": {"x": {"datum": 1 / tpot_bound_s, "type": "quantitative"}}})
+        layers.append({"mark": {"type": "text", "align": "left", "baseline": "top", "dx": 3, "y": 2, "text": "SLO"},
+                       "encoding": {"x": {"datum": 1 / tpot_bound_s, "type": "quantitative"}}})
+    interval = ("datum.chosen ? (" + c.interval_expr("low", "high", "$") + ") + ' (' + datum.interval_kind + ')'"
+                " : 'at its operating point only'")
+    body = {"data": {"name": c.MAIN},
+            "transform": c.filter_transform(filters) + [{"calculate": interval, "as": "interval"}],
+            "facet": {"column": {"field": "plan", "type": "nominal", "title": None, "sort": [plan_label(p) for p in plans]}},
+            "spec": {"width": 360, "height": 300, "layer": layers}, "resolve": {"scale": {"y": "shared"}}}
+    return Chart(fig_id, caption, c.spec(title, filters, body), {c.MAIN: table})
+
+
+def answer_figures(data) -> dict[str, Chart]:
+    """The answer's figure of each workload (at most MAX_WORKLOADS) with a sweep to draw, by workload."""
+    sweeps = data.answer.sweeps
+    if sweeps.empty:
+        return {}
+    out = {}
     for n, (workload, rows) in enumerate(sweeps.groupby("workload", sort=False)):
         rows = rows[np.isfinite(rows["usd_per_mtok"].astype(float)) & np.isfinite(rows["tokens_per_s_per_user"].astype(float))]
         if rows.empty or n >= MAX_WORKLOADS:
@@ -726,8 +656,8 @@ def answer_drawings(data) -> list[tuple[str, str, Drawing, str]]:
         slo = data.answer.slos.get(workload)
         caption = (f"{workload}: $/Mtok against tokens/s per user along each option's loads, its operating point "
                    f"at the SLO ringed")
-        out.append((f"answer-{n}", caption,
-                    Drawing(answer_tradeoff, (rows.reset_index(drop=True), slo.tpot_s if slo else None, caption)), "svg"))
+        chart = answer_tradeoff(rows.reset_index(drop=True), data.answer.options, slo.tpot_s if slo else None, caption,
+                                f"answer-{n}", caption)
+        chart.facets = {"workload": workload_label({"workload": workload, "scale": FULL_SCALE})}
+        out[workload] = chart
     return out
-
-

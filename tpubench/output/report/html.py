@@ -1,5 +1,6 @@
-"""One self-contained HTML file: inline CSS, figures as base64 PNG, no scripts, no external URLs
-(source URLs are printed as text, not links, so opening the file fetches nothing)."""
+"""One self-contained HTML file: inline CSS, tables, and figures the browser draws from their data
+with the charting scripts inlined in the page (report/chart_page.py); no external URL (source URLs
+are printed as text, not links), so opening the file fetches nothing, and it works offline."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from tpubench.output.report import answer, headline, kernel_speedups, published,
 from tpubench.output.report import format as f
 from tpubench.output.report import profile as profile_section
 from tpubench.output.report.data import ReportData
-from tpubench.output.report.html_parts import escape_html, figures_drawn_together, html_figures, html_table
+from tpubench.output.report.html_parts import charts_on_page, escape_html, html_figures, html_table
 from tpubench.output.report.sections import section_of
 from tpubench.records.columns import records
 from tpubench.scenarios import registry
@@ -35,7 +36,11 @@ tr.invalid td{background:#fff0f0}tr.invalid td.validity{color:#b00020;font-weigh
 .glance td.wrap,.glance th:first-child,.glance td:first-child{min-width:10rem}
 .glance td.num,.glance td:nth-child(2){white-space:nowrap}
 .note{color:#555;font-size:.85rem}figure{margin:1rem 0;max-width:100%}figcaption{font-size:.85rem;color:#444}
-img{max-width:100%;height:auto;box-sizing:border-box;border:1px solid #eee}
+figure.chart{border:1px solid #eee;padding:.5rem}figure.chart .vis{width:100%;overflow-x:auto}
+figure.chart .vega-embed{width:100%;display:flex}
+.chart-filters{position:sticky;top:0;z-index:3;background:#fafbfc;border:1px solid #d8dde3;padding:.4rem .6rem;
+margin:.5rem 0;font-size:.85rem}.chart-filters label{margin-right:.8rem;white-space:nowrap}
+.chart-filters select{max-width:16rem}#vg-tooltip-element{font-size:.8rem}
 .verdict-cheapest{font-weight:600;color:#0a7d32}.verdict-dearer{color:#8a1c1c}
 tr.listed td{color:#5b6470}p.verdict{margin:.4rem 0 .2rem}
 @media (max-width:800px){body{margin:1rem auto;padding:0 .5rem}
@@ -56,9 +61,9 @@ def _published(data: ReportData, figures: bool = True) -> list[str]:
                                      else "verdict-dearer" if v.startswith("differs") else ""}))
     body.append(f'<p class="note">{escape_html(published.NOTE)}</p>')
     if figures:
-        from tpubench.output.report.figures import published_drawings
+        from tpubench.output.report.figures import published_figures
 
-        body.append(html_figures(data, published_drawings))
+        body.append(html_figures(published_figures(data)))
     return body
 
 
@@ -70,7 +75,7 @@ def _published_list(data: ReportData, max_rows: int, figures: bool = True) -> li
     body = [f"<h2>Published results (not measured here): {len(rows)} row(s), "
             f"{escape_html(published_list.counts(rows))}</h2>"]
     if figures:
-        body.append(html_figures(data, published_list.drawings))
+        body.append(html_figures(published_list.figures(data)))
     body.append(html_table(published_list.HEADERS, [published_list.cells(r) for r in records(rows.head(max_rows))],
                        published_list.NUMERIC, wrap=published_list.WRAP))
     if len(rows) > max_rows:
@@ -88,11 +93,10 @@ def _with_code(text: str) -> str:
 
 def _answer(data: ReportData, figures: bool) -> list[str]:
     """Per workload the answer's block (report/answer.py's layout), then the workload's figure."""
-    from tpubench.output.report.figures import answer_drawings
+    from tpubench.output.report.figures import answer_figures
 
     result, body = data.answer, []
-    drawings = {caption.split(":")[0]: (fig_id, caption, d, kind) for fig_id, caption, d, kind in answer_drawings(data)} \
-        if figures else {}
+    drawings = answer_figures(data) if figures else {}
     for workload in result.workloads():
         rows, verdicts = result.of(workload)
         body.append(f"<h3>{escape_html(workload)}: the answer</h3>")
@@ -125,7 +129,7 @@ def _answer(data: ReportData, figures: bool) -> list[str]:
             body.append("<p>Prices not in the table:</p><ul>" + "".join(
                 f"<li>[n{n}] {escape_html(why)}</li>" for why, n in notes.items()) + "</ul>")
         if workload in drawings:
-            body.append(html_figures(data, lambda _data, d=drawings[workload]: [d]))
+            body.append(html_figures([drawings[workload]]))
     if result.workloads():
         body.append(f'<p class="note">{escape_html(answer.NOTE)}</p>')
         body += [f'<p class="note">{escape_html(n)}</p>' for n in result.notes]
@@ -149,33 +153,46 @@ def _glance(data: ReportData, figures: bool = True) -> list[str]:
     return body + ["</section>"]
 
 
-def _page(body: list[str]) -> str:
+_FILTERS_HERE = "<!--chart-filters-->"     # where the page's figure filters go, once its charts are known
+
+
+def _page(body: list[str], charts: list) -> str:
+    """The whole page; with charts, the filters over them (where the body marks) and the scripts that
+    draw them (report/chart_page.py)."""
+    text = "".join(body)
+    scripts = ""
+    if charts:
+        from tpubench.output.report.chart_page import filter_bar
+        from tpubench.output.report.chart_page import scripts as chart_scripts
+
+        text = text.replace(_FILTERS_HERE, filter_bar(charts), 1)
+        scripts = chart_scripts()
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<title>tpubench cost report</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+            f"<style>{_CSS}</style></head><body>{text.replace(_FILTERS_HERE, '')}{scripts}</body></html>")
 
 
 def render_answer_html(data: ReportData, figures: bool = True) -> str:
     """Only the answer (`tpubench report --table answer --format html`)."""
     counts = _with_code(headline.row_counts(data))
-    return _page(['<section class="glance" id="answer"><h2>The answer</h2>', f"<p>{counts}</p>",
-                  *_answer(data, figures), "</section>"])
+    with charts_on_page() as charts:
+        body = ['<section class="glance" id="answer"><h2>The answer</h2>', f"<p>{counts}</p>", _FILTERS_HERE,
+                *_answer(data, figures), "</section>"]
+    return _page(body, charts)
 
 
 def render_html(data: ReportData, max_rows: int = 200, figures: bool = True) -> str:
-    # The page is built with a placeholder for each figure, then every figure not cached is drawn
-    # at once, side by side on the CPUs (html_parts.figures_drawn_together).
-    with figures_drawn_together() as batch:
-        page = _report_page(data, max_rows, figures)
-    return batch.fill(page)
+    with charts_on_page() as charts:
+        body = _report_body(data, max_rows, figures)
+    return _page(body, charts)
 
 
-def _report_page(data: ReportData, max_rows: int, figures: bool) -> str:
+def _report_body(data: ReportData, max_rows: int, figures: bool) -> list[str]:
     body = ["<h1>tpubench cost report</h1>",
             f"<p>Generated {escape_html(data.generated_at)} by tpubench {escape_html(data.tpubench_version)}. "
             f"{escape_html(headline.status_counts(data))} Plans: "
-            f"{escape_html(', '.join(f.plan_label(p) for p in data.plans) or 'none')}.</p>"]
+            f"{escape_html(', '.join(f.plan_label(p) for p in data.plans) or 'none')}.</p>", _FILTERS_HERE]
     body += _glance(data, figures)
     if data.warnings:
         body.append('<div class="warn"><strong>Warnings</strong><ul>'
@@ -203,4 +220,4 @@ def _report_page(data: ReportData, max_rows: int, figures: bool) -> str:
     body.append(html_table(["Source", "As of", "Age (days)", "Instance rows"],
                        [[r.source, r.as_of, f"{r.age_days}" + (" (stale)" if r.stale else ""), r.instance_rows]
                         for r in data.price_sources.itertuples()], {2, 3}, wrap={0}))
-    return _page(body)
+    return body

@@ -1,13 +1,10 @@
-"""The pieces every HTML section is made of: escaped text, a table, inline figures. Apart from
+"""The pieces every HTML section is made of: escaped text, a table, figures. Apart from
 html.py (the page) so that a unit's own section (report/sections.py) builds with them without
 importing the page that lays the sections out."""
 
 from __future__ import annotations
 
-import base64
 import html
-import re
-import secrets
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -36,59 +33,30 @@ def html_table(headers, rows, numeric=frozenset(), row_classes=None, cell_classe
     return "".join(out)
 
 
-# While a page is built (figures_drawn_together), each figure's place: drawn all at once at the end.
-_batch: ContextVar[_FigureBatch | None] = ContextVar("figure_batch", default=None)
-
-
-class _FigureBatch:
-    """The figures of one page, each with a placeholder in the page's text that `fill` replaces
-    with the encoded figure; the placeholders carry a random token, which no text of the page has."""
-
-    def __init__(self) -> None:
-        self.items: list = []
-        self.token = secrets.token_hex(8)
-
-    def place(self, drawing, kind: str) -> str:
-        self.items.append((drawing, kind))
-        return f"\x00{self.token}:{len(self.items) - 1}\x00"
-
-    def fill(self, text: str) -> str:
-        if not self.items:
-            return text
-        from tpubench.output.report.figures import encode_drawings
-
-        urls = [_data_url(mime, blob) for mime, blob in encode_drawings(self.items)]
-        return re.sub(f"\x00{self.token}:(\\d+)\x00", lambda m: urls[int(m.group(1))], text)
+# While a page is built (charts_on_page), the charts its sections placed: the page then adds the
+# filters over them and the scripts that draw them (report/chart_page.py), once.
+_placed: ContextVar[list | None] = ContextVar("charts_placed", default=None)
 
 
 @contextmanager
-def figures_drawn_together():
-    """Within it, html_figures leaves a placeholder for each figure; the batch's `fill(page)`
-    draws every figure not cached at once (side by side on the CPUs, report/figure_cache.py)."""
-    batch = _FigureBatch()
-    reset = _batch.set(batch)
+def charts_on_page():
+    """Within it, html_figures records each chart it places in the list this yields."""
+    placed: list = []
+    reset = _placed.set(placed)
     try:
-        yield batch
+        yield placed
     finally:
-        _batch.reset(reset)
+        _placed.reset(reset)
 
 
-def _data_url(mime: str, blob: bytes) -> str:
-    return f"data:{mime};base64,{base64.b64encode(blob).decode('ascii')}"
+def html_figures(charts) -> str:
+    """The figures of `charts` (report/charts.Chart), drawn by the browser (report/chart_page.py)."""
+    from tpubench.output.report.chart_page import figure_html
+
+    placed = _placed.get()
+    if placed is not None:
+        placed.extend(charts)
+    return "".join(figure_html(chart) for chart in charts)
 
 
-def html_figures(data, make=None) -> str:
-    """The figures `make(data)` lists, (id, caption, figure_cache.Drawing, kind) each (default:
-    figures.report_drawings), inline; a figure cached from equal inputs is not drawn."""
-    from tpubench.output.report.figures import encode_drawing, report_drawings
-
-    parts = []
-    batch = _batch.get()
-    for fig_id, caption, drawing, kind in (make or report_drawings)(data):
-        src = batch.place(drawing, kind) if batch is not None else _data_url(*encode_drawing(drawing, kind))
-        parts.append(f'<figure id="{escape_html(fig_id)}"><img class="figure" alt="{escape_html(caption)}" '
-                     f'src="{src}"><figcaption>{escape_html(caption)}</figcaption></figure>')
-    return "".join(parts)
-
-
-__all__ = ["escape_html", "figures_drawn_together", "html_figures", "html_table"]
+__all__ = ["charts_on_page", "escape_html", "html_figures", "html_table"]

@@ -277,12 +277,20 @@ def statement(row) -> str:
         return f"{row['arm']}: {row['status']}" + (f": {reason}" if reason else "")
     if row["is_baseline"]:
         return f"{row['baseline']}: baseline"
-    if _text(row["baseline"]) is None:
-        return (f"{row['arm']}: no speed-up: this point has no {EAGER_LOOP} (torch eager in tpubench's loop) "
-                "or generate() arm that ran")
+    if _text(row["baseline"]) is None:      # the group's note says why, once (no_baseline_note)
+        return f"{row['arm']}: no baseline"
     if not finite(row["speedup"]):
         return f"{row['arm']} vs {row['baseline']}: {MISSING} (no TPOT)"
     return f"{row['arm']} vs {row['baseline']}: {times(row['speedup'], row['speedup_ci95_low'], row['speedup_ci95_high'])}"
+
+
+NO_BASELINE = (f"No speed-up: this point has no {EAGER_LOOP} (torch eager in tpubench's loop) or generate() arm "
+               "that ran; `tpubench compare` pairs any two of its results.")
+
+
+def no_baseline_note(group: pd.DataFrame) -> str | None:
+    """What a group without a baseline says once, under its title (its rows only say 'no baseline')."""
+    return NO_BASELINE if group["baseline"].map(_text).isna().all() else None
 
 
 def _validity(row) -> str:
@@ -335,7 +343,8 @@ def markdown(table: pd.DataFrame, render) -> list[str]:
     groups, left_out = _groups(table)
     out = [f"## {TITLE}", ""]
     for title, g in groups:
-        out += [f"### {title}", "", render(HEADERS, [cells(r) for _, r in g.iterrows()]), ""]
+        note = no_baseline_note(g)
+        out += [f"### {title}", "", *([note, ""] if note else []), render(HEADERS, [cells(r) for _, r in g.iterrows()]), ""]
     if left_out:
         out += [_left_out(left_out), ""]
     return out + [f"- {NOTE}", ""]
@@ -349,6 +358,9 @@ def html(table: pd.DataFrame, render, escape) -> list[str]:
     out = [f"<h2>{escape(TITLE)}</h2>"]
     for title, g in groups:
         out.append(f"<h3>{escape(title)}</h3>")
+        note = no_baseline_note(g)
+        if note:
+            out.append(f'<p class="note">{escape(note)}</p>')
         out.append(render(HEADERS, [cells(r) for _, r in g.iterrows()], NUMERIC,
                           ["invalid" if is_marked(r) else "" for _, r in g.iterrows()],
                           {5: lambda v: "validity"}))

@@ -105,7 +105,9 @@ def _glance(data: ReportData) -> list[str]:
     return out
 
 
-def render_markdown(data: ReportData, max_rows: int = 200) -> str:
+def render_markdown(data: ReportData, max_rows: int = 200, images=None, html_name: str | None = None) -> str:
+    """The markdown report; its figures as the `images` written for it (report/chart_images.Image:
+    `tpubench report --figures`), else a line pointing to the HTML report (`html_name`: its file)."""
     out = ["# tpubench cost report", "",
            f"Generated {data.generated_at} by tpubench {data.tpubench_version}. {headline.status_counts(data)} Plans: "
            f"{', '.join(f.plan_label(p) for p in data.plans) or 'none'}.", ""]
@@ -122,5 +124,21 @@ def render_markdown(data: ReportData, max_rows: int = 200) -> str:
     out += _published_list(data, max_rows)
     out += _unpriced(data)
     out += _sources(data)
-    out += ["", "Figures (cost by platform, throughput vs interactivity, latency) are in `--format html`.", ""]
-    return "\n".join(out)
+    return "\n".join(out + _figures(images, html_name))
+
+
+def _figures(images, html_name: str | None) -> list[str]:
+    """The figures section: each image with its caption, or where the figures are drawn."""
+    if images:
+        out = ["## Figures", ""]
+        for image in images:
+            out += [f"![{_alt(image.caption)}]({image.path.as_posix()})", "", f"*{image.caption}*", ""]
+        return out
+    where = f"[{html_name}]({html_name}) (`--format html --out {html_name}`)" if html_name else "`--format html`"
+    return ["", f"Figures (the answer's options, cost by platform, throughput vs interactivity, latency, published rows) "
+                f"are drawn interactively in the HTML report: {where}; `--figures` writes them as images beside "
+                "this file.", ""]
+
+
+def _alt(text: str) -> str:
+    return text.replace("[", "(").replace("]", ")")

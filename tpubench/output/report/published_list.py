@@ -124,20 +124,11 @@ def counts(published: pd.DataFrame) -> str:
     return ", ".join(f"{name} {n}" for name, n in sorted(fam.items()))
 
 
-def figures(data) -> list[tuple[str, str, object, str]]:
-    """(id, caption, Figure, kind): per model class (model_class; the FIGURE_MODELS with the most
-    rows), one horizontal bar per configuration (the fastest row of each chip, stack, precision and
-    lengths, at most FIGURE_BARS): output tokens/s per chip, coloured by chip family, labelled with
-    the accelerator, model, lengths, load and publisher."""
-    from tpubench.output.report.figures import built
-
-    return built(drawings(data))
-
-
-def drawings(data) -> list:
-    """figures, not drawn yet: (id, caption, figure_cache.Drawing, kind)."""
-    from tpubench.output.report.figure_cache import Drawing
-
+def figures(data) -> list:
+    """Per model class (model_class; the FIGURE_MODELS with the most rows) a charts.Chart of one
+    horizontal bar per configuration (the fastest row of each chip, stack, precision and lengths,
+    at most FIGURE_BARS): output tokens/s per chip, coloured by chip family, labelled with the
+    accelerator, model, lengths, load and publisher."""
     rows = listing(getattr(data, "published_list", None))
     if rows.empty:
         return []
@@ -151,49 +142,54 @@ def drawings(data) -> list:
     best = best.drop_duplicates(["_class", "accelerator", "framework", "precision", "input_length", "output_length"])
     rows = best.groupby("_class", sort=False).head(FIGURE_BARS)
     # One stable sort with the class first puts each class's rows together, in the order a sort of
-    # that class alone gives; then one conversion to records (a few pandas calls per figure cost
-    # more than the rows themselves).
+    # that class alone gives; then one conversion to records.
     rows = rows.sort_values(["_class", "family", "accelerator", "model"], kind="stable").reset_index(drop=True)
     recs = records(rows)
     at_of = rows.groupby("_class", sort=False).indices
     out = []
     for n, model in enumerate(order):
-        at = at_of[model]
-        labels = [f"{c[2]}  {str(r['model']).split('/')[-1]}  {c[6]}  {c[7]}  ({str(r['publisher']).split(' (')[0]})"
-                  for c, r in ((cells(recs[i]), recs[i]) for i in at)]
         caption = (f"Published reference points, {model}: output tokens/s per chip as published "
                    "(not measured here; the fastest row of each chip, stack, precision and lengths; each bar "
                    "names its model, lengths in/out and load)")
-        speed_and_family = rows.loc[at, ["output_tokens_per_s_per_chip", "family"]].reset_index(drop=True)
-        out.append((f"published-ref-{n}", caption, Drawing(bars, (speed_and_family, labels, model)), "svg"))
+        out.append(bars([recs[i] for i in at_of[model]], model, f"published-ref-{n}", caption))
     return out
 
 
-def bars(group: pd.DataFrame, labels: list[str], model: str):
-    """One model class's figure: a bar per row of `group` (its output tokens/s per chip and chip
-    family), labelled `labels`."""
-    from matplotlib.patches import Patch
+COLOURS = {"TPU": "#1a73e8", "NVIDIA GPU": "#76b900", "AMD GPU": "#ed1c24", "Trainium": "#ff9900"}
 
-    from tpubench.output.report.figures import fit_label, label_margin, log_axis, new_figure, set_title
 
-    colours = {"TPU": "#1a73e8", "NVIDIA GPU": "#76b900", "AMD GPU": "#ed1c24", "Trainium": "#ff9900"}
-    left = label_margin(labels, 7, 11, cap=0.5)
-    labels = [fit_label(t, left * 11 - 0.3, 7) for t in labels]
-    fig = new_figure(11, max(2.2, 1.3 + 0.22 * len(group)), left=left)     # room for the legend
-    ax = fig.add_subplot()
-    y = range(len(group))
-    speed = group["output_tokens_per_s_per_chip"].astype(float)
-    # Bars start at the decade below the slowest row (a log axis has no zero); over more than
-    # three decades 1-2-5 ticks would crowd, so decades alone.
-    low, high = 10 ** math.floor(math.log10(speed.min())), speed.max() * 1.6
-    ax.barh(list(y), speed - low, left=low, color=[colours.get(f, "#888888") for f in group["family"]])
-    ax.set_yticks(list(y), labels, fontsize=7)
-    ax.set_ylim(len(group) - 0.5, -0.5)          # first row on top, no empty band
-    log_axis(ax, "x", (1.0, 2.0, 5.0) if high / low <= 1e3 else (1.0,))
-    ax.set_xlim(low, high)
-    ax.set_xlabel("published output tokens/s per chip (log scale)")
-    ax.legend(handles=[Patch(color=colour, label=fam) for fam, colour in colours.items()
-                       if (group["family"] == fam).any()], fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3, axis="x", which="both")
-    set_title(fig, ax, f"Published (not measured here), {model}: output tokens/s per chip", 9)
-    return fig
+def bars(recs: list[dict], model: str, fig_id: str, caption: str):
+    """One model class's chart: a bar per published row (its output tokens/s per chip on a log
+    axis, coloured by chip family; the legend toggles families), each labelled and with a tooltip
+    naming its configuration, publisher, reference and date."""
+    from tpubench.estimate.models import row_precision
+    from tpubench.output.report import charts as c
+
+    cells_of = [cells(r) for r in recs]
+    # Precision as the answer and the other charts name it ('fp8', 'w fp4 / a fp4 / kv bf16'), so one
+    # filter value picks a precision everywhere; the publisher's own word where it says too little.
+    precision = [(p.label if p else x[5]) for p, x in zip(map(row_precision, recs), cells_of)]
+    labels = [f"{x[2]}  {str(r['model']).split('/')[-1]}  {x[6]}  {x[7]}  ({str(r['publisher']).split(' (')[0]})"
+              for x, r in zip(cells_of, recs)]
+    table = {"label": c.unique_labels(labels, [x[3] for x in cells_of], [x[13] for x in cells_of]),
+             "speed": c.numbers([r["output_tokens_per_s_per_chip"] for r in recs]),
+             "family": [str(r["family"]) for r in recs], "chip": [str(_value(r, "accelerator") or MISSING) for r in recs],
+             "precision": precision, "config": [f"{x[2]} {x[4]} {x[5]}, {x[6]} in/out, {x[7]}"
+                                                               for x in cells_of],
+             "publisher": [x[3] for x in cells_of], "source": [x[14] for x in cells_of], "date": [x[13] for x in cells_of]}
+    low = 10 ** math.floor(math.log10(min(v for v in table["speed"] if v)))
+    families = [f for f in COLOURS if f in set(table["family"])] + sorted(set(table["family"]) - set(COLOURS))
+    colour = {"field": "family", "type": "nominal", "title": None,
+              "scale": {"domain": families, "range": [COLOURS.get(f, "#888888") for f in families]}}
+    tips = [c.tip("config", "configuration"), c.tip("speed", "output tokens/s per chip", ",.4~g"),
+            c.tip("publisher", "publisher"), c.tip("source", "source"), c.tip("date", "published")]
+    filters = ["chip", "precision"]
+    body = {"data": {"name": c.MAIN}, "transform": c.filter_transform(filters),
+            "mark": {"type": "bar", "tooltip": True}, "params": [c.legend_toggle("family")],
+            "encoding": {"y": {"field": "label", "type": "nominal", "sort": None, "title": None,
+                               "axis": {"labelFontSize": 10}},
+                         "x": {"field": "speed", "type": "quantitative", "scale": {"type": "log", "domainMin": low},
+                               "axis": c.axis("published output tokens/s per chip (log scale)")},
+                         "x2": {"datum": low}, "color": colour, "opacity": c.toggled(), "tooltip": tips}}
+    title = f"Published (not measured here), {model}: output tokens/s per chip"
+    return c.Chart(fig_id, caption, c.spec(title, filters, body, height=None) | {"height": {"step": 18}}, {c.MAIN: table})

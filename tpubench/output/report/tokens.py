@@ -61,7 +61,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
             out += runs_section(data, "Runs", runs, f.RUN_HEADERS, f.run_cells, max_rows)
         return out
 
-    from tpubench.output.report.figures import report_drawings
+    from tpubench.output.report.figures import report_figures
     from tpubench.output.report.html_parts import escape_html, html_figures, html_table
 
     body = []
@@ -78,7 +78,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
                                                     else f"<p>{escape_html(tco_section.EMPTY)}</p>"))
         if data.tco is not None:
             body.append(f'<p class="note">{escape_html(tco_section.NOTE)}</p>')
-    drawn = html_figures(data, lambda d: report_drawings(d, unit)) if figures else ""
+    drawn = html_figures(report_figures(data, unit)) if figures else ""
     if drawn:
         body.append("<h2>Figures</h2>" + drawn)
     if len(runs):

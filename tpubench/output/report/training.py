@@ -41,9 +41,9 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
                            {5: lambda v: f"verdict-{v.split()[0]}" if v else "", 13: lambda v: "validity"}))
     body.append('<ul class="note">' + "".join(f"<li>{escape_html(n)}</li>" for n in f.TRAINING_NOTES) + "</ul>")
     if figures:
-        from tpubench.output.report.figures import training_drawings
+        from tpubench.output.report.figures import training_figures
 
-        body.append("<h2>Training figures</h2>" + html_figures(data, lambda d: training_drawings(summary)))
+        body.append("<h2>Training figures</h2>" + html_figures(training_figures(summary)))
     shown = runs.head(max_rows)
     headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.TRAINING_RUN_HEADERS]
     headers, cells = f.with_energy_column(runs, unit.carbon_figure, headers, f.training_run_cells)
