@@ -86,18 +86,12 @@ MEASURED_OPTION = ["workload", "plan", "scale", "priced_accelerator", "chips", "
 _LOADS = ("batch_size", "concurrency", "request_rate")
 
 
-def _records(rows: pd.DataFrame, names) -> list[dict]:
-    """Rows as dicts of only the columns `names` that `rows` has: what a loop over the rows reads.
-    Boxing every column of a priced row (hundreds) was most of a 10,000-result report's time."""
-    return rows[[c for c in names if c in rows]].to_dict("records")
-
-
 def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype=float) if name in rows else np.full(len(rows), np.nan)
 
 
 def _loads(rows: pd.DataFrame) -> np.ndarray:
-    """_load of every row at once: per row the first of _LOADS that is a finite number above 0."""
+    """Per row the first of _LOADS that is a finite number above 0 (its load), else NaN."""
     out = np.full(len(rows), np.nan)
     for column in _LOADS:
         value = _column(rows, column)
@@ -106,18 +100,52 @@ def _loads(rows: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def measured_sweep(rows: pd.DataFrame, headline: str, throughput: str, slo: Slo) -> list[SweepPoint]:
-    """A measured sweep's points (one row per result, priced in one plan), latencies at the SLO's
-    percentile (results give p50, p90, p95 and p99)."""
-    q = slo.percentile
-    ttft, tpot = _column(rows, f"ttft_p{q}_s"), _column(rows, f"tpot_p{q}_s")
-    cost, low, high = (_column(rows, c) for c in (headline, f"{headline}_ci95_low", f"{headline}_ci95_high"))
-    rate = _column(rows, f"{throughput}_per_chip")
-    return [SweepPoint(load=float(load), ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i],
-                       usd_per_mtok_low=low[i] if math.isfinite(low[i]) else cost[i],
-                       usd_per_mtok_high=high[i] if math.isfinite(high[i]) else cost[i],
-                       tokens_per_s_per_chip=rate[i], position=i)
-            for i, load in enumerate(_loads(rows).tolist())]
+class _MeasuredRows:
+    """The priced rows measured_options reads, each column read once as an array, and the options'
+    groups and sweeps as row positions: slicing a DataFrame per option and per sweep (hundreds of
+    times in a 10,000-result report) was most of the answer's time."""
+
+    def __init__(self, rows: pd.DataFrame):
+        self.frame = rows.reset_index(drop=True)
+        self.usable = usable_mask(self.frame).to_numpy(dtype=bool)
+        self.loads = _loads(self.frame)
+        self._numbers: dict[str, np.ndarray] = {}
+        self._groups: dict[tuple, np.ndarray] = {}
+        self._values: dict[str, list] = {}
+
+    def numbers(self, name: str) -> np.ndarray:
+        if name not in self._numbers:
+            self._numbers[name] = _column(self.frame, name)
+        return self._numbers[name]
+
+    def groups(self, by: list[str], at: np.ndarray | None = None) -> list[np.ndarray]:
+        """Row positions (ascending) of each group of `by`, in the order groups first appear, over
+        the rows `at` (all by default); missing values form groups of their own."""
+        key = tuple(by)
+        if key not in self._groups:
+            self._groups[key] = self.frame.groupby(list(by), sort=False, dropna=False).ngroup().to_numpy()
+        at = np.arange(len(self.frame)) if at is None else at
+        ids = self._groups[key][at]
+        return [at[ids == g] for g in dict.fromkeys(ids.tolist())]
+
+    def sweep(self, at: np.ndarray, headline: str, throughput: str, slo: Slo) -> list[SweepPoint]:
+        """A measured sweep's points (rows `at`, one result each, priced in one plan), latencies at
+        the SLO's percentile (results give p50, p90, p95 and p99); a point's position is its row's."""
+        q = slo.percentile
+        ttft, tpot = self.numbers(f"ttft_p{q}_s")[at], self.numbers(f"tpot_p{q}_s")[at]
+        cost, low, high = (self.numbers(c)[at] for c in (headline, f"{headline}_ci95_low", f"{headline}_ci95_high"))
+        low, high = np.where(np.isfinite(low), low, cost), np.where(np.isfinite(high), high, cost)
+        rate = self.numbers(f"{throughput}_per_chip")[at]
+        return [SweepPoint(load=load, ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i], usd_per_mtok_low=low[i],
+                           usd_per_mtok_high=high[i], tokens_per_s_per_chip=rate[i], position=int(at[i]))
+                for i, load in enumerate(self.loads[at].tolist())]
+
+    def records(self, at, names) -> list[dict]:
+        """Rows `at` as dicts of only the columns `names` that the rows have."""
+        for name in names:
+            if name in self.frame and name not in self._values:
+                self._values[name] = self.frame[name].tolist()
+        return [{name: self._values[name][i] for name in names if name in self._values} for i in at]
 
 
 def measured_columns(headline: str, throughput: str) -> list[str]:
@@ -139,24 +167,24 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
         return [], []
     # A result priced on several instances of one plan: its cheapest.
     rows = points.sort_values(headline, kind="stable").drop_duplicates(["file", "plan"], keep="first")
-    # Text columns as Python objects (the same str values, NaN where missing): the groups below are
-    # sliced hundreds of times, and slicing Arrow-backed text a column at a time was most of it.
-    rows = rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)})
-    key = [k for k in MEASURED_OPTION if k in rows]
+    # Text columns as Python objects (the same str values, NaN where missing): a row read as a
+    # record then holds what a loop over the rows expects.
+    rows = _MeasuredRows(rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)}))
+    files = rows.frame["file"].astype(str).to_numpy() if "file" in rows.frame else None
     options, sweeps = [], []
-    for _, group in rows.groupby(key, sort=False, dropna=False):
-        first = group.iloc[0]
+    for group in rows.groups([k for k in MEASURED_OPTION if k in rows.frame]):
+        first = rows.frame.iloc[group[0]].to_dict()
         slo = slos.get(str(first["workload"]), default)
-        option, best, best_rows, chosen_sweep = _measured_option(group, headline, throughput, slo)
-        r = best_rows.iloc[best.point.position] if best is not None else first
+        option, best, chosen_sweep = _measured_option(rows, group, first, headline, throughput, slo)
+        r = rows.frame.iloc[best.point.position].to_dict() if best is not None else first
         full = first.get("scale") in (FULL_SCALE, None) or str(first.get("scale")) == "nan"
         why = "" if full else SMOKE_TEST.format(scale=first["scale"])
-        valid = group[usable_mask(group)]
-        if not why and valid.empty:
+        if not why and not rows.usable[group].any():
             why = f"invalid: {first.get('invalid_reasons') or 'see the runs table'}"
         if not why and best is not None and not best.ranked:
             why = f"does not meet the SLO: {best.miss}"
         fields = operating_fields(best) if best is not None else {}
+        on_sweep = np.array([p.position for p in chosen_sweep], dtype=int)
         options.append(option_row(
             workload=first["workload"], plan=first["plan"], source=MEASURED, option=option,
             accelerator=first["priced_accelerator"], chips=first["chips"], precision=_precision_label(first),
@@ -165,41 +193,37 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
             price_basis=price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
                                     r.get("price_as_of")),
             price_as_of=str(r.get("price_as_of") or ""), region=str(r.get("region") or ""),
-            in_verdict=not why, why_not=why, reference=_measured_reference(group), note=_noise(best_rows),
-            **fields))
+            in_verdict=not why, why_not=why, reference=_measured_reference(files[group] if files is not None else []),
+            note=_noise(rows.records(on_sweep, ("noisy", "headline_cv"))), **fields))
         sweeps += sweep_rows(first["workload"], first["plan"], option, MEASURED, chosen_sweep, best)
     return options, sweeps
 
 
-def _measured_option(group: pd.DataFrame, headline: str, throughput: str, slo: Slo):
-    """(option name, its operating point, the rows of the sweep it is on, that sweep's points): of
-    the option's sweeps (one per pair of lengths, valid points only where it has any), the cheapest
-    that meets the SLO, else the nearest miss."""
-    first = group.iloc[0]
+def _measured_option(rows: _MeasuredRows, group: np.ndarray, first: dict, headline: str, throughput: str,
+                     slo: Slo):
+    """(option name, its operating point, that sweep's points): of the option's sweeps (one per
+    pair of lengths, usable points only where it has any), the cheapest that meets the SLO, else
+    the nearest miss."""
     option = f"{first['priced_accelerator']} ×{number(first['chips'])} · {stack_label(first)}"
-    valid = group[usable_mask(group)]
-    use = valid if len(valid) else group
-    best = best_rows = best_points = None
-    for _, sweep in use.groupby(["input_length", "output_length"], sort=False, dropna=False):
-        sweep = sweep.reset_index(drop=True)
-        points = measured_sweep(sweep, headline, throughput, slo)
+    usable = group[rows.usable[group]]
+    use = usable if len(usable) else group
+    best = best_points = None
+    for sweep in rows.groups(["input_length", "output_length"], use):   # its sweeps, in order
+        points = rows.sweep(sweep, headline, throughput, slo)
         op = operating_point(points, slo)
         if op is not None and better(op, best):
-            best, best_rows, best_points = op, sweep, points
-    return option, best, best_rows, best_points or []
+            best, best_points = op, points
+    return option, best, best_points or []
 
 
-def _noise(rows: pd.DataFrame | None) -> str:
+def _noise(records: list[dict]) -> str:
     """'noisy: CV 25.4%' where a point of the sweep the option was taken on is noisy (records/usable.py:
     used and ranked, with its wider interval), else ''."""
-    if rows is None or rows.empty:
-        return ""
-    labels = [noise_label(r) for r in _records(rows, ("noisy", "headline_cv"))]
-    return "; ".join(dict.fromkeys(label for label in labels if label))
+    return "; ".join(dict.fromkeys(label for label in map(noise_label, records) if label))
 
 
-def _measured_reference(group: pd.DataFrame) -> str:
-    files = sorted({str(f) for f in group.get("file", [])})
+def _measured_reference(files) -> str:
+    files = sorted(set(files))
     return f"your results: {files[0]}" + (f" and {len(files) - 1} more" if len(files) > 1 else "") if files else ""
 
 
@@ -310,4 +334,4 @@ def _launch_spec(target: str, accelerator: str, chips) -> str:
 __all__ = ["COLUMNS", "ESTIMATE", "INTERVAL", "MEASURED", "MEASURED_OPTION", "PUBLISHED", "SMOKE_TEST",
            "SMOKE_TEST_PATTERN", "SWEEP_COLUMNS", "estimate_options", "estimate_sweep", "measured_columns",
            "measured_options",
-           "measured_sweep", "operating_fields", "option_row", "price_words", "sweep_rows"]
+           "operating_fields", "option_row", "price_words", "sweep_rows"]
