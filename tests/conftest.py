@@ -14,7 +14,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # small, and on 2 cores two xdist workers' BLAS threads fight each other: the estimate's calibration
 # (a few hundred small solves) took 0.6 to 1.6 s with them and 0.4 s with one. Subprocesses inherit it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# The results and figure caches (output/results_cache.py) in a folder of this test session, never
+# The results cache (output/results_cache.py) in a folder of this test session, never
 # the user's own.
 os.environ.setdefault("TPUBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="tpubench-test-cache-"))
 
@@ -91,7 +91,7 @@ def pytest_collection(session):
 
 
 # The garbage collector's full collections walk every object the process tracks, and a test process
-# holds pandas, matplotlib and, once a test needs them, torch, JAX and transformers: about 0.3 s a
+# holds pandas, pydantic and, once a test needs them, torch, JAX and transformers: about 0.3 s a
 # collection, dozens of times a session. Whatever is alive once collection ends (and after a test
 # that imported many modules) is frozen out of those walks (gc.freeze: still freed by reference
 # counting, only no longer searched for cycles).

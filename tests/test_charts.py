@@ -124,6 +124,26 @@ def test_the_vendored_library_is_what_its_readme_names_with_its_licences():
     assert "sourceMappingURL" not in library and "</script" not in library.lower()
 
 
+def test_a_workload_filter_never_hides_a_figure_of_that_workload(data):
+    """The page hides a figure whose workload facets do not hold the chosen workload: the answer's
+    figure weighs a workload at every scale, so each label the page offers for its workload keeps it
+    in view; every other figure of a workload is hidden under another one."""
+    drawn = report_charts(data)
+    offered = chart_page.filter_values(drawn)["workload"]
+    answers = [chart for chart in drawn if chart.id.startswith("answer-")]
+    assert answers
+    for chart in answers:
+        workload = chart.caption.split(":")[0]
+        mine = {label for label in offered if label == workload or label.startswith(f"{workload} (")}
+        assert mine and mine <= set(chart.facets["workload"]), (chart.id, mine, chart.facets)
+    for chart in drawn:
+        facet = chart.facets.get("workload", [])
+        shown_for = {facet} if isinstance(facet, str) else set(facet)
+        assert shown_for <= set(offered), chart.id
+        table = set(filter(None, chart.tables.get(charts.MAIN, {}).get("workload", [])))
+        assert table <= shown_for or not shown_for, (chart.id, table, shown_for)
+
+
 def test_equal_expert_loads_share_one_map_and_no_two_captions_read_alike():
     load = json.dumps([[4, 4, 0, 0], [3, 5, 0, 0]])
     base = {"status": "ok", "workload": "w", "scale": "full", "device": "cpu", "chips": 1, "batch_size": 8,

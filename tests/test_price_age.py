@@ -58,6 +58,12 @@ def test_a_missing_plan_is_named_with_its_reason():
         f"no 3-year commitment price for Trainium2 in the price table: {price_gaps.ADD_A_PRICE}")
 
 
+def test_an_unstated_source_or_date_is_left_out_not_written_nan():
+    notes = pd.DataFrame([{"accelerator": "TPU7x", "plan": float("nan"), "reason": "not in the catalog",
+                           "source": float("nan"), "as_of": float("nan")}])
+    assert price_gaps.missing_price("TPU7x", "spot", notes) == "no spot price for TPU7x: not in the catalog"
+
+
 def test_a_chip_in_one_plans_verdict_missing_from_another_is_listed_there():
     options = pd.DataFrame([
         {"workload": "w", "plan": "on_demand", "accelerator": "TPU v6e", "in_verdict": True},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tpubench.estimate.models import PointPrecision
+
 
 def present(value) -> bool:
     """Whether a cell holds a value (not None, NaN or empty)."""
@@ -26,4 +28,11 @@ def stack_label(row) -> str:
     return str(row.get("backend", ""))
 
 
-__all__ = ["present", "stack_label"]
+def precision_label(weight_dtype, activation_dtype, kv_cache_dtype, dtype) -> str:
+    """A point's precision as every option and chart names it ('fp32', 'w int8 / a fp32 / kv fp32'):
+    one filter value then picks one precision everywhere. Its dtype where the parts say nothing."""
+    found = PointPrecision.of(weight_dtype, activation_dtype, kv_cache_dtype, dtype)
+    return found.label if found else (str(dtype) if present(dtype) else "")
+
+
+__all__ = ["precision_label", "present", "stack_label"]

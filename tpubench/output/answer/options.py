@@ -20,11 +20,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from tpubench.estimate.models import PointPrecision
 from tpubench.money import price_gaps
 from tpubench.output.answer.operating_point import OperatingPoint, SweepPoint, better, operating_point
 from tpubench.output.answer.service_level import Slo, at_percentile
-from tpubench.output.labels import stack_label
+from tpubench.output.labels import precision_label, stack_label
 from tpubench.records.usable import noise_label, usable_mask
 from tpubench.units import number, sig
 from tpubench.workload_spec.vocabulary import FULL_SCALE
@@ -228,11 +227,7 @@ def _measured_reference(files) -> str:
 
 
 def _precision_label(r) -> str:
-    """A measured point's precision as every option names it ('fp32', 'w int8 / a fp32 / kv fp32')."""
-    precision = PointPrecision.of(r.get("weight_dtype"), r.get("activation_dtype"), r.get("kv_cache_dtype"),
-                                  r.get("dtype"))
-    dtype = r.get("dtype")
-    return precision.label if precision else ("" if dtype is None or pd.isna(dtype) else str(dtype))
+    return precision_label(r.get("weight_dtype"), r.get("activation_dtype"), r.get("kv_cache_dtype"), r.get("dtype"))
 
 
 # --- estimates --------------------------------------------------------------------------------------

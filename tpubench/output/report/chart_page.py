@@ -22,7 +22,6 @@ from tpubench.output.report.charts import FILTERS, MAIN, Chart, page_json
 VENDORED = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
 # A chart with more rows than this is drawn on a canvas (thousands of SVG nodes slow a page down).
 CANVAS_ROWS = 2000
-FILTER_WORDS = {"workload": "workload", "chip": "chip", "plan": "plan", "precision": "precision"}
 
 SCRIPT = r"""(function () {
   "use strict";
@@ -48,7 +47,7 @@ SCRIPT = r"""(function () {
   }
   function narrow(fig, f) {
     var facets = JSON.parse(fig.getAttribute("data-facets") || "{}");
-    fig.hidden = Object.keys(facets).some(function (k) { return f[k] && facets[k] !== f[k]; });
+    fig.hidden = Object.keys(facets).some(function (k) { return f[k] && [].concat(facets[k]).indexOf(f[k]) < 0; });
     var chart = charts[fig.id];
     if (!chart) return Promise.resolve();
     chart.filters.forEach(function (k) { chart.view.signal("f_" + k, f[k] || ""); });
@@ -93,14 +92,14 @@ def library() -> str:
 
 
 def escape_html(text) -> str:
-    """Text safe in HTML, quotes included (html_parts.escape_html, which imports this module's caller)."""
+    """Text safe in HTML, quotes included (every section's, through html_parts)."""
     return _escape(str(text), quote=True)
 
 
 def figure_html(chart: Chart) -> str:
     """One figure: a box the browser draws into, the chart's JSON and its caption."""
     rows = len(next(iter(chart.tables.get(MAIN, {}).values()), []))
-    payload = page_json(chart)[:-1] + f',"renderer":"{"canvas" if rows > CANVAS_ROWS else "svg"}"}}'
+    payload = page_json(chart, renderer="canvas" if rows > CANVAS_ROWS else "svg")
     facets = escape_html(json.dumps(chart.facets, ensure_ascii=False))
     return (f'<figure class="chart" id="{escape_html(chart.id)}" data-facets="{facets}">'
             f'<div class="vis" role="img" aria-label="{escape_html(chart.caption)}"></div>'
@@ -114,8 +113,8 @@ def filter_values(charts: list[Chart]) -> dict[str, list[str]]:
     for chart in charts:
         for name in FILTERS:
             values[name].update(v for v in chart.tables.get(MAIN, {}).get(name, []) if v)
-            if chart.facets.get(name):
-                values[name].add(chart.facets[name])
+            facet = chart.facets.get(name) or []
+            values[name].update([facet] if isinstance(facet, str) else facet)
     return {name: sorted(found) for name, found in values.items() if found}
 
 
@@ -125,7 +124,7 @@ def filter_bar(charts: list[Chart]) -> str:
     for name, values in filter_values(charts).items():
         options = '<option value="">all</option>' + "".join(
             f'<option value="{escape_html(v)}">{escape_html(v)}</option>' for v in values)
-        selects.append(f'<label>{escape_html(FILTER_WORDS[name])} <select name="{name}">{options}</select></label>')
+        selects.append(f'<label>{escape_html(name)} <select name="{name}">{options}</select></label>')
     return ('<form id="chart-filters" class="chart-filters" aria-label="Figure filters"><strong>Figures:</strong> '
             + " ".join(selects) + ' <span class="note">hover a point for its configuration, interval, source and '
             "price date; click a legend entry to show that series alone (shift-click for more)</span></form>")

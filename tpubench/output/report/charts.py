@@ -34,17 +34,18 @@ PICK = "pick"             # the legend's selection parameter
 @dataclass
 class Chart:
     """One figure: `spec` draws `tables` (name -> {column: values}); `facets` are the page filters'
-    values that hold for the whole figure (its workload), which the page hides it by."""
+    values that hold for the whole figure (its workload, or the several labels one workload goes by),
+    which the page hides it by."""
 
     id: str
     caption: str
     spec: dict
     tables: dict[str, dict[str, list]]
-    facets: dict[str, str] = field(default_factory=dict)
+    facets: dict[str, str | list[str]] = field(default_factory=dict)
 
     def filters(self) -> list[str]:
         """The page filters the chart's main table can be narrowed by."""
-        return [f for f in FILTERS if f in self.tables.get(MAIN, {})]
+        return filters_of(self.tables.get(MAIN, {}))
 
     def vega_lite(self, width: int | None = None) -> dict:
         """The whole spec with its tables inline as rows (`datasets`): what an image is drawn from.
@@ -199,15 +200,20 @@ def compact(table: dict[str, list]) -> dict:
     return out
 
 
-def page_json(chart: Chart) -> str:
-    """The JSON the page draws `chart` from (spec, compact tables, filters), safe inside <script>."""
+def filters_of(table: dict[str, list]) -> list[str]:
+    """The page filters a main table (column -> values) can be narrowed by."""
+    return [f for f in FILTERS if f in table]
+
+
+def page_json(chart: Chart, **extra) -> str:
+    """The JSON the page draws `chart` from (spec, compact tables, filters, and `extra`), safe inside <script>."""
     payload = {"spec": chart.spec, "tables": {name: compact(t) for name, t in chart.tables.items()},
-               "filters": chart.filters()}
+               "filters": chart.filters(), **extra}
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     # No '<' at all: the text of a result can then never close the script element it sits in.
     return text.replace("<", "\\u003c")
 
 
-__all__ = ["Chart", "FILTERS", "MAIN", "compact", "filter_params", "filter_transform", "flags", "interval_expr",
+__all__ = ["Chart", "FILTERS", "MAIN", "compact", "filter_params", "filters_of", "filter_transform", "flags", "interval_expr",
            "legend_toggle", "log_scale", "numbers", "page_json", "rows", "spec", "texts", "tip", "toggled",
            "unique_labels"]

@@ -17,9 +17,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tpubench.estimate.models import PointPrecision
 from tpubench.money.cost import unit_rows
 from tpubench.money.token_costs import interactivity_tokens_per_s
+from tpubench.output.labels import precision_label
 from tpubench.output.published.match import pareto_mask
 from tpubench.output.report import charts as c
 from tpubench.output.report.charts import Chart
@@ -59,10 +59,7 @@ def precision_labels(frame: pd.DataFrame) -> list[str]:
     once per distinct set of dtypes."""
     names = ["weight_dtype", "activation_dtype", "kv_cache_dtype", "dtype"]
     keys = list(zip(*(c.texts(_column(frame, n)) for n in names))) if len(frame) else []
-    made: dict[tuple, str] = {}
-    for key in dict.fromkeys(keys):
-        found = PointPrecision.of(*key)
-        made[key] = found.label if found else (key[3] or "")
+    made = {key: precision_label(*key) for key in dict.fromkeys(keys)}
     return [made[k] for k in keys]
 
 
@@ -115,7 +112,7 @@ def cost_by_platform(summary: pd.DataFrame, title: str, fig_id: str, caption: st
              "low": c.numbers(rows["blended_usd_per_mtok_ci95_low"]),
              "high": c.numbers(rows["blended_usd_per_mtok_ci95_high"]),
              "price_as_of": c.texts(_column(rows, "price_as_of")), "invalid": c.flags(~usable_mask(rows))}
-    filters = [f for f in c.FILTERS if f in table]
+    filters = c.filters_of(table)
     y = {"field": "label", "type": "nominal", "title": None, "sort": {"field": "usd", "op": "min", "order": "ascending"}}
     tips = [c.tip("config", "configuration"), c.tip("usd", "blended $/Mtok", "$,.4~g"),
             c.tip("interval", "95% CI, $/Mtok"), c.tip("source", "source"), c.tip("price_as_of", "price as of")]
@@ -188,7 +185,7 @@ def throughput_vs_interactivity(points: pd.DataFrame, iso: list[dict], price_lab
              "low": c.numbers(pd.to_numeric(_column(points, "output_tokens_per_s_ci95_low"), errors="coerce") / chips),
              "high": c.numbers(pd.to_numeric(_column(points, "output_tokens_per_s_ci95_high"), errors="coerce") / chips),
              "price": c.texts(points["price"]), "front": c.flags(pareto_front(x, y))}
-    filters = [f for f in c.FILTERS if f in table]
+    filters = c.filters_of(table)
     tips = [c.tip("config", "configuration"), c.tip("y", "output tokens/s per chip", ",.4~g"),
             c.tip("interval", "95% CI, tokens/s per chip"), c.tip("x", "tokens/s per user", ",.4~g"),
             c.tip("source", "source"), c.tip("price", "price (iso-cost lines)")]
@@ -246,7 +243,7 @@ def latency_distributions(rows: pd.DataFrame, title: str, fig_id: str, caption: 
             table[stat] += _ms(rows, f"{metric}_{stat}_s")
     if "price_as_of" in rows:
         table["price_as_of"] = c.texts(rows["price_as_of"]) * len(_LATENCY)
-    filters = [f for f in c.FILTERS if f in table]
+    filters = c.filters_of(table)
     tips = [c.tip("config", "configuration"), c.tip("metric", "latency"), c.tip("p50", "p50 ms", ",.4~g"),
             c.tip("p90", "p90 ms", ",.4~g"), c.tip("p99", "p99 ms", ",.4~g"), c.tip("max", "max ms", ",.4~g"),
             c.tip("source", "source")] + ([c.tip("price_as_of", "price as of")] if "price_as_of" in table else [])
@@ -424,7 +421,9 @@ def moe_figures(data) -> list[Chart]:
         caption = f"Expert load per layer, {tag}: " + "; ".join(dict.fromkeys(words))
         if len(group) > 1:
             caption += f" ({len(group)} results with this same load)"
-        figures.append(expert_load_heatmap(json.loads(load), tag, f"expert-load-{n}", caption))
+        figure = expert_load_heatmap(json.loads(load), tag, f"expert-load-{n}", caption)
+        figure.facets = {"workload": sorted({workload_label(r) for r in group})}
+        figures.append(figure)
     captions = c.unique_labels([f.caption for f in figures], [str(g[0].get("file")) for g in shared.values()])
     for figure, caption in zip(figures, captions):
         figure.caption = caption
@@ -490,7 +489,7 @@ def training_cost_vs_throughput(rows: pd.DataFrame, title: str, fig_id: str, cap
              "mfu": [f"MFU {share(v)}" if v is not None and math.isfinite(float(v)) else ""
                      for v in pd.to_numeric(_column(rows, "mfu"), errors="coerce")],
              "price_as_of": c.texts(_column(rows, "price_as_of"))}
-    filters = [f for f in c.FILTERS if f in table]
+    filters = c.filters_of(table)
     x = {"field": "x", "type": "quantitative", "scale": c.log_scale(), "axis": c.axis("training tokens/s per chip, 95% CI")}
     y = {"field": "y", "type": "quantitative", "scale": c.log_scale(), "axis": c.axis("$ per million training tokens, 95% CI")}
     colour = {"field": "series", "type": "nominal", "title": None}
@@ -522,9 +521,10 @@ def training_figures(training: pd.DataFrame) -> list[Chart]:
     for n, (workload, scale) in enumerate(pairs[:MAX_WORKLOADS]):
         tag = workload_label({"workload": workload, "scale": scale})
         rows = training[_same(training, "workload", workload) & _same(training, "scale", scale)]
-        figures.append(training_cost_vs_throughput(
-            rows, f"Training: throughput per chip vs cost, {tag}", f"train-{n}",
-            f"Training tokens/s per chip vs $ per million training tokens, {tag}"))
+        figure = training_cost_vs_throughput(rows, f"Training: throughput per chip vs cost, {tag}", f"train-{n}",
+                                             f"Training tokens/s per chip vs $ per million training tokens, {tag}")
+        figure.facets = {"workload": tag}
+        figures.append(figure)
     return figures
 
 
@@ -583,7 +583,9 @@ def published_figures(data) -> list[Chart]:
             break
         tag = workload_label({"workload": workload, "scale": scale})
         caption = f"Yours beside published results, {tag}"
-        out.append(published_beside_yours(group, caption, f"published-{n}", caption))
+        figure = published_beside_yours(group, caption, f"published-{n}", caption)
+        figure.facets = {"workload": tag}
+        out.append(figure)
     return out
 
 
@@ -648,6 +650,10 @@ def answer_figures(data) -> dict[str, Chart]:
     sweeps = data.answer.sweeps
     if sweeps.empty:
         return {}
+    results = data.results
+    labels = ({} if "workload" not in results else
+              {w: sorted(set(map(workload_label, records(rows[[c for c in ("workload", "scale") if c in rows]]))))
+               for w, rows in results.groupby("workload", sort=False)})
     out = {}
     for n, (workload, rows) in enumerate(sweeps.groupby("workload", sort=False)):
         rows = rows[np.isfinite(rows["usd_per_mtok"].astype(float)) & np.isfinite(rows["tokens_per_s_per_user"].astype(float))]
@@ -658,6 +664,9 @@ def answer_figures(data) -> dict[str, Chart]:
                    f"at the SLO ringed")
         chart = answer_tradeoff(rows.reset_index(drop=True), data.answer.options, slo.tpot_s if slo else None, caption,
                                 f"answer-{n}", caption)
-        chart.facets = {"workload": workload_label({"workload": workload, "scale": FULL_SCALE})}
+        # The answer weighs the workload at every scale (a smoke test is listed beside the full
+        # architecture's options): the figure stays under any of the workload's labels.
+        chart.facets = {"workload": [workload_label({"workload": workload, "scale": FULL_SCALE}),
+                                     *labels.get(workload, [])]}
         out[workload] = chart
     return out

@@ -4,13 +4,10 @@ importing the page that lays the sections out."""
 
 from __future__ import annotations
 
-import html
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-
-def escape_html(text) -> str:
-    return html.escape(str(text), quote=True)
+from tpubench.output.report.chart_page import escape_html, figure_html
 
 
 def html_table(headers, rows, numeric=frozenset(), row_classes=None, cell_classes=None, wrap=frozenset()) -> str:
@@ -51,8 +48,6 @@ def charts_on_page():
 
 def html_figures(charts) -> str:
     """The figures of `charts` (report/charts.Chart), drawn by the browser (report/chart_page.py)."""
-    from tpubench.output.report.chart_page import figure_html
-
     placed = _placed.get()
     if placed is not None:
         placed.extend(charts)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pandas as pd
 
 from tpubench.records.columns import records
@@ -132,7 +133,8 @@ def figures(data) -> list:
     rows = listing(getattr(data, "published_list", None))
     if rows.empty:
         return []
-    rows = rows[pd.to_numeric(rows["output_tokens_per_s_per_chip"], errors="coerce") > 0]
+    speed = pd.to_numeric(rows["output_tokens_per_s_per_chip"], errors="coerce")
+    rows = rows[(speed > 0) & np.isfinite(speed)]   # a bar on a log axis, from a finite speed
     rows = rows.assign(_class=[model_class(m) for m in rows["model"]])
     order = rows["_class"].value_counts().index[:FIGURE_MODELS]
     # A bar per configuration, not per row: the fastest row of each chip, stack, precision and
