@@ -197,6 +197,8 @@ def test_figures_drawn_to_images_for_markdown(data, tmp_path):
     assert [i.path.as_posix() for i in images] == ["report-figures/cost-0.svg", "report-figures/latency-0.svg"]
     md = render(data, "md", images=images)
     assert "![Blended $/Mtok by platform and plan" in md and "(report-figures/cost-0.svg)" in md
+    spaced = write_images(chosen[:1], tmp_path / "my report-figures", "svg", relative_to=tmp_path)
+    assert "(my%20report-figures/cost-0.svg)" in render(data, "md", images=spaced)   # a link a space does not cut
     plain = render(data, "md", html_name="report.html")
     assert "[report.html](report.html)" in plain and "--figures" in plain and "![" not in plain
 

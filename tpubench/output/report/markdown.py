@@ -132,12 +132,20 @@ def _figures(images, html_name: str | None) -> list[str]:
     if images:
         out = ["## Figures", ""]
         for image in images:
-            out += [f"![{_alt(image.caption)}]({image.path.as_posix()})", "", f"*{image.caption}*", ""]
+            out += [f"![{_alt(image.caption)}]({_link(image.path.as_posix())})", "", f"*{image.caption}*", ""]
         return out
     where = f"[{html_name}]({html_name}) (`--format html --out {html_name}`)" if html_name else "`--format html`"
     return ["", f"Figures (the answer's options, cost by platform, throughput vs interactivity, latency, published rows) "
                 f"are drawn interactively in the HTML report: {where}; `--figures` writes them as images beside "
                 "this file.", ""]
+
+
+def _link(path: str) -> str:
+    """A link target a space or a bracket in a folder's name does not cut (percent-encoded; the page's
+    raw '<' is escaped, so no angle brackets)."""
+    from urllib.parse import quote
+
+    return quote(path)
 
 
 def _alt(text: str) -> str:
