@@ -19,9 +19,9 @@ from tpubench.budget import tokens as budget
 from tpubench.budget.render import render_budget
 from tpubench.errors import UserError
 from tpubench.money import pricing
+from tpubench.output.published.match import pareto_mask
 from tpubench.output.report import build_report, render, render_report
 from tpubench.output.report import format as fmt
-from tpubench.output.report.figures import pareto_front
 
 TODAY = date(2026, 12, 2)
 H100 = "NVIDIA H100 80GB HBM3"
@@ -168,7 +168,7 @@ def test_pareto_front_keeps_points_not_beaten_in_both():
     # (5, 5); (10, 0.5) by (10, 1); NaN never counts.
     x = [1, 10, 5, 4, 10, np.nan]
     y = [10, 1, 5, 4, 0.5, 100]
-    assert pareto_front(x, y).tolist() == [True, True, True, False, False, False]
+    assert pareto_mask(x, y).tolist() == [True, True, True, False, False, False]
 
 
 def test_units_are_chosen_when_rendering():

@@ -83,6 +83,8 @@ def sweep_rows(workload: str, plan: str, option: str, source: str, points: list[
 MEASURED_OPTION = ["workload", "plan", "scale", "priced_accelerator", "chips", "quantization", "dtype",
                    "server_name", "scenario_kind", "backend"]
 _LOADS = ("batch_size", "concurrency", "request_rate")
+# What names a measured point's precision (output/labels.precision_label), in its argument order.
+_DTYPES = ("weight_dtype", "activation_dtype", "kv_cache_dtype", "dtype")
 
 
 def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
@@ -186,7 +188,8 @@ def measured_options(points: pd.DataFrame, headline: str, throughput: str, slos:
         on_sweep = np.array([p.position for p in chosen_sweep], dtype=int)
         options.append(option_row(
             workload=first["workload"], plan=first["plan"], source=MEASURED, option=option,
-            accelerator=first["priced_accelerator"], chips=first["chips"], precision=_precision_label(first),
+            accelerator=first["priced_accelerator"], chips=first["chips"],
+            precision=precision_label(*(first.get(k) for k in _DTYPES)),
             interval=INTERVAL[MEASURED], usd_per_chip_hour=r["usd_per_chip_hour"],
             chips_per_instance=r.get("chips_per_instance"),
             price_basis=price_words(r["cloud"], r["instance_type"], r["region"], r["usd_per_chip_hour"],
@@ -224,10 +227,6 @@ def _noise(records: list[dict]) -> str:
 def _measured_reference(files) -> str:
     files = sorted(set(files))
     return f"your results: {files[0]}" + (f" and {len(files) - 1} more" if len(files) > 1 else "") if files else ""
-
-
-def _precision_label(r) -> str:
-    return precision_label(r.get("weight_dtype"), r.get("activation_dtype"), r.get("kv_cache_dtype"), r.get("dtype"))
 
 
 # --- estimates --------------------------------------------------------------------------------------

@@ -37,12 +37,6 @@ MAX_WORKLOADS = 4
 _ISO_COST_STEPS = (1, 2, 5)
 
 
-def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
-    """Mask of points not dominated in both x and y (higher is better in both); the one rule the
-    published comparison uses too (output/published/match.pareto_mask)."""
-    return pareto_mask(x, y)
-
-
 def _same(frame: pd.DataFrame, column: str, value) -> pd.Series:
     """frame[column] == value, where a missing value (a result without a scale) matches missing."""
     if pd.isna(value):
@@ -184,7 +178,7 @@ def throughput_vs_interactivity(points: pd.DataFrame, iso: list[dict], price_lab
     table = {**_facts(points, "canonical"), "series": c.texts(points["label"]), "x": c.numbers(x), "y": c.numbers(y),
              "low": c.numbers(pd.to_numeric(_column(points, "output_tokens_per_s_ci95_low"), errors="coerce") / chips),
              "high": c.numbers(pd.to_numeric(_column(points, "output_tokens_per_s_ci95_high"), errors="coerce") / chips),
-             "price": c.texts(points["price"]), "front": c.flags(pareto_front(x, y))}
+             "price": c.texts(points["price"]), "front": c.flags(pareto_mask(x, y))}
     filters = c.filters_of(table)
     tips = [c.tip("config", "configuration"), c.tip("y", "output tokens/s per chip", ",.4~g"),
             c.tip("interval", "95% CI, tokens/s per chip"), c.tip("x", "tokens/s per user", ",.4~g"),
