@@ -79,6 +79,25 @@ def test_a_stated_figure_must_be_a_finite_positive_number(change, field):
     assert why.startswith(field) and "not a finite positive number" in why
 
 
+def test_a_frame_s_figures_are_judged_as_each_row_alone(shipped):
+    # refusals() reads number columns whole and asks figures_refusal only of the rows they make doubtful:
+    # every mix of columns (floats, ints, text, bools, blanks, a column missing) says what each row alone says.
+    assert refusals(shipped, roofline_too=False) == [figures_refusal(r) for r in shipped.to_dict("records")]
+    cells = [1.0, 2, 0, -1, math.nan, math.inf, None, "", " ", "3", True, 10 ** 400]
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        frame = pd.DataFrame(index=range(5))
+        for name in ("output_tokens_per_s_per_chip", "chips", "concurrency", "ttft_p50_s", "tpot_p99_s"):
+            kind = rng.integers(4)
+            if kind == 1:
+                frame[name] = rng.choice([1.5, 0.0, -2.0, math.nan, math.inf], size=5)
+            elif kind == 2:
+                frame[name] = rng.choice([1, 3, 0, -4], size=5).astype("int64")
+            elif kind == 3:
+                frame[name] = pd.Series([cells[i] for i in rng.integers(len(cells), size=5)], dtype=object)
+        assert refusals(frame, roofline_too=False) == [figures_refusal(r) for r in frame.to_dict("records")]
+
+
 def test_a_row_is_named_by_its_file_and_row_else_its_reference():
     assert row_name({"file": "a.csv", "file_row": 3, "reference": "x"}) == "a.csv row 3"
     assert row_name({"file": math.nan, "reference": "results/r.json"}) == "results/r.json"

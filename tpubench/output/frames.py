@@ -13,6 +13,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 from tpubench.errors import UserError
+from tpubench.output.python_strings import python_strings
 from tpubench.output.results_cache import read_table
 from tpubench.records import energy_verdict, usable
 from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, key_of_point_dict, routing_label
@@ -191,6 +192,7 @@ def check_keep(keep: str) -> None:
         raise UserError(f"must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}", field="keep")
 
 
+@python_strings
 def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest",
                  include_published: bool = False, shipped: bool = False):
     """A tidy pandas DataFrame, one row per run point (failed points included, status='failed').

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from tpubench.errors import UserError
+from tpubench.output.python_strings import python_strings
 from tpubench.output.report.data import ReportData, build_report
 
 FORMATS = ("markdown", "html", "csv")
@@ -28,6 +29,7 @@ def _format(fmt: str) -> str:
 TABLES = ("report", "answer")
 
 
+@python_strings
 def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200, table: str = "report",
            images=None, html_name: str | None = None) -> str:
     """Format an already built ReportData: the whole report, or (`table="answer"`) only its answer
