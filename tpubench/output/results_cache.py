@@ -10,9 +10,10 @@ for one), written atomically. It holds no pickle: JSON and raw numbers with a ch
 output/rows_file.py. A cache that is corrupt, truncated, from another tpubench (its code
 fingerprint) or for other files is ignored and rewritten; a cache problem never fails a report.
 
-Rows come out exactly as `flatten` makes them: a cached value is the JSON round trip of a value
-that came from JSON (floats by repr, so exactly), and a key a row lacks is stored as NaN, which is
-what pandas puts there when it builds a frame from the row dicts.
+Rows come out as the same frame `flatten`'s rows make: a cached value is the JSON round trip of a
+value that came from JSON (floats by repr, so exactly), a key a row lacks is stored as NaN, which is
+what pandas puts there when it builds a frame from the row dicts, and a column of ints and floats
+(a count, NaN where a run failed) comes back as the floats pandas makes of it.
 """
 
 from __future__ import annotations
@@ -213,9 +214,14 @@ def _write_cache(where: Path, table: Table, stats: list) -> None:
     """Write the cache of `table`; files that cannot be stat'ed are left out. Never raises."""
     keep = [i for i, st in enumerate(stats) if st is not None]
     names = _resolved(table.files)
-    columns = {name: [values[i] for i in keep] for name, values in table.columns.items() if name != "file"}
-    meta = {"fingerprint": _fingerprint(), "rows": len(keep), "files": [names[i] for i in keep],
-            "stats": [stats[i] for i in keep], "environment_keys": [table.environment_keys[i] for i in keep]}
+    everything = len(keep) == len(stats)     # the usual case: no copy of 10,000 rows' columns
+
+    def kept(values: list) -> list:
+        return values if everything else [values[i] for i in keep]
+
+    columns = {name: kept(values) for name, values in table.columns.items() if name != "file"}
+    meta = {"fingerprint": _fingerprint(), "rows": len(keep), "files": kept(names), "stats": kept(stats),
+            "environment_keys": kept(table.environment_keys)}
     try:
         replace_file(where, rows_file.encode(meta, columns))
     except Exception:   # noqa: BLE001 - an unwritable cache (full disk, read-only home) only costs speed

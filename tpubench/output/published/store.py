@@ -29,6 +29,7 @@ import pandas as pd
 from tpubench.errors import UserError
 from tpubench.estimate.gate import gate
 from tpubench.output.published.rows import COLUMNS, published_frame
+from tpubench.output.python_strings import python_strings
 from tpubench.records.csv_safety import neutralize_frame
 from tpubench.records.files import folder_files, replace_file
 
@@ -69,6 +70,7 @@ def read_published(paths, *, warn: Callable[[str], None] | None = None) -> pd.Da
     return _read_files(published_files(paths), warn, roofline_too=True)
 
 
+@python_strings    # the same frame whichever caller reads the shipped rows first (they are kept)
 def _read_files(files: list[Path], warn: Callable[[str], None] | None, *, roofline_too: bool) -> pd.DataFrame:
     warn = warn or (lambda msg: None)
     frames = []
