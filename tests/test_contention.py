@@ -139,6 +139,7 @@ def test_other_processes_on_the_gpu_are_named_by_nvml():
     assert busy.why_busy() == ["1 other process(es) on the accelerator: pid 987654321 (pid 987654321)"]
 
 
+@pytest.mark.slow   # runs a sweep: builds a tiny model
 def test_run_says_it_in_its_first_line_and_records_it(tmp_path, tiny_workload, monkeypatch):
     from tpubench.records.result import read_result
     from tpubench.run.runner import run_sweep

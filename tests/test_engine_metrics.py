@@ -302,6 +302,7 @@ def _answers(reference, tokenizer, texts, shift: float = 0.0, swap: bool = False
     return out
 
 
+@pytest.mark.slow   # builds the demo model
 def test_check_passes_on_the_same_model_and_fails_off_it(reference):
     from tpubench.measure.numerics import tolerance
     from tpubench.serving.demo_model import prompt_of_length

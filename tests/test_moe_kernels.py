@@ -91,6 +91,7 @@ def _moe_layer(seed=0, E=6, K=2, D=16, I=8, N=10):
     return cfg, {k: jnp.asarray(v) for k, v in lp.items()}, jnp.asarray(x)
 
 
+@pytest.mark.slow   # builds MoE blocks in torch and JAX
 def test_every_twin_formulation_of_the_moe_block_agrees():
     """Same weights, same tokens: gather, ragged_dot, dense and tokamax (xla) give the same output
     and pick the same experts; a scheduled routing (the uniform/hot/... tables) too."""

@@ -186,6 +186,7 @@ def test_routing_on_a_dense_model_is_refused(tmp_path):
         install_routing(model, "uniform", "qwen3", 0)
 
 
+@pytest.mark.slow   # runs a point: builds a tiny model
 def test_a_generate_result_carries_per_expert_load(tmp_path, monkeypatch, capsys):
     from helpers_cli import run_cli
 
@@ -258,6 +259,7 @@ def test_generate_difference_is_named_where_generate_would_switch():
     assert generate_decode_note("tpu", {"": "eager"}) is None
 
 
+@pytest.mark.slow   # runs a point: builds a tiny model
 def test_generate_difference_reaches_the_result(tmp_path, monkeypatch, capsys):
     """A session that reports the note (a non-CPU device) puts it in the result's warnings and moe."""
     from tpubench.backends import torch as torch_backend
@@ -277,6 +279,7 @@ def test_generate_difference_reaches_the_result(tmp_path, monkeypatch, capsys):
     assert result["moe"]["generate_decode_experts_implementation"] == "batched_mm"
 
 
+@pytest.mark.slow   # runs a training point: builds a tiny model
 def test_a_train_result_carries_per_expert_load_under_routing(tmp_path, monkeypatch, capsys):
     from helpers_cli import run_cli
 

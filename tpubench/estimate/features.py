@@ -129,14 +129,14 @@ class Roofline:
 def kv_cache_bytes_per_chip(shape: ModelShape, batch: float, context: float, kv_bytes: float, chips: int) -> float:
     """KV-cache bytes one chip reads in a decode step (module notes: split by KV head, no finer)."""
     return sum(layer.kv_bytes_per_token(kv_bytes) * layer.attended(context) * batch
-               / min(chips, max(1, layer.n_kv_heads)) for layer in shape.layers)
+               / min(chips, max(1, layer.n_kv_heads)) * n for layer, n in shape.layer_counts)
 
 
 def decode_step_bytes_per_chip(point: Point) -> float:
     """Bytes one chip reads in one decode step at the mean context (module notes)."""
     p = point
     context = p.input_len + p.output_len / 2
-    weights = decode_bytes_per_chip(p.shape, p.concurrency, lambda layer: 0.0, p.weight_bytes, p.kv_bytes,
+    weights = decode_bytes_per_chip(p.shape, p.concurrency, None, p.weight_bytes, p.kv_bytes,
                                     None, p.chips)
     return sum(weights.values()) + kv_cache_bytes_per_chip(p.shape, p.concurrency, context, p.kv_bytes, p.chips)
 
@@ -146,7 +146,7 @@ def roofline(point: Point, peak_flops: float, peak_bytes_per_s: float) -> Roofli
     context = p.input_len + p.output_len / 2
     p_flops = prefill_flops(p.shape, p.concurrency, int(round(p.input_len)))
     # A prefill reads every weight its prompt tokens touch once; attention reads no cache.
-    p_bytes = sum(decode_bytes_per_chip(p.shape, p.concurrency * p.input_len, lambda layer: 0.0, p.weight_bytes,
+    p_bytes = sum(decode_bytes_per_chip(p.shape, p.concurrency * p.input_len, None, p.weight_bytes,
                                         p.kv_bytes, None, n).values())
     d_flops = decode_flops_per_step(p.shape, p.concurrency, context)
     d_bytes = decode_step_bytes_per_chip(p)
@@ -195,7 +195,7 @@ def sequences_that_fit(point: Point, memory_bytes: float | None) -> float:
         return math.inf
     free = memory_bytes * point.chips * MEMORY_UTILIZATION - point.shape.total_params * point.weight_bytes
     per_sequence = sum(layer.kv_bytes_per_token(point.kv_bytes) * layer.attended(point.input_len + point.output_len)
-                       for layer in point.shape.layers)
+                       * n for layer, n in point.shape.layer_counts)
     return max(free, 0.0) / per_sequence if per_sequence > 0 else math.inf
 
 

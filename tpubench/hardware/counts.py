@@ -89,7 +89,7 @@ def sum_attended(first: int, last: int, window: int | None) -> float:
 def flops_per_token(shape: ModelShape, context_len: float) -> float:
     """FLOPs for one token attending to `context_len` tokens: 2 x active params + attention."""
     return 2 * shape.active_params + sum(
-        layer.attention_flops_per_token(layer.attended(context_len)) for layer in shape.layers)
+        layer.attention_flops_per_token(layer.attended(context_len)) * n for layer, n in shape.layer_counts)
 
 
 def prefill_flops(shape: ModelShape, batch: int, input_len: int, *,
@@ -101,14 +101,14 @@ def prefill_flops(shape: ModelShape, batch: int, input_len: int, *,
     """
     check_positive(batch=batch, input_len=input_len)
     per_sequence = 2 * shape.global_matmul_params * input_len
-    for layer in shape.layers:
+    for layer, n in shape.layer_counts:
         if layer.kv_shared:
-            per_sequence += (2 * layer.active_matmul_params
-                             + layer.attention_flops_per_token(layer.attended(input_len)))
+            per_sequence += n * (2 * layer.active_matmul_params
+                                 + layer.attention_flops_per_token(layer.attended(input_len)))
         else:
-            per_sequence += (2 * layer.active_matmul_params * input_len
-                             + layer.attention_flops_per_token(
-                                 sum_attended(1, input_len, layer.window)))
+            per_sequence += n * (2 * layer.active_matmul_params * input_len
+                                 + layer.attention_flops_per_token(
+                                     sum_attended(1, input_len, layer.window)))
     per_sequence += 2 * shape.lm_head_params * (input_len if logits_all_positions else 1)
     return batch * per_sequence
 
@@ -173,23 +173,19 @@ def _distinct_per_moe_layer(shape: ModelShape, batch: int,
     return counts
 
 
-def decode_bytes_per_chip(shape: ModelShape, batch: int, attended: Callable[[LayerShape], float],
+def decode_bytes_per_chip(shape: ModelShape, batch: int, attended: Callable[[LayerShape], float] | None,
                   dtype_bytes: int, kv_dtype_bytes: int,
                   distinct_experts: float | Sequence[float] | None,
                   world_size: int = 1) -> dict[str, float]:
-    """Bytes one chip of `world_size` reads (module notes); with one chip, the whole step's."""
+    """Bytes one chip of `world_size` reads (module notes); with one chip, the whole step's. With
+    `attended` None the step reads no KV cache (a prefill's, or the weights alone)."""
     n = world_size
-    sharded = (sum(layer.attn_matmul_params + layer.mlp_matmul_params for layer in shape.layers)
-               + shape.lm_head_params)
-    replicated = (sum(layer.extra_matmul_params + layer.router_params + layer.other_params
-                      for layer in shape.layers)
-                  + shape.global_matmul_params + shape.global_other_params)
-    weights = (sharded / n + replicated) * dtype_bytes
+    weights = (shape.sharded_matmul_params / n + shape.replicated_params) * dtype_bytes
     counts = _distinct_per_moe_layer(shape, batch, distinct_experts)
     experts = sum(count * layer.params_per_expert * dtype_bytes
                   for layer, count in zip(shape.moe_layers, counts)) / n
-    kv = sum(layer.kv_bytes_per_token(kv_dtype_bytes) * attended(layer) * batch
-             for layer in shape.layers) / n
+    kv = 0.0 if attended is None else sum(layer.kv_bytes_per_token(kv_dtype_bytes) * attended(layer) * batch * k
+                                          for layer, k in shape.layer_counts) / n
     embeddings = batch * (shape.hidden_size + shape.per_layer_embedding_width) * dtype_bytes
     return {"weights": float(weights), "experts": float(experts), "kv_cache": float(kv),
             "embeddings": float(embeddings)}

@@ -20,6 +20,7 @@ norms and biases) because a multi-chip world shards some and replicates the othe
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Mapping
@@ -214,6 +215,24 @@ class ModelShape:
         """Matmul weights one token multiplies: top-k experts, lm_head included, embeddings not."""
         return (sum(layer.active_matmul_params for layer in self.layers)
                 + self.global_matmul_params + self.lm_head_params)
+
+    @cached_property
+    def layer_counts(self) -> tuple[tuple[LayerShape, int], ...]:
+        """Each distinct layer with how many times it repeats, in order of first appearance: most
+        models repeat one or two layers, so a sum over these is a sum over the layers at a few
+        terms' cost (the estimate's rooflines ran a thousand such sums a second)."""
+        return tuple(Counter(self.layers).items())
+
+    @cached_property
+    def sharded_matmul_params(self) -> int:
+        """Weights tensor parallelism splits over chips: attention, dense MLP and the lm_head."""
+        return sum(layer.attn_matmul_params + layer.mlp_matmul_params for layer in self.layers) + self.lm_head_params
+
+    @cached_property
+    def replicated_params(self) -> int:
+        """Weights every chip holds whole: extra matmuls, routers, norms and the weights outside the layers."""
+        return (sum(layer.extra_matmul_params + layer.router_params + layer.other_params for layer in self.layers)
+                + self.global_matmul_params + self.global_other_params)
 
     @cached_property
     def moe_layers(self) -> tuple[LayerShape, ...]:
