@@ -81,6 +81,7 @@ print(json.dumps([during, looked_up, os.environ.get("PYDANTIC_DISABLE_PLUGINS")]
 
 
 @pytest.mark.parametrize("users_own", [None, "some_plugin"])
+@pytest.mark.slow   # a subprocess CLI
 def test_validate_looks_for_no_pydantic_plugin_and_restores_the_setting(users_own):
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     if users_own:
@@ -105,6 +106,7 @@ main()
 @pytest.mark.parametrize("args, frozen", [(("validate", str(WORKLOADS / "qwen3_moe.yaml")), True),
                                           (("validate", str(WORKLOADS / "missing.yaml")), True),
                                           (("--help",), False)])
+@pytest.mark.slow   # a subprocess CLI
 def test_validate_spares_its_process_the_collection_at_exit(args, frozen):
     done = subprocess.run([sys.executable, "-c", EXIT_PROBE, *args], capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == f"frozen at exit: {frozen}"

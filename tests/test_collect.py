@@ -118,6 +118,7 @@ def fake_gcloud(monkeypatch, tmp_path: Path, buckets: Path) -> None:
     monkeypatch.setenv("FAKE_BUCKETS", str(buckets))
 
 
+@pytest.mark.slow   # subprocess CLIs
 def test_collect_launches_brings_results_and_keeps_a_failed_jobs_log(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(monkeypatch, capsys, "launch", str(REPO / "workloads" / "qwen3_moe.yaml"), "--on", "H100:8",

@@ -211,6 +211,7 @@ def test_vllm_preset_runs_the_api_server_from_its_own_python(tmp_path, monkeypat
 
 
 @pytest.mark.skipif(any(__import__("importlib").util.find_spec(m) for m in ("vllm",)), reason="vllm is installed here")
+@pytest.mark.slow   # asks another Python in a subprocess
 def test_packages_are_checked_in_the_serving_python():
     with pytest.raises(UserError, match=r"preset 'vllm' needs vllm, not installed here"):
         presets.check_packages(presets.PRESETS["vllm"], "vllm", sys.executable)    # this Python: find_spec

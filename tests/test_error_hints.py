@@ -89,6 +89,7 @@ print(json.dumps([code, sorted(sys.modules)]))
 @pytest.mark.parametrize("args", [("estimate", str(QWEN_MOE), "--on", "A100x8"),
                                   ("report", str(EXAMPLES), "--on", "tpu-v9z-8"),
                                   ("report", str(EXAMPLES), "--on", "H100:8", "--on", "Z9")])
+@pytest.mark.slow   # a subprocess CLI
 def test_a_bad_on_is_refused_before_anything_heavy_is_imported(args):
     done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True)
     code, modules = json.loads(done.stdout.strip().splitlines()[-1])
@@ -96,6 +97,7 @@ def test_a_bad_on_is_refused_before_anything_heavy_is_imported(args):
     assert not {m.split(".")[0] for m in modules} & {"pandas", "numpy", "torch", "transformers", "jax"}
 
 
+@pytest.mark.slow   # a subprocess CLI
 def test_validate_resolves_compare_on_without_pandas(tmp_path):
     # The shipped qwen3_moe names three compare_on chips: resolved from the CSV tables, no pandas.
     bad = edited(tmp_path, 'compare_on: [tpu-v6e-8, "H100:8", trn2]', 'compare_on: [tpu-v6e-8, "A100x8"]')

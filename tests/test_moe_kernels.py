@@ -111,6 +111,7 @@ def test_every_twin_formulation_of_the_moe_block_agrees():
             np.testing.assert_array_equal(np.asarray(experts), np.asarray(ref_experts), err_msg=impl)
 
 
+@pytest.mark.slow   # compiles and runs an MoE layer through JAX
 def test_tokamax_runs_the_implementation_it_is_given(monkeypatch):
     """The implementation reaches tokamax as a one-element tuple (no fallback list), and a Pallas
     kernel that cannot run here raises instead of running xla."""

@@ -62,6 +62,7 @@ def test_the_git_reader_on_this_repository():
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.slow   # starts git in a subprocess
 def test_a_mirror_whose_alternates_file_is_a_fifo_fails_fast_with_one_line(tmp_path, monkeypatch, capsys):
     # git opens objects/info/alternates to look an object up; a FIFO there (no writer) blocks that
     # open() forever. Each git call has a timeout, so the regeneration stops with one line, exit 2.

@@ -247,6 +247,7 @@ def test_param_counts_match_transformers():
     assert raw == ModelShape.from_config("gemma4_text", tf.Gemma4TextConfig(**gemma_kwargs).to_dict())
 
 
+@pytest.mark.slow   # times the host's matmuls and memory for about a second
 def test_host_probe_positive_and_cached():
     from tpubench.hardware.hostprobe import probe_host
 

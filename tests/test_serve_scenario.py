@@ -134,6 +134,7 @@ def test_running_server_by_url_with_declared_hardware(tmp_path, monkeypatch, cap
     assert (df["chips"] == 8).all()
 
 
+@pytest.mark.slow   # subprocess CLIs
 def test_unreachable_and_non_openai_servers_are_one_line_errors(tmp_path, monkeypatch, capsys):
     workload = serve_workload(tmp_path, server={"url": "http://127.0.0.1:9"})
     code, out, err = cli(monkeypatch, capsys, "run", str(workload), "--out", str(tmp_path / "r"))

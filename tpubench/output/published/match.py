@@ -20,6 +20,7 @@ published front, which usually means the match is not like for like.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -99,6 +100,12 @@ def accelerator_key(name) -> str:
     """The price table's canonical name ('h200', 'NVIDIA H200' -> 'H200'), else the bare name."""
     if not isinstance(name, str) or not name.strip():
         return ""
+    return _accelerator_key(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _accelerator_key(name: str) -> str:
+    # Kept per name: a report asks it of every shipped row (2,900 rows, a few dozen names).
     return normalize_accelerator(name) or re.sub(r"[^a-z0-9]", "", name.lower())
 
 
