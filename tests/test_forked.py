@@ -72,3 +72,30 @@ def test_a_worker_error_reaches_the_caller_and_the_pool_is_gone():
     with pytest.raises(ValueError, match="five"):
         forked.forked_map(fails, list(range(8)), workers=2)
     assert forked._job is None
+
+
+@linux_only
+def test_work_behind_runs_in_a_child_that_is_waited_for(tmp_path):
+    mark = tmp_path / "written"
+    forked.behind(lambda: mark.write_text(str(os.getpid())), fork=True)
+    assert forked._behind                    # a child, by its PID
+    forked.wait_behind()
+    assert not forked._behind and int(mark.read_text()) != os.getpid()
+
+
+def test_work_behind_runs_here_unless_a_fork_is_asked_and_safe(tmp_path, monkeypatch):
+    pids = []
+    forked.behind(lambda: pids.append(os.getpid()), fork=False)
+    monkeypatch.setattr(forked, "other_threads_running", lambda: True)
+    forked.behind(lambda: pids.append(os.getpid()), fork=True)
+    assert pids == [os.getpid()] * 2 and not forked._behind
+
+
+@linux_only
+def test_meanwhile_runs_once_here_while_the_workers_work():
+    seen = []
+    out = forked.forked_map(_pid_and_square, list(range(6)), workers=2, meanwhile=lambda: seen.append(os.getpid()))
+    assert seen == [os.getpid()] and [square for _, square in out] == [x * x for x in range(6)]
+    seen.clear()
+    forked.forked_map(_pid_and_square, [1], workers=0, meanwhile=lambda: seen.append("first"))
+    assert seen == ["first"]

@@ -115,3 +115,26 @@ def test_rows_of_interleaved_shapes_are_columns_in_first_seen_order():
     assert columns["c"][1] == (1, 2) and all(math.isnan(columns["c"][i]) for i in (0, 2, 3, 4))
     one_shape = ParsedRows.of_rows([0, 1], ["k", "l"], [{"x": 1, "y": "a"}, {"x": 2, "y": "b"}]).columns
     assert one_shape == {"x": [1, 2], "y": ["a", "b"]}
+
+
+def test_a_cache_written_behind_the_report_is_read_whole_by_the_next_load(files, tmp_path, monkeypatch):
+    from tpubench.output import results_cache
+
+    monkeypatch.setenv("TPUBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(results_cache, "MIN_FILES", 1)
+    monkeypatch.setattr(parse_pool, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    children, imported = [], []
+    real_behind = forked.behind
+    monkeypatch.setattr(forked, "behind", lambda fn, fork: children.append(fork) or real_behind(fn, fork=fork))
+    cold = load_results(tmp_path, warn=lambda m: None, keep="all", meanwhile=lambda: imported.append(1))
+    assert children == [True] and imported == [1]     # parsed by workers: the cache is written by a child
+    # The next load waits for that child, then reads every usable file's row from the cache: only
+    # the two unreadable files are parsed again.
+    parsed_again = []
+    real_parse = results_cache.parse_files
+    monkeypatch.setattr(results_cache, "parse_files", lambda paths, *a: parsed_again.extend(paths) or real_parse(paths, *a))
+    warm = load_results(tmp_path, warn=lambda m: None, keep="all", meanwhile=lambda: imported.append(2))
+    pd.testing.assert_frame_equal(warm, cold)
+    assert sorted(parsed_again) == [files[2], files[7]]
+    assert imported == [1, 2] and not forked._behind     # said whether or not anything was parsed

@@ -24,6 +24,7 @@ R = TypeVar("R")
 
 MAX_WORKERS = 8
 _job: tuple[Callable, Sequence] | None = None     # what the workers run: set before they are forked
+_behind: list[int] = []       # children of behind() not yet waited for
 
 
 def usable_cpus() -> int:
@@ -61,11 +62,15 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def forked_map(fn: Callable[[T], R], items: Sequence[T], workers: int, chunks_per_worker: int = 1) -> list[R]:
+def forked_map(fn: Callable[[T], R], items: Sequence[T], workers: int, chunks_per_worker: int = 1,
+               meanwhile: Callable[[], object] | None = None) -> list[R]:
     """[fn(item) for item in items], the items shared by `workers` forked processes in contiguous
-    chunks (`chunks_per_worker` each, so that uneven items still finish together)."""
+    chunks (`chunks_per_worker` each, so that uneven items still finish together). `meanwhile()`
+    runs here once the workers are forked, while they work (without workers: first)."""
     global _job
     if workers < 2:
+        if meanwhile is not None:
+            meanwhile()
         return [fn(item) for item in items]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -76,7 +81,49 @@ def forked_map(fn: Callable[[T], R], items: Sequence[T], workers: int, chunks_pe
     _job = (fn, items)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_interrupts)
     try:
-        return [result for chunk in pool.map(_run, starts, stops) for result in chunk]
+        chunks = pool.map(_run, starts, stops)     # every worker forked, every chunk sent
+        if meanwhile is not None:
+            meanwhile()
+        return [result for chunk in chunks for result in chunk]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _job = None
+
+
+def behind(fn: Callable[[], object], *, fork: bool) -> None:
+    """fn() in a forked child while this process goes on, with `fork` (the caller has just used
+    workers: a fork is safe, and a core is free now that only this process computes); else here.
+    fn's result and errors stay in the child, so give it work whose failure costs nothing (writing
+    a cache). The child ignores Ctrl-C, so an interrupted report still finishes its few tenths of a
+    second of writing; every child is waited for by its PID before this process exits, or before
+    wait_behind() returns."""
+    if not (fork and sys.platform.startswith("linux") and not other_threads_running()):
+        fn()
+        return
+    import os
+
+    pid = os.fork()
+    if pid == 0:        # the child: its work, then out, with none of the parent's exit handlers or buffers
+        try:
+            _ignore_interrupts()
+            fn()
+        finally:
+            os._exit(0)
+    if not _behind:
+        import atexit
+
+        atexit.register(wait_behind)
+    _behind.append(pid)
+
+
+def wait_behind() -> None:
+    """Wait for every child behind() started (its work done: a cache written)."""
+    import os
+
+    while _behind:
+        pid = _behind.pop()
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:      # already reaped
+            pass
+

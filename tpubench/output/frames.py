@@ -13,7 +13,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 from tpubench.errors import UserError
-from tpubench.output.python_strings import python_strings
+from tpubench.output.python_strings import python_strings_here
 from tpubench.output.results_cache import read_table
 from tpubench.records import energy_verdict, usable
 from tpubench.workload_spec.point import DEFAULT_KIND, RunPoint, key_of_point_dict, routing_label
@@ -192,9 +192,9 @@ def check_keep(keep: str) -> None:
         raise UserError(f"must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}", field="keep")
 
 
-@python_strings
 def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest",
-                 include_published: bool = False, shipped: bool = False):
+                 include_published: bool = False, shipped: bool = False,
+                 meanwhile: Callable[[], object] | None = None):
     """A tidy pandas DataFrame, one row per run point (failed points included, status='failed').
 
     A point measured more than once (several files with the same `point_key`, `environment_key`,
@@ -217,12 +217,29 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     by default they are left out, so nothing priced or budgeted mixes them in unasked. With
     `include_published` and `shipped=True`, the reference rows shipped with tpubench
     (data/published/, output/published/store.shipped_published) join them too.
+
+    Text columns hold Python strings (output/python_strings.py). `meanwhile()` runs while the
+    files are parsed (a report imports and reads what it needs then: output/parse_pool.py).
     """
+    check_keep(keep)
+
+    def prepare() -> None:
+        import pandas  # noqa: F401 - the frame below needs it: imported while forked workers parse
+
+        if meanwhile is not None:
+            meanwhile()
+
+    # Rows come from the results cache where a file is unchanged (output/results_cache.py).
+    table = read_table(paths, flatten, warn=warn or (lambda msg: warnings.warn(msg, stacklevel=4)),
+                       meanwhile=prepare)
+    with python_strings_here():
+        return _frame(table, paths, warn, keep, include_published, shipped)
+
+
+def _frame(table, paths, warn, keep: str, include_published: bool, shipped: bool):
+    """load_results' frame of the rows read (`table`)."""
     import pandas as pd
 
-    check_keep(keep)
-    # Rows come from the results cache where a file is unchanged (output/results_cache.py).
-    table = read_table(paths, flatten, warn=warn or (lambda msg: warnings.warn(msg, stacklevel=4)))
     if not table.files:
         df = pd.DataFrame(columns=BASE_COLUMNS).assign(older_runs=pd.Series(dtype="int64"))
         df.attrs["older_runs_left_out"] = 0

@@ -32,6 +32,7 @@ class ParsedRows:
     at: list[int] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     columns: dict[str, list] = field(default_factory=dict)
+    by_workers: bool = False        # parsed by forked workers (parse_files)
 
     @classmethod
     def of_rows(cls, at: list[int], keys: list[str], rows: list[dict]) -> ParsedRows:
@@ -88,9 +89,11 @@ def _parse(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> 
     return ParsedRows.of_rows(at, keys, rows)
 
 
-def parse_files(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> ParsedRows:
+def parse_files(paths: list[str], flatten: Callable, warn: Callable[[str], None],
+                meanwhile: Callable[[], object] | None = None) -> ParsedRows:
     """Every usable file of `paths` read and flattened by `flatten(result, path)`. The warnings are
-    said from here whichever process parsed the file (the same stack level for `warnings.warn`)."""
+    said from here whichever process parsed the file (the same stack level for `warnings.warn`).
+    `meanwhile()` runs here while the workers parse (forked.forked_map)."""
     workers = forked.workers_for(len(paths), PARALLEL_MIN_FILES)
     if workers:
         from tpubench.records.result import RunResult  # noqa: F401 - built once here, inherited by every worker
@@ -101,8 +104,8 @@ def parse_files(paths: list[str], flatten: Callable, warn: Callable[[str], None]
         said: list[str] = []
         return _parse(paths[start:start + size], flatten, said.append), said
 
-    out = ParsedRows()
-    for start, (parsed, said) in zip(starts, forked.forked_map(chunk, starts, workers)):
+    out = ParsedRows(by_workers=workers > 0)
+    for start, (parsed, said) in zip(starts, forked.forked_map(chunk, starts, workers, meanwhile=meanwhile)):
         for message in said:
             warn(message)
         out.extend(parsed, start)

@@ -10,20 +10,28 @@ what most users already had; now the report's speed no longer depends on an unre
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 F = TypeVar("F", bound=Callable)
 
 
+@contextlib.contextmanager
+def python_strings_here() -> Iterator[None]:
+    """pandas' text columns stored as Python strings within the block (its option restored after)."""
+    import pandas as pd
+
+    with pd.option_context("mode.string_storage", "python"):
+        yield
+
+
 def python_strings(fn: F) -> F:
-    """`fn`, run with pandas' text columns stored as Python strings (its option restored after)."""
+    """`fn`, run with pandas' text columns stored as Python strings (python_strings_here)."""
 
     @functools.wraps(fn)
     def with_python_strings(*args, **kwargs):
-        import pandas as pd
-
-        with pd.option_context("mode.string_storage", "python"):
+        with python_strings_here():
             return fn(*args, **kwargs)
 
     return with_python_strings  # type: ignore[return-value]
