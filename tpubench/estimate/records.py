@@ -21,7 +21,7 @@ from typing import Callable
 import pandas as pd
 
 from tpubench.estimate.physics import number
-from tpubench.records.files import ESTIMATES_FOLDER, folder_files
+from tpubench.records.files import ESTIMATES_FOLDER, record_files
 from tpubench.version import __version__
 
 LABEL = "estimate"   # what an estimate, its rows and its records say they are (`source`)
@@ -36,12 +36,6 @@ def write_record(payload: dict, workload: str, out_dir: str | Path, *, now: date
     payload = {**payload, "made_at": now.isoformat(timespec="seconds"), "tpubench_version": __version__}
     name = f"{workload}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
     return write_new_file(Path(out_dir) / ESTIMATES_FOLDER, name, (json.dumps(payload, indent=2) + "\n").encode())
-
-
-def record_files(paths) -> list[Path]:
-    """The records under `paths`: every estimates/*.json in a folder (at any depth), or a file named
-    directly that sits in an estimates folder."""
-    return folder_files(paths, ESTIMATES_FOLDER, ".json")
 
 
 def read_records(paths, *, warn: Callable[[str], None] | None = None) -> pd.DataFrame:

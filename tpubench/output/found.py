@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Iterable
 
 from tpubench.errors import UserError
-from tpubench.estimate.records import record_files
-from tpubench.output.published.store import published_files
-from tpubench.records.files import result_file_names
+from tpubench.records.files import published_files, record_files, result_file_names
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -31,9 +31,9 @@ from tpubench.estimate.gate import gate
 from tpubench.output.published.rows import COLUMNS, published_frame
 from tpubench.output.python_strings import python_strings
 from tpubench.records.csv_safety import neutralize_frame
-from tpubench.records.files import folder_files, replace_file
+from tpubench.records.files import PUBLISHED_FOLDER, published_files, replace_file
 
-FOLDER = "published"
+FOLDER = PUBLISHED_FOLDER
 # The reference rows shipped with tpubench (data/published/*.csv, sources in its SOURCES.md).
 SHIPPED_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "published"
 _REQUIRED = {"publisher", "model", "accelerator", "chips", "output_tokens_per_s_per_chip"}
@@ -55,12 +55,6 @@ def write_published(df: pd.DataFrame, into: Path, name: str, *, replace: bool = 
         raise UserError("already imported; pass --replace to import it again", where=str(target))
     data = neutralize_frame(df.reindex(columns=COLUMNS)).to_csv(index=False, float_format="%.9g")
     return replace_file(target, data.encode("utf-8"))
-
-
-def published_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """The stored imports under `paths`: every `published/*.csv` in a folder (at any depth), or a
-    CSV named directly that sits in a `published/` folder."""
-    return folder_files(paths, FOLDER, ".csv")
 
 
 def read_published(paths, *, warn: Callable[[str], None] | None = None) -> pd.DataFrame:

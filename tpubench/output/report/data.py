@@ -206,7 +206,7 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
                  grid_gco2_per_kwh: float | None = None,
                  published_tolerance: float = DEFAULT_TOLERANCE, include_shipped: bool = True,
                  tco_tiers: pd.DataFrame | None = None, on: Sequence[str] = (),
-                 estimator: Callable | None = None) -> ReportData:
+                 estimator: Callable | None = None, results: pd.DataFrame | None = None) -> ReportData:
     """Load results (paths or a DataFrame from `load_results`), price them and summarise.
 
     `keep` is load_results': "latest" counts a point measured several times once (its most recent
@@ -222,14 +222,16 @@ def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Seq
     (estimate.for_reports.estimates_for_report: the commands pass it) makes the answer table's
     estimates and reads its workloads' architectures (report/answer.py); without it the answer holds
     your measured options only. `on` names chips to estimate every workload on, beside those its
-    workload file's `compare_on` names.
+    workload file's `compare_on` names. `results` are the results under the paths `source`, already
+    loaded (`load_results` with the same `keep`: `tpubench report` reads them while it imports and
+    loads the rest); the paths still name the folders of published imports and workload files.
     """
     today = today or pricing.today_utc()
     from tpubench.output.frames import check_keep, load_results
 
-    if isinstance(source, pd.DataFrame):
+    if isinstance(source, pd.DataFrame) or results is not None:
         check_keep(keep)
-        results = source
+        results = source if results is None else results
     else:
         results = load_results(source, warn=warn, keep=keep)
     results, published, published_list = published_beside(source, results, warn, published_tolerance,
