@@ -65,7 +65,7 @@ _MEASURED = ("file", "file_row", "source", "date", "reference", "output_tokens_p
 _GIVEN: set[str] = set()
 # Each operating point's efficiency at ASKED_RATE (NaN: no roofline), kept for the process: a report
 # asks the gate about the shipped rows for its calibration, then again for its answer, and a roofline
-# per row is the whole cost (about 1 s for the shipped rows). An operating point's roofline never changes.
+# per row is the whole cost (about 0.4 s for the shipped rows). An operating point's roofline never changes.
 _EFFICIENCY: dict[str, float] = {}
 # Each operating point's compute-roofline cycle over its full-roofline cycle (_compute_ratios).
 _COMPUTE_RATIO: dict[str, float] = {}

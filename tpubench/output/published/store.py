@@ -12,7 +12,7 @@ their figures and their chip's roofline as they are read, so nothing a report, a
 budget does meets them. The shipped rows are held to their figures when read, and to the roofline
 where they can move a figure: `tpubench estimate` and a budget read them `checked`, a report's
 estimate gates what it calibrates on (estimate/for_reports.py) and its answer the rows it shows
-(output/answer/published.py). The roofline of all 2,749 takes about a second, which every report
+(output/answer/published.py). The roofline of all 2,749 takes about 0.4 s, which every report
 would pay only to list rows that tests/test_published_shipped.py already holds to it.
 """
 
