@@ -109,16 +109,25 @@ def _per_configuration(asked: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, l
 
 
 def _asked_efficiencies(distinct: pd.DataFrame, keys: list[str]) -> np.ndarray:
-    """Each distinct operating point's efficiency at ASKED_RATE (NaN without a roofline): from the
-    calibration's observations of the points not asked about before in this process."""
-    new = [i for i, key in enumerate(keys) if key not in _EFFICIENCY]
+    """Each distinct operating point's efficiency at ASKED_RATE (NaN without a roofline)."""
+    def efficiency(obs) -> dict[int, float]:
+        return dict(zip(obs.rows["source"].astype(int), obs.rows["efficiency"].astype(float))) if len(obs.rows) else {}
+
+    return np.array(_kept(_EFFICIENCY, distinct, keys, range(len(keys)), efficiency), dtype=float)
+
+
+def _kept(cache: dict[str, float], distinct: pd.DataFrame, keys: list[str], wanted, of_observations) -> list[float]:
+    """A figure of each operating point of `wanted` (positions in `distinct`), from `cache` (kept for
+    the process, module notes), the points not asked about before observed by the calibration at
+    once: `of_observations(obs)` gives each observed position's figure, NaN for one not observed."""
+    wanted = list(wanted)
+    new = [j for j in wanted if keys[j] not in cache]
     if new:
-        obs = observations(distinct.iloc[new].assign(source=[str(i) for i in new]))
-        found = dict(zip(obs.rows["source"].astype(int), obs.rows["efficiency"].astype(float))) if len(obs.rows) else {}
-        if len(_EFFICIENCY) + len(new) > _KEEP:
-            _EFFICIENCY.clear()
-        _EFFICIENCY.update({keys[i]: found.get(i, math.nan) for i in new})
-    return np.array([_EFFICIENCY[key] for key in keys], dtype=float)
+        found = of_observations(observations(distinct.iloc[new].assign(source=[str(j) for j in new])))
+        if len(cache) + len(new) > _KEEP:
+            cache.clear()
+        cache.update({keys[j]: found.get(j, math.nan) for j in new})
+    return [cache[keys[j]] for j in wanted]
 
 
 def _modelled(row: dict) -> bool:
@@ -147,16 +156,13 @@ def efficiencies(rows: pd.DataFrame) -> np.ndarray:
 def _compute_ratios(distinct: pd.DataFrame, keys: list[str], wanted: list[int]) -> dict[str, float]:
     """Per operating point of `wanted` (positions in `distinct`), its cycle by the compute roofline
     alone (FLOPs / peak) over its cycle by the full roofline: a row's efficiency by the compute
-    roofline is its full efficiency times this. Kept for the process, as _EFFICIENCY is."""
-    new = [j for j in wanted if keys[j] not in _COMPUTE_RATIO]
-    if new:
-        obs = observations(distinct.iloc[new].assign(source=[str(j) for j in new]))
+    roofline is its full efficiency times this."""
+    def ratio(obs) -> dict[int, float]:
         sources = obs.rows["source"].astype(int) if len(obs.rows) else []
-        if len(_COMPUTE_RATIO) + len(new) > _KEEP:
-            _COMPUTE_RATIO.clear()
-        for j, point, spec, roof in zip(sources, obs.points, obs.specs, obs.roofs):
-            _COMPUTE_RATIO[keys[j]] = roofline(point, spec.peak_flops, math.inf).cycle_s / roof.cycle_s
-    return {keys[j]: _COMPUTE_RATIO.get(keys[j], math.nan) for j in wanted}
+        return {j: roofline(point, spec.peak_flops, math.inf).cycle_s / roof.cycle_s
+                for j, point, spec, roof in zip(sources, obs.points, obs.specs, obs.roofs)}
+
+    return dict(zip((keys[j] for j in wanted), _kept(_COMPUTE_RATIO, distinct, keys, wanted, ratio)))
 
 
 def _figure_refusals(rows: pd.DataFrame) -> list[str | None]:

@@ -85,18 +85,20 @@ class Calibration:
     # What the methods below derive, kept: a Calibration is not changed after it is made.
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def tail(self, metric: str, arrival: str) -> tuple[float, int]:
-        """Calibration.tail_of, once per metric and arrival (a sweep of estimates asks again and again)."""
-        key = ("tail", metric, arrival)
+    def _kept(self, key: tuple, make):
+        """make(), once per key for this calibration (a sweep of estimates asks again and again)."""
         if key not in self._memo:
-            self._memo[key] = self.tail_of(metric, arrival)
+            self._memo[key] = make()
         return self._memo[key]
 
-    def tail_of(self, metric: str, arrival: str) -> tuple[float, int]:
+    def tail(self, metric: str, arrival: str) -> tuple[float, int]:
         """(p99 / median, rows) of TTFT or TPOT for requests arriving as `arrival`: the median ratio
         over the published rows that give both (of that arrival where 9 or more do, else of all);
         (1, 0) where none does. A percentile other than the median is the estimate's median times
         a lognormal's share of this ratio (output.report.service_level.at_percentile)."""
+        return self._kept(("tail", metric, arrival), lambda: self._tail(metric, arrival))
+
+    def _tail(self, metric: str, arrival: str) -> tuple[float, int]:
         rows = self.obs.rows
         if not len(rows):
             return 1.0, 0
@@ -108,9 +110,7 @@ class Calibration:
         return (float(np.median(ratio[use])), int(use.sum())) if use.any() else (1.0, 0)
 
     def box(self) -> "Box":
-        if "box" not in self._memo:
-            self._memo["box"] = Box.of(self.obs.X)
-        return self._memo["box"]
+        return self._kept(("box",), lambda: Box.of(self.obs.X))
 
     def family_rows(self, family: str | None) -> pd.DataFrame:
         """Every calibration row of the family, published and yours."""
@@ -127,11 +127,8 @@ class Calibration:
         return (sum(misses) / (len(misses) + OWN_ROW_PRIOR), len(misses)) if misses else (0.0, 0)
 
     def halfwidth(self, family: str | None, metric: str = THROUGHPUT) -> tuple[float, bool, str]:
-        """(q, nominal, basis) for a family's interval of one figure (module notes), once per family and metric."""
-        key = ("halfwidth", family, metric)
-        if key not in self._memo:
-            self._memo[key] = self._halfwidth(family, metric)
-        return self._memo[key]
+        """(q, nominal, basis) for a family's interval of one figure (module notes)."""
+        return self._kept(("halfwidth", family, metric), lambda: self._halfwidth(family, metric))
 
     def _halfwidth(self, family: str | None, metric: str) -> tuple[float, bool, str]:
         residuals = self.loo if metric == THROUGHPUT else self.latency_loo.get(metric, np.zeros(0))

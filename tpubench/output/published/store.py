@@ -33,7 +33,6 @@ from tpubench.output.python_strings import python_strings
 from tpubench.records.csv_safety import neutralize_frame
 from tpubench.records.files import PUBLISHED_FOLDER, published_files, replace_file
 
-FOLDER = PUBLISHED_FOLDER
 # The reference rows shipped with tpubench (data/published/*.csv, sources in its SOURCES.md).
 SHIPPED_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "published"
 _REQUIRED = {"publisher", "model", "accelerator", "chips", "output_tokens_per_s_per_chip"}
@@ -50,7 +49,7 @@ def store_name(publisher: str, source: Path) -> str:
 
 def write_published(df: pd.DataFrame, into: Path, name: str, *, replace: bool = False) -> Path:
     """`df` as `into/published/name`, atomically; an existing import is replaced only when asked."""
-    target = Path(into) / FOLDER / name
+    target = Path(into) / PUBLISHED_FOLDER / name
     if target.exists() and not replace:
         raise UserError("already imported; pass --replace to import it again", where=str(target))
     data = neutralize_frame(df.reindex(columns=COLUMNS)).to_csv(index=False, float_format="%.9g")
