@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
@@ -122,6 +123,31 @@ def test_the_vendored_library_is_what_its_readme_names_with_its_licences():
         assert digest in readme, name
     library = chart_page.library()
     assert "sourceMappingURL" not in library and "</script" not in library.lower()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="figures are drawn ahead in a forked child on Linux only")
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+def test_figures_drawn_ahead_in_a_child_make_the_same_page(data, monkeypatch):
+    """A large report draws its figures in a forked child while the rest of the page is written
+    (html_parts.charts_on_page): the page is the very same as drawn here, filters and all."""
+    from tpubench.output import forked
+    from tpubench.output.report import html
+
+    here = render(data, "html")
+    children = []
+    started = forked.ahead
+
+    def ahead(fn, *, fork):
+        pending = started(fn, fork=fork)
+        children.append(pending._pid)
+        return pending
+
+    monkeypatch.setattr(html, "AHEAD_MIN_RESULTS", 0)
+    monkeypatch.setattr(forked, "other_threads_running", lambda: False)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(forked, "ahead", ahead)
+    assert render(data, "html") == here
+    assert children and all(children)         # drawn in a child, by its PID, at least once
 
 
 def test_a_workload_filter_never_hides_a_figure_of_that_workload(data):

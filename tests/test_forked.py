@@ -99,3 +99,48 @@ def test_meanwhile_runs_once_here_while_the_workers_work():
     seen.clear()
     forked.forked_map(_pid_and_square, [1], workers=0, meanwhile=lambda: seen.append("first"))
     assert seen == ["first"]
+
+
+@linux_only
+def test_a_result_ahead_is_computed_in_a_child_and_read_once():
+    with forked.ahead(lambda: (os.getpid(), [1, 2, 3]), fork=True) as pending:
+        assert pending._pid is not None            # a child, by its PID, started at once
+        pid, value = pending.result()
+        assert pid != os.getpid() and value == [1, 2, 3]
+        assert pending.result() == (pid, [1, 2, 3]) and pending._pid is None     # reaped, kept
+
+
+def test_a_result_ahead_is_computed_here_unless_a_fork_is_asked_and_safe(monkeypatch):
+    assert forked.ahead(os.getpid, fork=False).result() == os.getpid()
+    monkeypatch.setattr(forked, "other_threads_running", lambda: True)
+    assert forked.ahead(os.getpid, fork=True).result() == os.getpid()
+    monkeypatch.setattr(forked, "other_threads_running", lambda: False)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 1)      # no second CPU to run it beside this one
+    assert forked.ahead(os.getpid, fork=True).result() == os.getpid()
+
+
+@linux_only
+def test_a_child_that_fails_leaves_the_error_to_be_raised_here():
+    calls = []
+
+    def fails():
+        calls.append(os.getpid())
+        raise ValueError("no figures")
+
+    pending = forked.ahead(fails, fork=True)
+    with pytest.raises(ValueError, match="no figures"):
+        pending.result()
+    assert calls == [os.getpid()]        # the child's own call appended to the child's copy of the list
+
+
+@linux_only
+def test_a_child_whose_result_is_never_asked_for_is_stopped_by_its_pid():
+    import time
+
+    pending = forked.ahead(lambda: time.sleep(60), fork=True)
+    pid = pending._pid
+    started = time.perf_counter()
+    pending.close()
+    assert time.perf_counter() - started < 30 and pending._pid is None
+    with pytest.raises(ChildProcessError):      # reaped: no longer a child of this process
+        os.waitpid(pid, 0)

@@ -19,25 +19,33 @@ from tpubench.money import plans as plan_vocab
 ADD_A_PRICE = "add a row of your own with --prices (docs/extending/prices.md)"
 
 
-def _matching(notes: pd.DataFrame | None, accelerator: str, plan: str) -> list[dict]:
-    """The unpriced rows of `accelerator` that cover `plan` (their own plan, or every plan), the
-    plan's own rows first. Rows as dicts: the table is a few dozen rows, asked once per chip and
-    plan of a report, where pandas' filtering cost milliseconds a question."""
+def _records(notes: pd.DataFrame | list[dict] | None) -> list[dict]:
+    """The unpriced table's rows as dicts (the table is a few dozen rows, asked once per chip and
+    plan of a report, where pandas' filtering cost milliseconds a question); rows pass as they are."""
+    if isinstance(notes, list):
+        return notes
     if notes is None or notes.empty or "accelerator" not in notes:
         return []
+    return notes.to_dict("records")
+
+
+def _matching(notes: list[dict], accelerator: str, plan: str) -> list[dict]:
+    """The unpriced rows of `accelerator` that cover `plan` (their own plan, or every plan), the
+    plan's own rows first."""
     chip = str(accelerator).lower()
-    mine = [r for r in notes.to_dict("records") if str(r["accelerator"]).lower() == chip]
+    mine = [r for r in notes if str(r["accelerator"]).lower() == chip]
     plan_of = [("" if pd.isna(r.get("plan")) else str(r.get("plan"))) for r in mine]
     base = plan_vocab.base_plan_name(plan)
     return ([r for r, p in zip(mine, plan_of) if p == base]
             + [r for r, p in zip(mine, plan_of) if p in ("", "nan")])
 
 
-def missing_price(accelerator: str, plan: str, notes: pd.DataFrame | None) -> str:
+def missing_price(accelerator: str, plan: str, notes: pd.DataFrame | list[dict] | None) -> str:
     """'no 1-year commitment price for H100: <reason> (<source>, checked <date>)', or, where the
-    unpriced table says nothing of it, where the table stops and how to add one."""
+    unpriced table (a DataFrame, or its rows as dicts) says nothing of it, where the table stops and
+    how to add one."""
     label = plan_vocab.plan_label(plan)
-    hit = _matching(notes, accelerator, plan)
+    hit = _matching(_records(notes), accelerator, plan)
     if not hit:
         return f"no {label} price for {accelerator} in the price table: {ADD_A_PRICE}"
     r = hit[0]
@@ -56,6 +64,7 @@ def plan_gaps(options: pd.DataFrame, notes: pd.DataFrame | None) -> dict[tuple[s
     if options is None or options.empty:
         return {}
     ranked = options[options["in_verdict"].astype(bool)]
+    notes = _records(notes)
     out: dict[tuple[str, str], list[str]] = {}
     for workload, rows in options.groupby("workload", sort=False):
         contenders = list(dict.fromkeys(ranked.loc[ranked["workload"] == workload, "accelerator"].astype(str)))

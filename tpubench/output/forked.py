@@ -8,6 +8,10 @@ positions go to a worker and only results come back. Fork is used on Linux only 
 libraries are not fork-safe; elsewhere there is no fork), so other platforms work in this process.
 Workers ignore Ctrl-C: an interrupted report stops here, with no worker tracebacks, and the pool
 is shut down (every worker joined) before the interrupt goes on.
+
+Two smaller helpers share the rules: `behind` runs work whose result nobody waits for (writing a
+cache) in a child, and `ahead` computes a result in a child while this process goes on (the HTML
+report's figures while the rest of the page is written).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Generic, Sequence, TypeVar
 
 from tpubench.hardware.environment import cpu_chips
 
@@ -127,3 +131,86 @@ def wait_behind() -> None:
         except ChildProcessError:      # already reaped
             pass
 
+
+_UNSET = object()
+
+
+class Ahead(Generic[R]):
+    """fn()'s result, computed in a forked child (ahead()) or here when it is asked for. `result()`
+    waits for the child and reads what it sent; where the child failed, fn() runs again here, so
+    its error is raised, with its traceback, where the result was wanted. `close()` (or leaving a
+    `with` block) stops a child whose result was never asked for, by its PID, and reaps it."""
+
+    def __init__(self, fn: Callable[[], R], pid: int | None = None, reader: int | None = None):
+        self._fn, self._pid, self._reader, self._value = fn, pid, reader, _UNSET
+
+    def result(self) -> R:
+        if self._pid is not None:
+            import os
+            import pickle
+
+            chunks = []
+            while chunk := os.read(self._reader, 1 << 20):
+                chunks.append(chunk)
+            self._reap()
+            try:
+                done, value = pickle.loads(b"".join(chunks))
+            except Exception:       # nothing or part of it came (the child was killed): computed here
+                done, value = False, None
+            if done:
+                self._value = value
+        if self._value is _UNSET:
+            self._value = self._fn()
+        return self._value
+
+    def close(self) -> None:
+        if self._pid is not None:
+            import os
+
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except ProcessLookupError:      # already gone (it has not been reaped, so it is ours)
+                pass
+            self._reap()
+
+    def _reap(self) -> None:
+        import os
+
+        os.close(self._reader)
+        os.waitpid(self._pid, 0)
+        self._pid = self._reader = None
+
+    def __enter__(self) -> Ahead[R]:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def ahead(fn: Callable[[], R], *, fork: bool) -> Ahead[R]:
+    """fn() started in a forked child now, with `fork` where a fork is safe and a second CPU can run
+    it beside this process (the same rules as the workers'); else an Ahead that computes it here
+    when asked. The result comes back pickled through a pipe, so give the child work whose result
+    is small beside its cost (text)."""
+    if not (fork and sys.platform.startswith("linux") and usable_cpus() > 1 and not other_threads_running()):
+        return Ahead(fn)
+    import os
+    import pickle
+
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:        # the child: the result or (False, None), then out, with none of the parent's exit handlers
+        try:
+            os.close(reader)
+            _ignore_interrupts()
+            try:
+                payload = pickle.dumps((True, fn()), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException:       # the parent computes it again and raises the error there
+                payload = pickle.dumps((False, None))
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(writer, view):]
+        finally:
+            os._exit(0)
+    os.close(writer)
+    return Ahead(fn, pid, reader)

@@ -137,9 +137,12 @@ class _MeasuredRows:
         cost, low, high = (self.numbers(c)[at] for c in (headline, f"{headline}_ci95_low", f"{headline}_ci95_high"))
         low, high = np.where(np.isfinite(low), low, cost), np.where(np.isfinite(high), high, cost)
         rate = self.numbers(f"{throughput}_per_chip")[at]
-        return [SweepPoint(load=load, ttft_s=ttft[i], tpot_s=tpot[i], usd_per_mtok=cost[i], usd_per_mtok_low=low[i],
-                           usd_per_mtok_high=high[i], tokens_per_s_per_chip=rate[i], position=int(at[i]))
-                for i, load in enumerate(self.loads[at].tolist())]
+        # As Python floats, column by column: indexing numpy arrays point by point took most of it.
+        return [SweepPoint(load=load, ttft_s=t1, tpot_s=t2, usd_per_mtok=c, usd_per_mtok_low=lo, usd_per_mtok_high=hi,
+                           tokens_per_s_per_chip=r, position=i)
+                for load, t1, t2, c, lo, hi, r, i in zip(self.loads[at].tolist(), ttft.tolist(), tpot.tolist(),
+                                                         cost.tolist(), low.tolist(), high.tolist(), rate.tolist(),
+                                                         at.tolist())]
 
     def records(self, at, names) -> list[dict]:
         """Rows `at` as dicts of only the columns `names` that the rows have."""

@@ -118,10 +118,11 @@ def filter_values(charts: list[Chart]) -> dict[str, list[str]]:
     return {name: sorted(found) for name, found in values.items() if found}
 
 
-def filter_bar(charts: list[Chart]) -> str:
-    """The page's filters over its figures: a select per filter any chart takes, 'all' first."""
+def filter_bar(values_of: dict[str, list[str]]) -> str:
+    """The page's filters over its figures (the values its charts hold: filter_values), a select
+    per filter, 'all' first."""
     selects = []
-    for name, values in filter_values(charts).items():
+    for name, values in values_of.items():
         options = '<option value="">all</option>' + "".join(
             f'<option value="{escape_html(v)}">{escape_html(v)}</option>' for v in values)
         selects.append(f'<label>{escape_html(name)} <select name="{name}">{options}</select></label>')

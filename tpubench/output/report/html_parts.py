@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Callable
 
-from tpubench.output.report.chart_page import escape_html, figure_html
+from tpubench.output import forked
+from tpubench.output.report.chart_page import escape_html, figure_html, filter_values
 
 
 def html_table(headers, rows, numeric=frozenset(), row_classes=None, cell_classes=None, wrap=frozenset()) -> str:
@@ -30,28 +32,77 @@ def html_table(headers, rows, numeric=frozenset(), row_classes=None, cell_classe
     return "".join(out)
 
 
-# While a page is built (charts_on_page), the charts its sections placed: the page then adds the
-# filters over them and the scripts that draw them (report/chart_page.py), once.
-_placed: ContextVar[list | None] = ContextVar("charts_placed", default=None)
+class Page:
+    """What a page's sections placed while it is built (charts_on_page): its charts, to which the
+    page adds the filters over them and the scripts that draw them (report/chart_page.py), and the
+    figures drawn ahead in a forked child (`ahead`: html_figures given a function that makes them),
+    each marked in the text until the page takes it (`resolve`)."""
+
+    def __init__(self, ahead: bool = False):
+        self.ahead = ahead
+        self.charts: list = []
+        self._later: list[tuple[str, forked.Ahead]] = []
+
+    def draw_ahead(self, make: Callable[[], list], heading: str) -> str:
+        marker = f"<!--figures-ahead-{len(self._later)}-->"
+        self._later.append((marker, forked.ahead(lambda: _drawn(make(), heading), fork=True)))
+        return marker
+
+    def resolve(self, text: str) -> tuple[str, dict[str, list[str]] | None]:
+        """(`text` with every figure drawn ahead in its place, the filter values of all its figures:
+        chart_page.filter_values), None for the values where the page has no figure."""
+        values = {name: set(found) for name, found in filter_values(self.charts).items()}
+        drawn = bool(self.charts)
+        for marker, pending in self._later:
+            html, more, count = pending.result()
+            text = text.replace(marker, html, 1)
+            drawn = drawn or count > 0
+            for name, found in more.items():
+                values.setdefault(name, set()).update(found)
+        return text, ({name: sorted(found) for name, found in values.items()} if drawn else None)
+
+    def close(self) -> None:
+        for _, pending in self._later:
+            pending.close()
+
+
+def _drawn(charts: list, heading: str = "") -> tuple[str, dict[str, list[str]], int]:
+    """Figures as the page takes them: their HTML (after `heading`; nothing without a figure), their
+    filter values, how many."""
+    html = heading + "".join(figure_html(chart) for chart in charts) if charts else ""
+    return html, filter_values(charts), len(charts)
+
+
+_page: ContextVar[Page | None] = ContextVar("page_being_built", default=None)
 
 
 @contextmanager
-def charts_on_page():
-    """Within it, html_figures records each chart it places in the list this yields."""
-    placed: list = []
-    reset = _placed.set(placed)
+def charts_on_page(ahead: bool = False):
+    """Within it, html_figures records each chart it places on the Page this yields; with `ahead`,
+    figures given as a function are drawn in a forked child meanwhile (forked.ahead: where a fork is
+    safe and another CPU is free). A child whose figures were not taken is stopped on the way out."""
+    page = Page(ahead)
+    reset = _page.set(page)
     try:
-        yield placed
+        yield page
     finally:
-        _placed.reset(reset)
+        _page.reset(reset)
+        page.close()
 
 
-def html_figures(charts) -> str:
-    """The figures of `charts` (report/charts.Chart), drawn by the browser (report/chart_page.py)."""
-    placed = _placed.get()
-    if placed is not None:
-        placed.extend(charts)
-    return "".join(figure_html(chart) for chart in charts)
+def html_figures(charts: list | Callable[[], list], heading: str = "") -> str:
+    """The figures of `charts` (report/charts.Chart, or a function that makes them), drawn by the
+    browser (report/chart_page.py), after `heading` where there is any. A function's figures are
+    made in a child while the page is built, where the page allows it (charts_on_page), and take
+    their place when it is finished."""
+    page = _page.get()
+    if callable(charts):
+        if page is not None and page.ahead:
+            return page.draw_ahead(charts, heading)
+        charts = charts()
+    if page is not None:
+        page.charts.extend(charts)
+    return _drawn(charts, heading)[0]
 
 
-__all__ = ["charts_on_page", "escape_html", "html_figures", "html_table"]
+__all__ = ["Page", "charts_on_page", "escape_html", "html_figures", "html_table"]

@@ -45,7 +45,6 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     from tpubench.output.report.data import result_rows
 
     summary = data.summary_of(unit)
-    runs = result_rows(data, unit)
     if fmt == "md":
         from tpubench.output.report.markdown_parts import runs_section, table
 
@@ -57,6 +56,7 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
                 out.append("")
             out += [f"- {note}" for note in f.METHOD_NOTES] + [""]
             out += tco_section.markdown(data, table)
+        runs = result_rows(data, unit)
         if len(runs):
             out += runs_section(data, "Runs", runs, f.RUN_HEADERS, f.run_cells, max_rows)
         return out
@@ -64,6 +64,10 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
     from tpubench.output.report.figures import report_figures
     from tpubench.output.report.html_parts import escape_html, html_figures, html_table
 
+    # The figures first, though placed after the tables: the slowest part of a large page, made in a
+    # child while the rest is written where the page allows it (html_parts.charts_on_page).
+    drawn = html_figures(lambda: report_figures(data, unit), heading="<h2>Figures</h2>") if figures else ""
+    runs = result_rows(data, unit)
     body = []
     if len(summary):
         for _, group in summary.groupby(["workload", "scale"], sort=False, dropna=False):
@@ -78,9 +82,8 @@ def section(data, fmt: str, unit, max_rows: int = 200, figures: bool = True) -> 
                                                     else f"<p>{escape_html(tco_section.EMPTY)}</p>"))
         if data.tco is not None:
             body.append(f'<p class="note">{escape_html(tco_section.NOTE)}</p>')
-    drawn = html_figures(report_figures(data, unit)) if figures else ""
     if drawn:
-        body.append("<h2>Figures</h2>" + drawn)
+        body.append(drawn)
     if len(runs):
         shown = runs.head(max_rows)
         headers = [h.format(plan=f.plan_label(data.primary_plan or "")) for h in f.RUN_HEADERS]
