@@ -90,16 +90,19 @@ def one_pass(folder: Path, report_out: Path | None, fmt: str = "html") -> dict:
 
         ready["prices"] = load_prices()
 
-    df = load_results(folder, meanwhile=prepare)
-    timings["load_results"] = time.perf_counter() - start
-    t = time.perf_counter()
-    from tpubench.output.report import build_report, render
+    from tpubench.output.collection import collection_paused
 
-    data = build_report(folder, results=df, prices=ready["prices"])
-    timings["price + summarise"] = time.perf_counter() - t
-    t = time.perf_counter()
-    text = render(data, fmt)
-    timings[_render_stage(fmt)] = time.perf_counter() - t
+    with collection_paused():       # as the command pauses it, over the whole report
+        df = load_results(folder, meanwhile=prepare)
+        timings["load_results"] = time.perf_counter() - start
+        t = time.perf_counter()
+        from tpubench.output.report import build_report, render
+
+        data = build_report(folder, results=df, prices=ready["prices"])
+        timings["price + summarise"] = time.perf_counter() - t
+        t = time.perf_counter()
+        text = render(data, fmt)
+        timings[_render_stage(fmt)] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - start
     timings["cpu"] = time.process_time() - cpu_start
     if report_out:

@@ -330,6 +330,7 @@ def report(
     _no_collection_at_exit()     # a report over 10,000 results leaves millions of objects: 0.1 s to collect
     if figures:
         _check_figures(fmt, out, figure_format)
+    from tpubench.output.collection import collection_paused
     from tpubench.output.found import holdings, require_readable
     from tpubench.output.frames import load_results
 
@@ -348,22 +349,25 @@ def report(
         ready["prices"] = _load_prices(prices, discount, cloud, region)
         ready["tco"] = None if tco is None else load_tco(tco)
 
-    results = load_results(paths, warn=_warn_stderr, keep=keep, meanwhile=prepare)
-    from tpubench.estimate.for_reports import estimates_for_report
-    from tpubench.output.report import build_report, render
+    # Paused over the whole report, not only within each step: a collection between two steps would
+    # walk every object the step before made (output/collection.py).
+    with collection_paused():
+        results = load_results(paths, warn=_warn_stderr, keep=keep, meanwhile=prepare)
+        from tpubench.estimate.for_reports import estimates_for_report
+        from tpubench.output.report import build_report, render
 
-    data = build_report(paths, results=results, prices=ready["prices"], plans=plan or None,
-                        instance=instance, what_if_instance=what_if, warn=_warn_stderr, keep=keep,
-                        include_flagged=include_flagged, grid_gco2_per_kwh=grid_gco2_per_kwh,
-                        published_tolerance=published_tolerance / 100, tco_tiers=ready["tco"],
-                        include_shipped=not no_shipped, on=on, estimator=estimates_for_report)
-    require_readable(found, len(data.results))
-    if out is not None or fmt != "md":  # markdown on the terminal already lists them
-        for w in data.warnings:
-            _warn_stderr(w)
-    images = _report_images(data, fmt, out, figure_format) if figures else None
-    html_name = out.with_suffix(".html").name if out is not None else None
-    _emit(render(data, fmt, table=table, images=images, html_name=html_name), out)
+        data = build_report(paths, results=results, prices=ready["prices"], plans=plan or None,
+                            instance=instance, what_if_instance=what_if, warn=_warn_stderr, keep=keep,
+                            include_flagged=include_flagged, grid_gco2_per_kwh=grid_gco2_per_kwh,
+                            published_tolerance=published_tolerance / 100, tco_tiers=ready["tco"],
+                            include_shipped=not no_shipped, on=on, estimator=estimates_for_report)
+        require_readable(found, len(data.results))
+        if out is not None or fmt != "md":  # markdown on the terminal already lists them
+            for w in data.warnings:
+                _warn_stderr(w)
+        images = _report_images(data, fmt, out, figure_format) if figures else None
+        html_name = out.with_suffix(".html").name if out is not None else None
+        _emit(render(data, fmt, table=table, images=images, html_name=html_name), out)
 
 
 def _check_figures(fmt: str, out: Optional[Path], figure_format: str) -> None:

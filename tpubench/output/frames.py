@@ -13,6 +13,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 from tpubench.errors import UserError
+from tpubench.output.collection import paused_collection
 from tpubench.output.python_strings import python_strings_here
 from tpubench.output.results_cache import read_table
 from tpubench.records import energy_verdict, usable
@@ -192,6 +193,7 @@ def check_keep(keep: str) -> None:
         raise UserError(f"must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}", field="keep")
 
 
+@paused_collection
 def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str = "latest",
                  include_published: bool = False, shipped: bool = False,
                  meanwhile: Callable[[], object] | None = None):

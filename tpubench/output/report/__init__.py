@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from tpubench.errors import UserError
+from tpubench.output.collection import paused_collection
 from tpubench.output.python_strings import python_strings
 from tpubench.output.report.data import ReportData, build_report
 
@@ -29,6 +30,7 @@ def _format(fmt: str) -> str:
 TABLES = ("report", "answer")
 
 
+@paused_collection
 @python_strings
 def render(data: ReportData, fmt: str = "markdown", *, max_rows: int = 200, table: str = "report",
            images=None, html_name: str | None = None) -> str:

@@ -17,6 +17,7 @@ from tpubench.output.answer.assemble import Answer, assemble
 from tpubench.output.answer.options import estimate_options, measured_columns, measured_options
 from tpubench.output.answer.published import candidates, published_options
 from tpubench.output.answer.service_level import Slo, slo_of
+from tpubench.output.collection import paused_collection
 from tpubench.output.python_strings import python_strings
 from tpubench.output.report import headline
 from tpubench.output.report.format import flagged_price_notes
@@ -197,6 +198,7 @@ def price_provenance(prices: pd.DataFrame, priced: pd.DataFrame, today: date,
     return table.sort_values(["as_of", "source"]).reset_index(drop=True)
 
 
+@paused_collection
 @python_strings
 def build_report(source, *, prices: pd.DataFrame | None = None, price_files: Sequence[str | Path] = (),
                  plans: Sequence[str] | None = None, discount_pct: float | None = None, cloud=None,
