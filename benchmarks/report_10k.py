@@ -73,6 +73,11 @@ def _render_stage(fmt: str) -> str:
     return "render html (figures included)" if fmt == "html" else f"render {fmt}"
 
 
+def _say(message: str) -> None:
+    """A warning, said on stderr as `tpubench report` says it (and as it does, taken as a callback)."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def one_pass(folder: Path, report_out: Path | None, fmt: str = "html") -> dict:
     """Time load + price + render in this process (imports included) and return the timings, in
     the order `tpubench report` works (tpubench/cli.py): the results are read first, and the report's
@@ -93,12 +98,12 @@ def one_pass(folder: Path, report_out: Path | None, fmt: str = "html") -> dict:
     from tpubench.output.collection import collection_paused
 
     with collection_paused():       # as the command pauses it, over the whole report
-        df = load_results(folder, meanwhile=prepare)
+        df = load_results(folder, meanwhile=prepare, warn=_say)
         timings["load_results"] = time.perf_counter() - start
         t = time.perf_counter()
         from tpubench.output.report import build_report, render
 
-        data = build_report(folder, results=df, prices=ready["prices"])
+        data = build_report(folder, results=df, prices=ready["prices"], warn=_say)
         timings["price + summarise"] = time.perf_counter() - t
         t = time.perf_counter()
         text = render(data, fmt)

@@ -221,7 +221,8 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
     (data/published/, output/published/store.shipped_published) join them too.
 
     Text columns hold Python strings (output/python_strings.py). `meanwhile()` runs while the
-    files are parsed (a report imports and reads what it needs then: output/parse_pool.py).
+    files are parsed (a report imports and reads what it needs then: output/parse_pool.py), and
+    the frames it builds hold Python strings too.
     """
     check_keep(keep)
 
@@ -229,7 +230,8 @@ def load_results(paths, *, warn: Callable[[str], None] | None = None, keep: str 
         import pandas  # noqa: F401 - the frame below needs it: imported while forked workers parse
 
         if meanwhile is not None:
-            meanwhile()
+            with python_strings_here():     # the frames it reads (a report's prices) as the report's are
+                meanwhile()
 
     # Rows come from the results cache where a file is unchanged (output/results_cache.py).
     table = read_table(paths, flatten, warn=warn or (lambda msg: warnings.warn(msg, stacklevel=4)),
