@@ -5,14 +5,15 @@ Parsing is most of a cold report's load: 10,000 files of 12 KiB each (their raw 
 2 s of pydantic and flattening on one core. What the workers give back is exactly what parsing the
 files here would give, in the same order, and every warning is said here, in file order. Rows come
 back as columns (ParsedRows), built where they were parsed: a few long lists cross the process
-boundary, not thousands of dicts.
+boundary, not thousands of dicts, and a column of floats only as a float64 array (the column pandas
+makes of the list), which crosses it and becomes a frame's column in a fraction of a list's time.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from tpubench.output import forked
 
@@ -31,7 +32,7 @@ class ParsedRows:
 
     at: list[int] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
-    columns: dict[str, list] = field(default_factory=dict)
+    columns: dict[str, Any] = field(default_factory=dict)      # a list, or a float64 array (_as_arrays)
     by_workers: bool = False        # parsed by forked workers (parse_files)
 
     @classmethod
@@ -54,12 +55,41 @@ class ParsedRows:
         """`other`'s rows after these; its positions counted from `offset`."""
         before, after = len(self.at), len(other.at)
         for name, values in self.columns.items():
-            values.extend(other.columns.get(name, [math.nan] * after))
+            self.columns[name] = _joined(values, other.columns.get(name, _missing(after)))
         for name, values in other.columns.items():
             if name not in self.columns:
-                self.columns[name] = [math.nan] * before + values
+                self.columns[name] = _joined(_missing(before), values)
         self.at.extend(offset + i for i in other.at)
         self.keys.extend(other.keys)
+
+
+def _missing(n: int):
+    """A column of `n` rows that lack the name: NaN, as a float array (floats joined to it stay one)."""
+    import numpy as np
+
+    return np.full(n, math.nan)
+
+
+def _joined(first, second):
+    """Two columns one after the other: a float64 array where both are (NaN is a float), else a list."""
+    import numpy as np
+
+    if isinstance(first, np.ndarray) and isinstance(second, np.ndarray):
+        return np.concatenate([first, second])
+    return _as_list(first) + _as_list(second)
+
+
+def _as_list(values) -> list:
+    return values.tolist() if hasattr(values, "tolist") else values
+
+
+def _as_arrays(columns: dict[str, list]) -> dict:
+    """`columns` with each column whose every value is a float as a float64 array: the column pandas
+    makes of that list, made where the rows were parsed (a worker), and far cheaper to send back."""
+    import numpy as np
+
+    return {name: np.array(values, dtype=float) if values and set(map(type, values)) == {float} else values
+            for name, values in columns.items()}
 
 
 def _scattered(rows: list[dict], shapes: dict[tuple, list[int]], names: list) -> dict[str, list]:
@@ -85,7 +115,9 @@ def _parse(paths: list[str], flatten: Callable, warn: Callable[[str], None]) -> 
             at.append(i)
             keys.append(result.environment_key)
             rows.append(flatten(result, path))
-    return ParsedRows.of_rows(at, keys, rows)
+    parsed = ParsedRows.of_rows(at, keys, rows)
+    parsed.columns = _as_arrays(parsed.columns)
+    return parsed
 
 
 def parse_files(paths: list[str], flatten: Callable, warn: Callable[[str], None],
@@ -94,8 +126,10 @@ def parse_files(paths: list[str], flatten: Callable, warn: Callable[[str], None]
     said from here whichever process parsed the file (the same stack level for `warnings.warn`).
     `meanwhile()` runs here while the workers parse (forked.forked_map)."""
     workers = forked.workers_for(len(paths), PARALLEL_MIN_FILES)
-    if workers:
-        from tpubench.records.result import RunResult  # noqa: F401 - built once here, inherited by every worker
+    if workers:     # imported once here, inherited by every worker (numpy's start costs each ~0.1 s of CPU)
+        import numpy  # noqa: F401
+
+        from tpubench.records.result import RunResult  # noqa: F401 - built once here
     size = -(-len(paths) // (workers * CHUNKS_PER_WORKER)) if workers else max(1, len(paths))
     starts = range(0, len(paths), size)
 

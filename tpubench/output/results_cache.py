@@ -159,6 +159,7 @@ def _merged(cached: _Cached, hits: list[int | None], parsed: ParsedRows, parsed_
     columns: dict[str, list] = {}
     for name in [*parsed.columns, *(n for n in cached.columns if n not in parsed.columns)]:
         from_parsed = parsed.columns.get(name, nan_column)
+        from_parsed = from_parsed.tolist() if hasattr(from_parsed, "tolist") else from_parsed
         from_cache = cached.column_list(name)
         if from_cache is None:
             columns[name] = [from_parsed[r] if is_parsed else math.nan for is_parsed, r in where]
@@ -227,8 +228,10 @@ def _write_cache(where: Path, table: Table, stats: list) -> None:
     names = _resolved(table.files)
     everything = len(keep) == len(stats)     # the usual case: no copy of 10,000 rows' columns
 
-    def kept(values: list) -> list:
-        return values if everything else [values[i] for i in keep]
+    def kept(values):
+        if everything:
+            return values
+        return values[keep] if hasattr(values, "dtype") else [values[i] for i in keep]
 
     columns = {name: kept(values) for name, values in table.columns.items() if name != "file"}
     meta = {"fingerprint": _fingerprint(), "rows": len(keep), "files": kept(names), "stats": kept(stats),

@@ -36,14 +36,17 @@ _EXACT_INT = 2 ** 53      # every int up to this is a float exactly
 _CODE_TYPES = ((2 ** 8, "<u1"), (2 ** 16, "<u2"), (2 ** 32, "<u4"))
 
 
-def encode(meta: dict, columns: dict[str, list]) -> bytes:
+def encode(meta: dict, columns: dict[str, Any]) -> bytes:
     """`meta` (JSON values; "rows": the number of rows) with `columns` (each a list of that many
-    JSON values), as a cache file's bytes."""
+    JSON values, or a float64 array), as a cache file's bytes."""
     import numpy as np
 
     n = meta["rows"]
     floats, ints, coded, plain = [], [], [], {}
     for name, values in columns.items():
+        if isinstance(values, np.ndarray) and values.dtype == np.float64:
+            floats.append(name)
+            continue
         types = set(map(type, values))
         if types <= {float} or (types == {int, float} and _floats_hold(values)):
             floats.append(name)
