@@ -5,7 +5,7 @@ Parsing is most of a cold report's load: 10,000 files of 12 KiB each (their raw 
 2 s of pydantic and flattening on one core. What the workers give back is exactly what parsing the
 files here would give, in the same order, and every warning is said here, in file order. Rows come
 back as columns (ParsedRows), built where they were parsed: a few long lists cross the process
-boundary, not thousands of dicts, and a column of floats only as a float64 array (the column pandas
+boundary, not thousands of dicts, and each column of floats as a float64 array (the column pandas
 makes of the list), which crosses it and becomes a frame's column in a fraction of a list's time.
 """
 
@@ -94,8 +94,7 @@ def _as_arrays(columns: dict[str, list]) -> dict:
 
 def _scattered(rows: list[dict], shapes: dict[tuple, list[int]], names: list) -> dict[str, list]:
     """The columns `names` of `rows`, grouped by shape (of_rows), each shape's values set at its
-    rows' positions (NaN where a row lacks a name). Plain lists, not numpy: a worker that imported
-    numpy for this spent ~0.1 s of CPU starting OpenBLAS's threads, more than these loops take."""
+    rows' positions (NaN where a row lacks a name), as lists, as of_rows makes one shape's."""
     columns = {name: [math.nan] * len(rows) for name in names}
     for shape, at in shapes.items():
         for name, values in zip(shape, zip(*(rows[i].values() for i in at))):
