@@ -16,6 +16,7 @@ report's figures while the rest of the page is written).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -104,8 +105,6 @@ def behind(fn: Callable[[], object], *, fork: bool) -> None:
     if not (fork and sys.platform.startswith("linux") and not other_threads_running()):
         fn()
         return
-    import os
-
     pid = os.fork()
     if pid == 0:        # the child: its work, then out, with none of the parent's exit handlers or buffers
         try:
@@ -122,8 +121,6 @@ def behind(fn: Callable[[], object], *, fork: bool) -> None:
 
 def wait_behind() -> None:
     """Wait for every child behind() started (its work done: a cache written)."""
-    import os
-
     while _behind:
         pid = _behind.pop()
         try:
@@ -146,7 +143,6 @@ class Ahead(Generic[R]):
 
     def result(self) -> R:
         if self._pid is not None:
-            import os
             import pickle
 
             chunks = []
@@ -165,8 +161,6 @@ class Ahead(Generic[R]):
 
     def close(self) -> None:
         if self._pid is not None:
-            import os
-
             try:
                 os.kill(self._pid, signal.SIGKILL)
             except ProcessLookupError:      # already gone (it has not been reaped, so it is ours)
@@ -174,8 +168,6 @@ class Ahead(Generic[R]):
             self._reap()
 
     def _reap(self) -> None:
-        import os
-
         os.close(self._reader)
         os.waitpid(self._pid, 0)
         self._pid = self._reader = None
@@ -194,7 +186,6 @@ def ahead(fn: Callable[[], R], *, fork: bool) -> Ahead[R]:
     is small beside its cost (text)."""
     if not (fork and sys.platform.startswith("linux") and usable_cpus() > 1 and not other_threads_running()):
         return Ahead(fn)
-    import os
     import pickle
 
     reader, writer = os.pipe()

@@ -76,10 +76,11 @@ def _joined(first, second):
 
     if isinstance(first, np.ndarray) and isinstance(second, np.ndarray):
         return np.concatenate([first, second])
-    return _as_list(first) + _as_list(second)
+    return as_list(first) + as_list(second)
 
 
-def _as_list(values) -> list:
+def as_list(values) -> list:
+    """A column as a list (a float array's values as Python floats)."""
     return values.tolist() if hasattr(values, "tolist") else values
 
 

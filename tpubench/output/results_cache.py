@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tpubench.output import forked, rows_file
-from tpubench.output.parse_pool import ParsedRows, parse_files
+from tpubench.output.parse_pool import ParsedRows, as_list, parse_files
 from tpubench.records.files import replace_file, result_file_names
 
 # Fewer files than this parse in well under a second: no cache file is worth writing for them.
@@ -159,7 +159,7 @@ def _merged(cached: _Cached, hits: list[int | None], parsed: ParsedRows, parsed_
     columns: dict[str, list] = {}
     for name in [*parsed.columns, *(n for n in cached.columns if n not in parsed.columns)]:
         from_parsed = parsed.columns.get(name, nan_column)
-        from_parsed = from_parsed.tolist() if hasattr(from_parsed, "tolist") else from_parsed
+        from_parsed = as_list(from_parsed)
         from_cache = cached.column_list(name)
         if from_cache is None:
             columns[name] = [from_parsed[r] if is_parsed else math.nan for is_parsed, r in where]
